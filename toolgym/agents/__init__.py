@@ -1,0 +1,160 @@
+"""Agent architectures: langgraph graphs that drive a chat model against an environment.
+
+An architecture is one module in this package with a class registered by
+:func:`register_agent`. It subclasses :class:`Agent` and implements :meth:`Agent.arun`, which
+plays one episode and returns its :class:`~toolgym.records.Trajectory`. The
+:class:`Episode` helper records steps so every architecture writes the same trajectory format.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from typing import Any, ClassVar
+
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import BaseMessage
+
+from toolgym.environments import Environment, ToolBug
+from toolgym.records import Example, ModelStep, Status, Step, ToolCall, ToolStep, Trajectory
+from toolgym.registry import Registry
+
+__all__ = ["AGENTS", "Agent", "Episode", "get_agent", "register_agent"]
+
+AGENTS: Registry[type[Agent]] = Registry("agent", "toolgym.agents")
+
+
+def register_agent(name: str) -> Callable[[type[Agent]], type[Agent]]:
+    """Class decorator registering an :class:`Agent` subclass under ``name``."""
+
+    def decorator(cls: type[Agent]) -> type[Agent]:
+        cls.name = name
+        return AGENTS.register(name)(cls)
+
+    return decorator
+
+
+def get_agent(name: str) -> type[Agent]:
+    """The agent class registered as ``name``.
+
+    Raises:
+        UnknownNameError: with "did you mean" suggestions.
+    """
+    return AGENTS.get(name)
+
+
+class Episode:
+    """Mutable record of one episode while it runs; turned into a Trajectory at the end.
+
+    Steps are appended to a plain list (never copied), so recording costs O(1) per step.
+    """
+
+    def __init__(self, env: Environment, example: Example, trial: int = 0) -> None:
+        self.env = env
+        self.example = example
+        self.trial = trial
+        self.steps: list[Step] = []
+        self.messages: list[BaseMessage] = []  # the chat history, for architectures that keep one
+        self.model_turns = 0
+        self.status: Status = "completed"
+        self.final_answer: str | None = None
+        self.started = time.perf_counter()
+
+    def record_model(self, step: ModelStep) -> None:
+        """Append a model turn."""
+        self.model_turns += 1
+        self.steps.append(step)
+
+    def execute(self, call: ToolCall) -> ToolStep:
+        """Run one tool call on the environment (or reject a malformed one) and record it.
+
+        Raises:
+            ToolBug: if the tool itself is broken; the episode ends with status ``error``.
+        """
+        if call.malformed:
+            error = True
+            output = (
+                f"Error: malformed tool call ({call.malformed}). Use a tool call with a known "
+                "tool name and a JSON object of arguments."
+            )
+        else:
+            result = self.env.call(call.name, call.arguments)
+            output, error = result.output, result.error
+        step = ToolStep(
+            call_id=call.id, name=call.name, arguments=call.arguments, output=output, error=error
+        )
+        self.steps.append(step)
+        return step
+
+    def trajectory(self, agent: str, model: str | None, error: str | None = None) -> Trajectory:
+        """The finished trajectory (status ``error`` when ``error`` is given)."""
+        try:
+            state = self.env.read_state()
+        except Exception as exc:  # a broken read_state is a bug, recorded, never fatal
+            state, error = {}, error or f"{type(exc).__name__} in read_state: {exc}"
+        return Trajectory(
+            example_id=self.example.id,
+            trial=self.trial,
+            env=self.env.name,
+            agent=agent,
+            model=model,
+            status="error" if error else self.status,
+            error=error,
+            steps=self.steps,
+            final_state=state,
+            final_answer=self.final_answer,
+            duration_s=time.perf_counter() - self.started,
+        )
+
+
+class Agent:
+    """Base class of agent architectures.
+
+    Args:
+        model: The chat model (``None`` for agents that need none, such as ``oracle``).
+        model_spec: The ``--model`` string, recorded in trajectories.
+        max_steps: Maximum number of model turns; reaching it ends the episode with status
+            ``step_limit``.
+    """
+
+    name: ClassVar[str] = ""
+    needs_model: ClassVar[bool] = True
+
+    def __init__(
+        self, model: BaseChatModel | None = None, model_spec: str | None = None, max_steps: int = 40
+    ) -> None:
+        self.model = model
+        self.model_spec = model_spec
+        self.max_steps = max_steps
+
+    async def play(self, episode: Episode) -> None:
+        """Play the episode: call the model, execute tools via ``episode.execute``, set
+        ``episode.status`` and ``episode.final_answer``. Implemented by each architecture."""
+        raise NotImplementedError
+
+    async def arun(self, env: Environment, example: Example, trial: int = 0) -> Trajectory:
+        """Play one episode on a freshly reset environment and return its trajectory.
+
+        Never raises for a failing model or a broken tool: the trajectory gets status
+        ``error`` with ``"ErrorType: message"``. Cancellation (Ctrl-C) propagates.
+        """
+        episode = Episode(env, example, trial)
+        error = None
+        try:
+            await self.play(episode)
+        except asyncio.CancelledError:
+            raise
+        except ToolBug as exc:
+            error = f"ToolBug: {exc}"
+        except Exception as exc:
+            error = f"{type(exc).__name__}: {exc}"
+        return episode.trajectory(self.name, self.model_spec, error)
+
+    def run(self, env: Environment, example: Example, trial: int = 0) -> Trajectory:
+        """Synchronous :meth:`arun`."""
+        return asyncio.run(self.arun(env, example, trial))
+
+    def describe(self) -> dict[str, Any]:
+        """Settings recorded in ``run.json``."""
+        return {"agent": self.name, "max_steps": self.max_steps}

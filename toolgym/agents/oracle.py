@@ -1,0 +1,37 @@
+"""The oracle agent: replays an example's expected calls through the tool-calling graph."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from toolgym.agents import Episode, register_agent
+from toolgym.agents.tool_calling import ToolCallingAgent
+from toolgym.providers.scripted import ScriptedChatModel
+
+
+def oracle_script(example) -> list[dict[str, Any]]:
+    """Two turns: all expected calls at once (as parallel tool calls), then the reference
+    answer as text.
+
+    Raises:
+        ValueError: if the example expects steps but has no ``expected_calls`` to replay.
+    """
+    if example.expected_steps and example.expected_calls is None:
+        raise ValueError(f"example {example.id!r} has no expected_calls for the oracle to replay")
+    calls = [
+        {"name": c.name, "args": c.arguments, "id": f"oracle_{i}"}
+        for i, c in enumerate(example.expected_calls or [])
+    ]
+    answer = "" if example.reference is None else str(example.reference)
+    return ([{"content": "", "tool_calls": calls}] if calls else []) + [{"content": answer}]
+
+
+@register_agent("oracle")
+class OracleAgent(ToolCallingAgent):
+    """A perfect reference trajectory: the example's expected calls, then its reference
+    answer. Checks graders, datasets and the pipeline without a model."""
+
+    needs_model = False
+
+    def model_for(self, episode: Episode) -> ScriptedChatModel:
+        return ScriptedChatModel(turns=oracle_script(episode.example))

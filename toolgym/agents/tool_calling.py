@@ -1,0 +1,113 @@
+"""The native tool-calling agent: a langgraph StateGraph (model node → tool node → model ...)."""
+
+from __future__ import annotations
+
+import time
+from typing import Any, TypedDict
+
+from langchain_core.messages import BaseMessage, HumanMessage, ToolMessage
+from langchain_core.runnables import RunnableConfig
+from langgraph.graph import END, START, StateGraph
+
+from toolgym.agents import Agent, Episode, register_agent
+from toolgym.agents.parsing import model_step
+
+
+class AgentState(TypedDict):
+    """Graph state: the number of model turns so far.
+
+    The chat history itself lives in ``Episode.messages`` (a plain list extended in place) so a
+    step costs O(new messages): langgraph's ``add_messages`` reducer rebuilds the whole history
+    at every step, and langgraph may apply a reducer more than once per update, so an in-place
+    reducer is not safe.
+    """
+
+    turns: int
+
+
+@register_agent("tool_calling")
+class ToolCallingAgent(Agent):
+    """Native tool calling: the model is bound to the environment's tools; every call of a
+    turn is executed in order (parallel calls are never dropped) and its observation returned
+    as a ToolMessage; the episode ends when the model answers without calling a tool
+    (``completed``) or after ``max_steps`` model turns (``step_limit``).
+
+    Malformed calls (arguments not JSON, call written as text) are recorded as such and
+    answered with an error observation.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._bound: dict[type, Any] = {}
+        self.graph = self.build_graph()
+
+    def build_graph(self):
+        """Compile the model → tools loop once; each episode travels in the run config."""
+        graph = StateGraph(AgentState)
+        graph.add_node("model", self._model_node)
+        graph.add_node("tools", self._tools_node)
+        graph.add_edge(START, "model")
+        graph.add_conditional_edges("model", self._after_model, ["tools", END])
+        graph.add_conditional_edges("tools", self._after_tools, ["model", END])
+        return graph.compile()
+
+    def model_for(self, episode: Episode) -> Any:
+        """The runnable called for each model turn: the model bound to the environment's
+        tools (bound once per environment class)."""
+        cls = type(episode.env)
+        if cls not in self._bound:
+            self._bound[cls] = self.model.bind_tools(list(episode.env.tools.values()))
+        return self._bound[cls]
+
+    async def _model_node(self, state: AgentState, config: RunnableConfig) -> dict:
+        episode: Episode = config["configurable"]["episode"]
+        model = config["configurable"]["model"]
+        start = time.perf_counter()
+        message = await model.ainvoke(episode.messages)
+        episode.messages.append(message)
+        step = model_step(message, time.perf_counter() - start, episode.env.tools.keys())
+        episode.record_model(step)
+        if not step.tool_calls:
+            episode.final_answer = step.text
+        return {"turns": state["turns"] + 1}
+
+    async def _tools_node(self, state: AgentState, config: RunnableConfig) -> dict:
+        episode: Episode = config["configurable"]["episode"]
+        step = episode.steps[-1]
+        replies: list[BaseMessage] = []
+        message = episode.messages[-1]
+        ids = {c.get("id") for c in message.tool_calls} | {c.get("id") for c in message.invalid_tool_calls}
+        for call in step.tool_calls:
+            result = episode.execute(call)
+            if call.id in ids:
+                replies.append(
+                    ToolMessage(
+                        result.output,
+                        tool_call_id=call.id,
+                        name=call.name,
+                        status="error" if result.error else "success",
+                    )
+                )
+            else:  # a call written as text has no id the provider knows: answer as the user
+                replies.append(HumanMessage(result.output))
+        episode.messages.extend(replies)
+        return {}
+
+    def _after_model(self, state: AgentState, config: RunnableConfig) -> str:
+        episode: Episode = config["configurable"]["episode"]
+        return "tools" if episode.steps[-1].tool_calls else END
+
+    def _after_tools(self, state: AgentState, config: RunnableConfig) -> str:
+        episode: Episode = config["configurable"]["episode"]
+        if episode.model_turns >= self.max_steps:
+            episode.status = "step_limit"
+            return END
+        return "model"
+
+    async def play(self, episode: Episode) -> None:
+        configurable = {"episode": episode, "model": self.model_for(episode)}
+        episode.messages = episode.env.prompt(episode.example)
+        await self.graph.ainvoke(
+            {"turns": 0},
+            config={"configurable": configurable, "recursion_limit": 2 * self.max_steps + 5},
+        )

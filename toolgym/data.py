@@ -1,0 +1,163 @@
+"""Loading datasets: the project's JSONL files and the LangChain tool-usage JSON form.
+
+Every record is validated before any model is called; a bad record raises
+:class:`DatasetError` naming the file and line.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pydantic import ValidationError
+
+from toolgym.records import Example
+
+if TYPE_CHECKING:
+    from toolgym.environments import Environment
+
+DATASETS_DIR = Path(__file__).parent / "datasets"
+
+
+class DatasetError(ValueError):
+    """A dataset file or record is invalid; the message names the file and line."""
+
+
+def builtin_datasets(env: str) -> list[str]:
+    """Names of the datasets shipped for ``env`` (files ``toolgym/datasets/<env>/<name>.jsonl``)."""
+    folder = DATASETS_DIR / env
+    return sorted(p.stem for p in folder.glob("*.jsonl")) if folder.is_dir() else []
+
+
+def resolve_dataset(env: str, dataset: str | None) -> Path:
+    """Turn ``--dataset`` (a path, a built-in name, or ``None`` for ``test``) into a file path.
+
+    Raises:
+        DatasetError: if it is neither an existing file nor a built-in dataset of ``env``.
+    """
+    name = dataset or "test"
+    path = Path(name)
+    if path.exists():
+        return path
+    builtin = DATASETS_DIR / env / f"{name}.jsonl"
+    if builtin.exists():
+        return builtin
+    known = builtin_datasets(env)
+    raise DatasetError(
+        f"dataset {name!r} is neither a file nor a built-in dataset of {env!r} "
+        f"(built-in: {', '.join(known) or 'none'})"
+    )
+
+
+def sha256_file(path: Path) -> str:
+    """Hex sha256 of a file's bytes."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _describe(exc: ValidationError) -> str:
+    return "; ".join(
+        f"field {'.'.join(map(str, e['loc'])) or '(record)'}: {e['msg']}" for e in exc.errors()
+    )
+
+
+def load_examples(
+    path: str | Path, env: type[Environment] | None = None, options: dict[str, Any] | None = None
+) -> list[Example]:
+    """Read and validate every example of a dataset file.
+
+    Two forms are accepted:
+
+    * JSON Lines, one :class:`~toolgym.records.Example` per line (blank lines skipped);
+    * the LangChain tool-usage JSON form: an object with ``examples``, each with
+      ``question``, ``reference`` or ``answer``, ``expected_steps`` and optional
+      ``order_matters``; ``env.from_langchain`` (when given) adds what the environment can
+      derive (expected calls, expected state);
+    * any format the environment reads itself (:meth:`Environment.load_dataset`).
+
+    Raises:
+        DatasetError: naming the file and line (JSONL) or example index (JSON) of the first
+            invalid record, or a duplicate id.
+    """
+    path = Path(path)
+    if env is not None:
+        special = env.load_dataset(path, options or {})
+        if special is not None:
+            return special
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise DatasetError(f"{path}: cannot read: {exc}") from exc
+    stripped = text.lstrip()
+    if stripped.startswith("{") and '"examples"' in stripped[:200_000] and _is_single_json(text):
+        examples = _load_langchain(path, json.loads(text), env)
+    else:
+        examples = []
+        for lineno, line in enumerate(text.splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise DatasetError(f"{path}:{lineno}: not valid JSON: {exc.msg}") from None
+            if not isinstance(record, dict):
+                raise DatasetError(f"{path}:{lineno}: expected a JSON object")
+            try:
+                examples.append(Example.model_validate(record))
+            except ValidationError as exc:
+                raise DatasetError(f"{path}:{lineno}: {_describe(exc)}") from None
+    seen: set[str] = set()
+    for ex in examples:
+        if ex.id in seen:
+            raise DatasetError(f"{path}: duplicate example id {ex.id!r}")
+        seen.add(ex.id)
+    if not examples:
+        raise DatasetError(f"{path}: no examples")
+    return examples
+
+
+def _is_single_json(text: str) -> bool:
+    try:
+        return isinstance(json.loads(text), dict)
+    except json.JSONDecodeError:
+        return False
+
+
+def _load_langchain(path: Path, doc: dict[str, Any], env: type[Environment] | None) -> list[Example]:
+    records = doc.get("examples")
+    if not isinstance(records, list):
+        raise DatasetError(f"{path}: field 'examples' must be a list")
+    examples = []
+    for index, record in enumerate(records):
+        where = f"{path}: examples[{index}]"
+        if not isinstance(record, dict) or "question" not in record:
+            raise DatasetError(f"{where}: expected an object with 'question'")
+        reference = record.get("reference", record.get("answer"))
+        fields: dict[str, Any] = {
+            "id": str(record.get("id", index)),
+            "input": record["question"],
+            "expected_steps": record.get("expected_steps", []),
+            "order_matters": record.get("order_matters", True),
+            "reference": reference,
+            "metadata": {"n_steps": len(record.get("expected_steps", [])), "source": "langchain"},
+        }
+        try:
+            if env is not None:
+                fields = env.from_langchain(record, fields)
+            examples.append(Example.model_validate(fields))
+        except (ValidationError, ValueError, KeyError, TypeError) as exc:
+            detail = _describe(exc) if isinstance(exc, ValidationError) else str(exc)
+            raise DatasetError(f"{where}: {detail}") from None
+    return examples
+
+
+def write_examples(path: str | Path, examples: list[Example]) -> None:
+    """Write examples as JSON Lines (used by the generators)."""
+    with open(path, "w", encoding="utf-8") as fh:
+        for ex in examples:
+            fh.write(ex.model_dump_json(exclude_none=True, exclude_defaults=False) + "\n")

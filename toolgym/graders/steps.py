@@ -1,0 +1,70 @@
+"""Intermediate-step graders (LangChain tool-usage benchmark: "intermediate step correctness"
+and "# steps / # expected steps")."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+
+from toolgym.graders import make_score, register_grader
+from toolgym.records import Example, Score, Trajectory
+
+
+def first_divergence(expected: list[str], actual: list[str]) -> int | None:
+    """Index of the first position where two tool-name sequences differ, or ``None``."""
+    for i, (e, a) in enumerate(zip(expected, actual)):
+        if e != a:
+            return i
+    return None if len(expected) == len(actual) else min(len(expected), len(actual))
+
+
+@register_grader("steps_exact")
+@dataclass(frozen=True)
+class StepsExact:
+    """1.0 when the tool names called equal ``expected_steps``: as sequences when
+    ``order_matters`` (the default), as multisets otherwise. Every executed tool call counts,
+    including those that returned an error observation."""
+
+    name = "steps_exact"
+
+    def grade(self, example: Example, trajectory: Trajectory) -> Score | None:
+        actual = [s.name for s in trajectory.tool_steps]
+        expected = example.expected_steps
+        if example.order_matters:
+            ok = actual == expected
+            diverge = first_divergence(expected, actual)
+        else:
+            ok = Counter(actual) == Counter(expected)
+            diverge = None
+        if ok:
+            explanation = f"{len(actual)} steps as expected"
+        elif diverge is not None:
+            exp = expected[diverge] if diverge < len(expected) else "(end)"
+            act = actual[diverge] if diverge < len(actual) else "(end)"
+            explanation = f"step {diverge + 1}: expected {exp}, got {act}"
+        else:
+            explanation = "tool calls differ from the expected multiset"
+        return make_score(
+            self, trajectory, float(ok), explanation,
+            expected=expected, actual=actual, first_divergence=diverge,
+        )
+
+
+@register_grader("step_ratio")
+@dataclass(frozen=True)
+class StepRatio:
+    """Tool calls made divided by tool calls expected (LangChain tool-usage benchmark,
+    "# steps / # expected steps"). 1.0 is optimal; above 1 means wasted steps, below 1 missing
+    ones. Does not apply to examples that expect no tool call."""
+
+    name = "step_ratio"
+
+    def grade(self, example: Example, trajectory: Trajectory) -> Score | None:
+        expected = len(example.expected_steps)
+        if expected == 0:
+            return None
+        made = len(trajectory.tool_steps)
+        return make_score(
+            self, trajectory, made / expected, f"{made} tool calls / {expected} expected",
+            made=made, expected=expected,
+        )

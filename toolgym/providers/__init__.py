@@ -1,0 +1,71 @@
+"""Chat models from a ``--model`` spec string.
+
+A spec is ``PROVIDER:MODEL`` (``openai:gpt-4o-mini``) or a bare provider name (``local``).
+Each provider is a factory registered by :func:`register_provider` in a module of this
+package; it receives the model name and the run's model settings and returns a langchain-core
+``BaseChatModel`` that supports ``bind_tools``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from langchain_core.language_models import BaseChatModel
+
+from toolgym.registry import Registry
+
+__all__ = ["PROVIDERS", "ModelSettings", "build_model", "register_provider", "split_spec"]
+
+
+@dataclass
+class ModelSettings:
+    """Settings shared by all providers; recorded in ``run.json`` (never an API key).
+
+    Attributes:
+        temperature: Sampling temperature (default 0).
+        seed: Forwarded to providers that accept one.
+        max_tokens: Upper bound on generated tokens per model turn.
+        timeout_s: Seconds before a model call is abandoned (and retried where supported).
+        extra: Provider-specific options (base URL, server flags, ...).
+    """
+
+    temperature: float = 0.0
+    seed: int | None = 0
+    max_tokens: int = 512
+    timeout_s: float = 120.0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def record(self) -> dict[str, Any]:
+        """JSON-safe dict for run.json, without secrets."""
+        data = asdict(self)
+        data["extra"] = {k: v for k, v in self.extra.items() if "key" not in k.lower()}
+        return data
+
+
+Factory = Callable[[str, ModelSettings], BaseChatModel]
+
+PROVIDERS: Registry[Factory] = Registry("model provider", "toolgym.providers")
+
+
+def register_provider(name: str) -> Callable[[Factory], Factory]:
+    """Decorator registering a factory ``(model_name, settings) -> BaseChatModel``."""
+    return PROVIDERS.register(name)
+
+
+def split_spec(spec: str) -> tuple[str, str]:
+    """``"openai:gpt-4o"`` → ``("openai", "gpt-4o")``; ``"local"`` → ``("local", "")``."""
+    provider, _, name = spec.partition(":")
+    return provider, name
+
+
+def build_model(spec: str, settings: ModelSettings | None = None) -> BaseChatModel:
+    """Build the chat model for ``spec``.
+
+    Raises:
+        UnknownNameError: for an unknown provider ("did you mean" included).
+        ValueError: when the provider rejects the model name or settings.
+    """
+    provider, name = split_spec(spec)
+    return PROVIDERS.get(provider)(name, settings or ModelSettings())

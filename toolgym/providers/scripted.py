@@ -1,0 +1,108 @@
+"""A scripted chat model: replays prepared turns. The test double for model answers, and the
+``scripted:PATH`` model spec for reproducing a recorded conversation without a model."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from langchain_core.callbacks import CallbackManagerForLLMRun
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+from langchain_core.outputs import ChatGeneration, ChatResult
+from pydantic import Field
+
+from toolgym.providers import ModelSettings, register_provider
+
+Turn = dict[str, Any]
+
+
+def to_message(turn: Turn | AIMessage | str) -> AIMessage:
+    """Build an AIMessage from a scripted turn.
+
+    A turn is a string (text only), an AIMessage, or ``{"content": str, "tool_calls": [{"name",
+    "args"}], "invalid_tool_calls": [{"name", "args": str}]}``.
+    """
+    if isinstance(turn, AIMessage):
+        return turn
+    if isinstance(turn, str):
+        return AIMessage(turn)
+    calls = [
+        {"name": c["name"], "args": c.get("args", c.get("arguments", {})), "id": c.get("id", f"call_{i}"), "type": "tool_call"}
+        for i, c in enumerate(turn.get("tool_calls", []))
+    ]
+    invalid = [
+        {"name": c.get("name"), "args": c.get("args"), "id": c.get("id", f"bad_{i}"), "error": c.get("error"), "type": "invalid_tool_call"}
+        for i, c in enumerate(turn.get("invalid_tool_calls", []))
+    ]
+    return AIMessage(turn.get("content", ""), tool_calls=calls, invalid_tool_calls=invalid)
+
+
+class ScriptedChatModel(BaseChatModel):
+    """Answers from a script, statelessly, so it is safe under concurrency.
+
+    The turn played is chosen by counting the AI messages after the last human message of the
+    input; with ``by_input``, the script is looked up by that human message's text first.
+
+    Attributes:
+        turns: The default script (list of turns, see :func:`to_message`).
+        by_input: Scripts keyed by the user's request text.
+        repeat_last: When the script is exhausted, repeat its last turn (to test step limits);
+            otherwise an exhausted script raises ``IndexError`` (the episode ends in ``error``).
+    """
+
+    turns: list[Any] = Field(default_factory=list)
+    by_input: dict[str, list[Any]] = Field(default_factory=dict)
+    repeat_last: bool = False
+
+    @property
+    def _llm_type(self) -> str:
+        return "scripted"
+
+    def bind_tools(self, tools: Any, **kwargs: Any) -> ScriptedChatModel:
+        """Scripts ignore the tools; returns the model itself."""
+        return self
+
+    def _generate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        last_human = max((i for i, m in enumerate(messages) if isinstance(m, HumanMessage)), default=-1)
+        request = messages[last_human].content if last_human >= 0 else ""
+        turn_index = sum(isinstance(m, AIMessage) for m in messages[last_human + 1 :])
+        script = self.by_input.get(request, self.turns) if isinstance(request, str) else self.turns
+        if turn_index >= len(script):
+            if not (self.repeat_last and script):
+                raise IndexError(f"scripted model has no turn {turn_index + 1} (script has {len(script)})")
+            turn_index = len(script) - 1
+        return ChatResult(generations=[ChatGeneration(message=to_message(script[turn_index]))])
+
+    @classmethod
+    def from_file(cls, path: str | Path) -> ScriptedChatModel:
+        """Load ``{"turns": [...], "by_input": {...}, "repeat_last": bool}`` or a bare list of
+        turns from a JSON file.
+
+        Raises:
+            ValueError: naming the file when it is not such a JSON document.
+        """
+        try:
+            doc = json.loads(Path(path).read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError) as exc:
+            raise ValueError(f"{path}: cannot read scripted model: {exc}") from None
+        if isinstance(doc, list):
+            doc = {"turns": doc}
+        if not isinstance(doc, dict):
+            raise ValueError(f"{path}: expected a JSON list of turns or an object with 'turns'")
+        return cls(**doc)
+
+
+@register_provider("scripted")
+def scripted_provider(name: str, settings: ModelSettings) -> ScriptedChatModel:
+    """``scripted:PATH``: a :class:`ScriptedChatModel` loaded from a JSON file."""
+    if not name:
+        raise ValueError("scripted models need a file: --model scripted:PATH")
+    return ScriptedChatModel.from_file(name)
