@@ -20,7 +20,6 @@ from toolgym.runio import RunDirError, read_trajectories
 from toolgym.runner import RunConfig, SummaryRow, grade, run, status_counts
 
 console = Console()
-err_console = Console(stderr=True)
 
 
 def print_summary(rows: list[SummaryRow], title: str = "summary") -> None:
@@ -119,10 +118,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.func(args)
     except (DatasetError, RunDirError, UnknownNameError, ValueError, FileNotFoundError) as exc:
-        err_console.print(f"[bold red]error:[/] {exc}", highlight=False)
+        print(f"error: {exc}", file=sys.stderr)  # plain: never wrapped, easy to grep
         return 2
     except KeyboardInterrupt:
-        err_console.print("interrupted; finished episodes are saved (continue with --resume)")
+        print("interrupted; finished episodes are saved (continue with --resume)", file=sys.stderr)
         return 130
 
 

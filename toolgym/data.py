@@ -159,5 +159,4 @@ def _load_langchain(path: Path, doc: dict[str, Any], env: type[Environment] | No
 def write_examples(path: str | Path, examples: list[Example]) -> None:
     """Write examples as JSON Lines (used by the generators)."""
     with open(path, "w", encoding="utf-8") as fh:
-        for ex in examples:
-            fh.write(ex.model_dump_json(exclude_none=True, exclude_defaults=False) + "\n")
+        fh.writelines(ex.model_dump_json(exclude_none=True, exclude_defaults=False) + "\n" for ex in examples)

@@ -89,8 +89,7 @@ def write_jsonl_atomic(path: Path, records: list[BaseModel]) -> None:
     """Write records as JSON Lines through a temporary file and rename."""
     tmp = path.with_suffix(path.suffix + ".tmp")
     with open(tmp, "w", encoding="utf-8") as fh:
-        for record in records:
-            fh.write(record.model_dump_json() + "\n")
+        fh.writelines(record.model_dump_json() + "\n" for record in records)
     os.replace(tmp, path)
 
 

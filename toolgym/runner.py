@@ -169,7 +169,7 @@ def run(config: RunConfig, progress: bool = True) -> list[SummaryRow]:
 
     model = build_model(config.model, config.settings) if agent_cls.needs_model and jobs else None
     agent = agent_cls(model=model, model_spec=config.model if agent_cls.needs_model else None, max_steps=config.max_steps)
-    started = dt.datetime.now(dt.timezone.utc).isoformat()
+    started = dt.datetime.now(dt.UTC).isoformat()
     record = {
         "env": config.env,
         "agent": agent.describe(),
@@ -205,7 +205,7 @@ def run(config: RunConfig, progress: bool = True) -> list[SummaryRow]:
         finally:
             if bar is not None:
                 bar.close()
-    record["finished_at"] = dt.datetime.now(dt.timezone.utc).isoformat()
+    record["finished_at"] = dt.datetime.now(dt.UTC).isoformat()
     write_json_atomic(out / RUN_FILE, record)
     return grade(out, graders=config.graders)
 

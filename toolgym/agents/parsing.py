@@ -11,8 +11,12 @@ from langchain_core.messages import AIMessage, BaseMessage
 
 from toolgym.records import ModelStep, ToolCall
 
-_FENCED = re.compile(r"```(?:json|tool_call|python)?\s*(\{.*?\})\s*```", re.S)
-_TAGGED = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|$)", re.S)
+FEEDBACK = "toolgym_feedback"
+"""Key set in ``additional_kwargs`` of user-role messages that carry an observation (the answer
+to a call written as text) rather than a request."""
+
+_FENCED = re.compile(r"```(?:json|tool_call|python)?\s*(\{.*?\})\s*```", re.DOTALL)
+_TAGGED = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|$)", re.DOTALL)
 
 
 def message_text(message: BaseMessage) -> str:

@@ -10,7 +10,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END, START, StateGraph
 
 from toolgym.agents import Agent, Episode, register_agent
-from toolgym.agents.parsing import model_step
+from toolgym.agents.parsing import FEEDBACK, model_step
 
 
 class AgentState(TypedDict):
@@ -89,7 +89,7 @@ class ToolCallingAgent(Agent):
                     )
                 )
             else:  # a call written as text has no id the provider knows: answer as the user
-                replies.append(HumanMessage(result.output))
+                replies.append(HumanMessage(result.output, additional_kwargs={FEEDBACK: True}))
         episode.messages.extend(replies)
         return {}
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
-from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage, AIMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 from langchain_core.tools import BaseTool, StructuredTool
 from pydantic import ValidationError
 
@@ -30,11 +30,11 @@ from toolgym.records import Example
 from toolgym.registry import Registry
 
 __all__ = [
+    "ENVIRONMENTS",
     "Environment",
     "ToolBug",
     "ToolError",
     "ToolResult",
-    "ENVIRONMENTS",
     "get_environment",
     "register_environment",
     "tool",
@@ -47,8 +47,9 @@ def register_environment(name: str) -> Callable[[type[Environment]], type[Enviro
     """Class decorator registering an :class:`Environment` subclass under ``name``."""
 
     def decorator(cls: type[Environment]) -> type[Environment]:
+        ENVIRONMENTS.register(name)(cls)
         cls.name = name
-        return ENVIRONMENTS.register(name)(cls)
+        return cls
 
     return decorator
 

@@ -13,6 +13,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 from pydantic import Field
 
+from toolgym.agents.parsing import FEEDBACK
 from toolgym.providers import ModelSettings, register_provider
 
 Turn = dict[str, Any]
@@ -43,7 +44,7 @@ class ScriptedChatModel(BaseChatModel):
     """Answers from a script, statelessly, so it is safe under concurrency.
 
     The turn played is chosen by counting the AI messages after the last human message of the
-    input; with ``by_input``, the script is looked up by that human message's text first.
+    input (observations sent as user messages do not count as requests); with ``by_input``, the script is looked up by that human message's text first.
 
     Attributes:
         turns: The default script (list of turns, see :func:`to_message`).
@@ -71,7 +72,14 @@ class ScriptedChatModel(BaseChatModel):
         run_manager: CallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> ChatResult:
-        last_human = max((i for i, m in enumerate(messages) if isinstance(m, HumanMessage)), default=-1)
+        last_human = max(
+            (
+                i
+                for i, m in enumerate(messages)
+                if isinstance(m, HumanMessage) and not m.additional_kwargs.get(FEEDBACK)
+            ),
+            default=-1,
+        )
         request = messages[last_human].content if last_human >= 0 else ""
         turn_index = sum(isinstance(m, AIMessage) for m in messages[last_human + 1 :])
         script = self.by_input.get(request, self.turns) if isinstance(request, str) else self.turns

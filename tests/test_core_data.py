@@ -1,0 +1,77 @@
+"""Dataset loading: JSONL and the LangChain JSON form; bad input names file and line."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from toolgym.data import DatasetError, load_examples, resolve_dataset
+from toolgym.environments import get_environment
+
+LANGCHAIN = Path(__file__).resolve().parents[2] / "shared" / "data" / "langchain_tool_usage"
+needs_shared = pytest.mark.skipif(not LANGCHAIN.exists(), reason="reference data not beside the repository")
+
+
+def write(tmp_path, lines):
+    path = tmp_path / "d.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+GOOD = json.dumps({"id": "a", "input": "ab", "expected_steps": ["a", "b"]})
+
+
+def test_line_that_is_not_json_is_reported_with_file_and_line(tmp_path):
+    path = write(tmp_path, [GOOD, "{not json"])
+    with pytest.raises(DatasetError, match=r"d\.jsonl:2: not valid JSON"):
+        load_examples(path)
+
+
+def test_invalid_field_is_named(tmp_path):
+    path = write(tmp_path, [GOOD, json.dumps({"id": "b", "input": "x", "order_matters": "maybe"})])
+    with pytest.raises(DatasetError, match=r"d\.jsonl:2: field order_matters"):
+        load_examples(path)
+
+
+def test_unknown_field_and_missing_input_are_refused(tmp_path):
+    with pytest.raises(DatasetError, match=r":1: field input: Field required"):
+        load_examples(write(tmp_path, [json.dumps({"id": "a"})]))
+    with pytest.raises(DatasetError, match=r"field questoin"):
+        load_examples(write(tmp_path, [json.dumps({"id": "a", "input": "x", "questoin": 1})]))
+
+
+def test_expected_calls_must_match_expected_steps(tmp_path):
+    rec = {"id": "a", "input": "x", "expected_steps": ["a"], "expected_calls": [{"name": "b"}]}
+    with pytest.raises(DatasetError, match="expected_calls names must equal expected_steps"):
+        load_examples(write(tmp_path, [json.dumps(rec)]))
+
+
+def test_duplicate_ids_and_empty_files_are_refused(tmp_path):
+    with pytest.raises(DatasetError, match="duplicate example id 'a'"):
+        load_examples(write(tmp_path, [GOOD, GOOD]))
+    with pytest.raises(DatasetError, match="no examples"):
+        load_examples(write(tmp_path, [""]))
+
+
+def test_unknown_dataset_name_lists_builtins():
+    with pytest.raises(DatasetError, match="built-in: .*test"):
+        resolve_dataset("typewriter_1", "nope")
+
+
+@needs_shared
+@pytest.mark.parametrize("env, file", [("typewriter_1", "typewriter_1_tool_dataset.json"),
+                                       ("typewriter_26", "typewriter_26_tools_dataset.json")])
+def test_langchain_typewriter_files_load_with_state_and_calls(env, file):
+    examples = load_examples(LANGCHAIN / file, get_environment(env))
+    assert len(examples) >= 20
+    for ex in examples:
+        assert ex.expected_state == {"paper": ex.reference}
+        assert [c.name for c in ex.expected_calls] == ex.expected_steps
+
+
+def test_builtin_typewriter_datasets_cover_lengths_1_to_13():
+    for env in ("typewriter_1", "typewriter_26"):
+        examples = load_examples(resolve_dataset(env, None), get_environment(env))
+        lengths = {len(ex.input) for ex in examples}
+        assert len(examples) >= 20 and min(lengths) == 1 and max(lengths) == 13
+        assert any(len(set(ex.input)) == 1 and len(ex.input) > 2 for ex in examples)
