@@ -12,7 +12,7 @@ from toolgym.records import Example, Score, Trajectory
 
 def first_divergence(expected: list[str], actual: list[str]) -> int | None:
     """Index of the first position where two tool-name sequences differ, or ``None``."""
-    for i, (e, a) in enumerate(zip(expected, actual)):
+    for i, (e, a) in enumerate(zip(expected, actual, strict=False)):
         if e != a:
             return i
     return None if len(expected) == len(actual) else min(len(expected), len(actual))
