@@ -21,7 +21,6 @@ import ast
 import inspect
 import math
 import random
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -331,7 +330,7 @@ def _eval_node(node: ast.AST, env: MultiverseMath, calls: list[dict[str, Any]], 
     if len(node.args) > len(params):
         raise ValueError(f"{source!r}: {name} takes {len(params)} argument(s)")
     arguments: dict[str, Any] = {}
-    for param, arg in zip(params, node.args):
+    for param, arg in zip(params, node.args, strict=False):
         arguments[param] = _eval_node(arg, env, calls, source)
     for kw in node.keywords:
         if kw.arg not in params or kw.arg in arguments:
@@ -420,7 +419,7 @@ def _apply(env: MultiverseMath, op: str, children: list[_Node]) -> float | None:
     fn = env.functions[op]
     params = list(inspect.signature(fn).parameters)
     try:
-        value = fn(**{p: c.value for p, c in zip(params, children)})
+        value = fn(**{p: c.value for p, c in zip(params, children, strict=True)})
     except ToolError:
         return None
     if abs(value) > _MAX_MAGNITUDE or (value != 0 and abs(value) < 1e-6):
