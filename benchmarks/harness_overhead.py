@@ -47,6 +47,10 @@ class InstantModel(BaseChatModel):
             msg = AIMessage(self.text)
         return ChatResult(generations=[ChatGeneration(message=msg)])
 
+    async def _agenerate(self, messages, stop=None, run_manager=None, **kwargs):
+        # async-native like the provider clients: no hop to a worker thread per call
+        return self._generate(messages, stop, **kwargs)
+
 
 def text_of(n: int) -> str:
     letters = string.ascii_lowercase

@@ -93,11 +93,11 @@ class ToolCallingAgent(Agent):
         episode.messages.extend(replies)
         return {}
 
-    def _after_model(self, state: AgentState, config: RunnableConfig) -> str:
+    async def _after_model(self, state: AgentState, config: RunnableConfig) -> str:
         episode: Episode = config["configurable"]["episode"]
         return "tools" if episode.steps[-1].tool_calls else END
 
-    def _after_tools(self, state: AgentState, config: RunnableConfig) -> str:
+    async def _after_tools(self, state: AgentState, config: RunnableConfig) -> str:
         episode: Episode = config["configurable"]["episode"]
         if episode.model_turns >= self.max_steps:
             episode.status = "step_limit"

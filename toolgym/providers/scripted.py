@@ -89,6 +89,16 @@ class ScriptedChatModel(BaseChatModel):
             turn_index = len(script) - 1
         return ChatResult(generations=[ChatGeneration(message=to_message(script[turn_index]))])
 
+    async def _agenerate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: Any = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        """Async-native: answers in the event loop (no worker thread per turn)."""
+        return self._generate(messages, stop, **kwargs)
+
     @classmethod
     def from_file(cls, path: str | Path) -> ScriptedChatModel:
         """Load ``{"turns": [...], "by_input": {...}, "repeat_last": bool}`` or a bare list of
