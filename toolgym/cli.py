@@ -1,4 +1,4 @@
-"""Command line: ``python run_agent.py {list,run,grade,show}`` (also the ``toolgym`` script)."""
+"""Command line: ``python run_agent.py {list,run,grade,show,summary,report}`` (also the ``toolgym`` script)."""
 
 from __future__ import annotations
 
@@ -71,7 +71,30 @@ def cmd_grade(args: argparse.Namespace) -> int:
 def cmd_show(args: argparse.Namespace) -> int:
     from toolgym.show import show
 
-    return show(Path(args.dir), example=args.example, console=console)
+    return show(
+        Path(args.dir), example=args.example, console=console, failed=args.failed,
+        grader=args.grader, limit=args.limit,
+    )
+
+
+def cmd_summary(args: argparse.Namespace) -> int:
+    from toolgym.rundata import load_runs
+    from toolgym.summary import rich_summary, summary_cells
+
+    runs = load_runs([Path(d) for d in args.dirs], with_examples=False)
+    console.print(rich_summary(summary_cells(runs), title="summary: mean ± standard error per grader"))
+    return 0
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from toolgym.report import build_report
+
+    result = build_report(
+        [Path(d) for d in args.dirs], Path(args.out), png_dir=Path(args.png) if args.png else None,
+        success_grader=args.success_grader,
+    )
+    console.print(result.describe(), highlight=False)
+    return 0
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -108,7 +131,22 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("show", help="print a trajectory step by step")
     p.add_argument("dir")
     p.add_argument("--example", help="example id (default: the first)")
+    p.add_argument("--failed", action="store_true", help="every failed trajectory")
+    p.add_argument("--grader", help="grader deciding failure (default: any pass/fail grader)")
+    p.add_argument("--limit", type=int, help="show at most N trajectories")
     p.set_defaults(func=cmd_show)
+
+    p = sub.add_parser("summary", help="environments x runs x graders: mean ± stderr and n")
+    p.add_argument("dirs", nargs="+", metavar="DIR")
+    p.set_defaults(func=cmd_summary)
+
+    p = sub.add_parser("report", help="write a self-contained HTML report of run directories")
+    p.add_argument("dirs", nargs="+", metavar="DIR")
+    p.add_argument("--out", default="report.html", help="HTML file to write (default: report.html)")
+    p.add_argument("--png", metavar="DIR", help="also write the charts as PNG files into DIR")
+    p.add_argument("--success-grader", help="pass/fail grader of the success-vs-steps chart "
+                   "(default: each run's first pass/fail grader)")
+    p.set_defaults(func=cmd_report)
     return parser
 
 
