@@ -87,13 +87,17 @@ def test_summary_and_charts_render(page, report_url):
 def test_failed_example_trace_shows_payloads_as_text_and_nothing_runs(page):
     page.check("#failed-only")
     assert page.locator("#examples-table tr.item").count() == 6
-    assert page.eval_on_selector_all("#examples-table tr.item", "rs => rs.every(r => r.dataset.failed === '1')")
+    assert page.eval_on_selector_all(
+        "#examples-table tr.item", "rs => rs.every(r => r.dataset.failed === '1')"
+    )
     row = page.locator("#examples-table tr.item", has=page.locator("td.example-id", has_text="xss-"))
     assert row.locator("td.example-id").inner_text() == ID_PAYLOAD
     row.locator("button.toggle").click()
     trace = page.locator("tr.detail .trace-view")
     trace.wait_for()
-    assert trace.locator(".divergence").inner_text().startswith("First divergence at call 2:")
+    assert (
+        trace.locator(".divergence").inner_text().startswith("First divergence: call 2: expected type_letter")
+    )
     diverging = trace.locator("table.trace tr.diverge")
     assert diverging.count() == 1
     assert diverging.locator("td.actual .call").inner_text().startswith('type_letter({"letter":"c"})')

@@ -18,11 +18,51 @@ from toolgym.report.tables import find_result_files, render_json
 from toolgym.rundata import load_runs
 
 JMWOZ_ROWS = [
-    {"評価項目": "全体", "総データ数": 100, "評価対象数": 100, "正解数": 61, "不正解数": 39, "出力ミスのデータ数": 2, "全体の正答率(%)": 61.0},
-    {"評価項目": "ツール名", "総データ数": 100, "評価対象数": 80, "正解数": 70, "不正解数": 10, "出力ミスのデータ数": 2, "全体の正答率(%)": 87.5},
-    {"評価項目": "引数", "総データ数": 100, "評価対象数": 70, "正解数": 55, "不正解数": 15, "出力ミスのデータ数": 2, "全体の正答率(%)": 78.57},
-    {"評価項目": "呼び出し不要", "総データ数": 100, "評価対象数": 20, "正解数": 18, "不正解数": 2, "出力ミスのデータ数": 0, "全体の正答率(%)": 90.0},
-    {"評価項目": SCRIPT_PAYLOAD, "総データ数": 100, "評価対象数": 1, "正解数": 0, "不正解数": 1, "出力ミスのデータ数": 0, "全体の正答率(%)": 0.0},
+    {
+        "評価項目": "全体",
+        "総データ数": 100,
+        "評価対象数": 100,
+        "正解数": 61,
+        "不正解数": 39,
+        "出力ミスのデータ数": 2,
+        "全体の正答率(%)": 61.0,
+    },
+    {
+        "評価項目": "ツール名",
+        "総データ数": 100,
+        "評価対象数": 80,
+        "正解数": 70,
+        "不正解数": 10,
+        "出力ミスのデータ数": 2,
+        "全体の正答率(%)": 87.5,
+    },
+    {
+        "評価項目": "引数",
+        "総データ数": 100,
+        "評価対象数": 70,
+        "正解数": 55,
+        "不正解数": 15,
+        "出力ミスのデータ数": 2,
+        "全体の正答率(%)": 78.57,
+    },
+    {
+        "評価項目": "呼び出し不要",
+        "総データ数": 100,
+        "評価対象数": 20,
+        "正解数": 18,
+        "不正解数": 2,
+        "出力ミスのデータ数": 0,
+        "全体の正答率(%)": 90.0,
+    },
+    {
+        "評価項目": SCRIPT_PAYLOAD,
+        "総データ数": 100,
+        "評価対象数": 1,
+        "正解数": 0,
+        "不正解数": 1,
+        "出力ミスのデータ数": 0,
+        "全体の正答率(%)": 0.0,
+    },
 ]
 
 
@@ -32,10 +72,15 @@ def runs(tmp_path_factory):
     lines = "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in JMWOZ_ROWS)
     (dirs["scripted"] / "score_tiny.json").write_text(lines, encoding="utf-8")
     diagnostics = {
-        "per_tool": {"Search_hotel": {"precision": 0.5, "recall": 0.25}, "Booking_taxi": {"precision": 1.0, "recall": 1.0}},
+        "per_tool": {
+            "Search_hotel": {"precision": 0.5, "recall": 0.25},
+            "Booking_taxi": {"precision": 1.0, "recall": 1.0},
+        },
         "lenient": {"全体の正答率(%)": 64.0, "note": IMG_PAYLOAD},
     }
-    (dirs["scripted"] / "diagnostics_tiny.json").write_text(json.dumps(diagnostics, ensure_ascii=False), encoding="utf-8")
+    (dirs["scripted"] / "diagnostics_tiny.json").write_text(
+        json.dumps(diagnostics, ensure_ascii=False), encoding="utf-8"
+    )
     (dirs["oracle"] / "score_broken.json").write_text('{"a": 1}\n{oops\n', encoding="utf-8")
     return dirs
 
@@ -43,12 +88,14 @@ def runs(tmp_path_factory):
 @pytest.fixture(scope="module")
 def report(runs, tmp_path_factory):
     out = tmp_path_factory.mktemp("report")
-    result = build_report([runs["oracle"], runs["scripted"], runs["oracle26"]], out / "r.html", png_dir=out / "png")
+    result = build_report(
+        [runs["oracle"], runs["scripted"], runs["oracle26"]], out / "r.html", png_dir=out / "png"
+    )
     return result, result.path.read_text(encoding="utf-8")
 
 
 def embedded(html: str, element_id: str):
-    match = re.search(rf'<script type="application/json" id="{element_id}">(.*?)</script>', html, re.S)
+    match = re.search(rf'<script type="application/json" id="{element_id}">(.*?)</script>', html, re.DOTALL)
     assert match, element_id
     return json.loads(match.group(1))
 
@@ -75,7 +122,7 @@ def test_report_is_self_contained_and_escaped(report):
     assert "http://" not in html and "https://" not in html
     csp = re.search(r'http-equiv="Content-Security-Policy" content="([^"]+)"', html).group(1)
     assert "default-src &#x27;none&#x27;" in csp
-    viewer = re.search(r"<script>(.*)</script>", html, re.S).group(1)
+    viewer = re.search(r"<script>(.*)</script>", html, re.DOTALL).group(1)
     digest = base64.b64encode(hashlib.sha256(viewer.encode()).digest()).decode()
     assert f"sha256-{digest}" in csp  # only the viewer may run
     assert not re.search(r"\.(innerHTML|outerHTML|insertAdjacentHTML)|document\.write|eval\(", viewer)
@@ -95,7 +142,10 @@ def test_embedded_data_holds_every_trajectory_verbatim(report, runs):
     assert trace["fa"] == f"Typed it. {SCRIPT_PAYLOAD} {IMG_PAYLOAD}"
     assert trace["dv"][0] == 1 and "expected type_letter" in trace["dv"][1]
     assert index["items"][i][6] == 1 and index["items"][i][7] == 1  # failed; diverges at call 2
-    assert traces["examples"][trace["x"]]["exp"] == [["type_letter", {"letter": "a"}], ["type_letter", {"letter": "b"}]]
+    assert traces["examples"][trace["x"]]["exp"] == [
+        ["type_letter", {"letter": "a"}],
+        ["type_letter", {"letter": "b"}],
+    ]
     # both typewriter_1 runs share the dataset: its examples are stored once
     assert len(traces["examples"]) == 7 + 6
     cat = next(k for k, item in enumerate(index["items"]) if item[1] == "tw-2-cat" and item[0] == 1)
@@ -145,7 +195,15 @@ def test_result_files_render_generically_and_escaped(report, runs):
     _, html = report
     section = html[html.index('<section id="jmultiwoz">') :]
     section = section[: section.index("</section>")]
-    for header in ("評価項目", "総データ数", "評価対象数", "正解数", "不正解数", "出力ミスのデータ数", "全体の正答率(%)"):
+    for header in (
+        "評価項目",
+        "総データ数",
+        "評価対象数",
+        "正解数",
+        "不正解数",
+        "出力ミスのデータ数",
+        "全体の正答率(%)",
+    ):
         assert re.search(rf"<th[^>]*>{re.escape(header)}</th>", section), header
     assert "78.57" in section and "ツール名" in section
     assert "&lt;script&gt;window.__xss" in section and "&lt;img src=x onerror=" in section
@@ -168,3 +226,13 @@ def test_report_cli(runs, tmp_path, capsys):
     assert cli.main(["report", str(runs["oracle"]), "--out", str(out)]) == 0
     assert out.exists() and "wrote" in capsys.readouterr().out
     assert cli.main(["report", str(tmp_path / "missing"), "--out", str(out)]) == 2
+
+
+def test_long_arguments_and_states_are_clipped_in_the_payload():
+    from toolgym.report.payload import _clip_json
+
+    small = {"letter": "a", "nested": [1, 2, {"x": "y"}]}
+    assert _clip_json(small, 100) is small
+    big = {"text": "é" * 500}
+    clipped = _clip_json(big, 100)
+    assert isinstance(clipped, str) and clipped.startswith('{"text": "éé') and "more characters" in clipped

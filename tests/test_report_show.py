@@ -158,3 +158,9 @@ def test_show_cli_flags(runs, monkeypatch):
     out = cli.console.file.getvalue()
     assert out.startswith("5 failed trajectories") and "... 3 more (raise --limit)" in out
     assert json.dumps({"letter": "c"}) in out
+
+
+def test_divergence_treats_true_and_1_as_different_arguments():
+    expected = [ToolCallSpec(name="a", arguments={"flag": True, "n": [1, {"k": 2}]})]
+    assert first_call_divergence(expected, [step("a", flag=True, n=[1, {"k": 2}])]) is None
+    assert first_call_divergence(expected, [step("a", flag=1, n=[1, {"k": 2}])]).index == 0

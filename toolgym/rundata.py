@@ -165,13 +165,17 @@ def load_runs(directories: Iterable[str | Path], with_examples: bool = True) -> 
 def _load_examples(directory: Path, info: dict[str, Any]) -> dict[str, Example] | None:
     from toolgym.data import load_examples
     from toolgym.environments import get_environment
+    from toolgym.registry import UnknownNameError
 
     dataset = info.get("dataset") or {}
     path = dataset.get("path") if isinstance(dataset, dict) else None
     if not path:
         return None
     try:
-        env_cls = get_environment(str(info.get("env")))
+        try:
+            env_cls = get_environment(str(info.get("env")))
+        except UnknownNameError:  # an environment this installation lacks: read generic formats
+            env_cls = None
         examples = load_examples(path, env_cls, info.get("env_options") or {})
     except Exception as exc:  # noqa: BLE001 -- the views work without the dataset; say why
         warnings.warn(
@@ -250,7 +254,7 @@ def first_call_divergence(
         exp_name = exp if isinstance(exp, str) else exp.name
         if step.name != exp_name:
             return Divergence(i, f"call {i + 1}: expected {exp_name}, got {step.name}")
-        if not isinstance(exp, str) and _canonical(exp.arguments) != _canonical(step.arguments):
+        if not isinstance(exp, str) and not _same_arguments(exp.arguments, step.arguments):
             return Divergence(
                 i,
                 f"call {i + 1}: expected {format_call(exp.name, exp.arguments)}, "
@@ -263,6 +267,23 @@ def first_call_divergence(
             len(actual), f"call {len(actual) + 1}: expected {shown}, the agent made no more calls"
         )
     return None
+
+
+def _same_arguments(expected: dict[str, Any], actual: dict[str, Any]) -> bool:
+    """Equal as JSON values (key order ignored; ``1`` and ``True`` differ, unlike ``==``)."""
+    if expected == actual:
+        return _canonical(expected) == _canonical(actual) if _has_bool(expected) or _has_bool(actual) else True
+    return False
+
+
+def _has_bool(value: Any) -> bool:
+    if isinstance(value, bool):
+        return True
+    if isinstance(value, dict):
+        return any(_has_bool(v) for v in value.values())
+    if isinstance(value, list):
+        return any(_has_bool(v) for v in value)
+    return False
 
 
 def _canonical(value: Any) -> str:

@@ -123,7 +123,7 @@ def rich_summary(cells: Sequence[SummaryCell], title: str = "summary"):
     for col in COLUMNS:
         table.add_column(col.header, justify="right" if col.numeric else "left")
     previous: tuple[str, str] | None = None
-    for cell, record in zip(cells, summary_records(cells)):
+    for cell, record in zip(cells, summary_records(cells), strict=True):
         if previous is not None and previous != (cell.env, cell.run):
             table.add_section()
         previous = (cell.env, cell.run)

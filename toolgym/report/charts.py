@@ -94,7 +94,7 @@ def grader_chart(grader: str, cells: Sequence[SummaryCell], colours: dict[str, s
                 error_kw={"elinewidth": 1, "ecolor": "#333"},
             )
             if len(runs) * len(envs) <= 16:
-                for x, y, e in zip(xs, ys, errs):
+                for x, y, e in zip(xs, ys, errs, strict=True):
                     ax.text(x, y + e, f"{y:.2f}", ha="center", va="bottom", fontsize=7)
         ax.set_xticks(range(len(envs)), envs)
         ax.set_xlim(-0.6, len(envs) - 0.4)
@@ -136,7 +136,7 @@ def success_chart(env: str, series: Sequence[SuccessSeries], colours: dict[str, 
         for s in series:
             xs = sorted(s.counts)
             ps = [s.counts[x][0] / s.counts[x][1] for x in xs]
-            es = [math.sqrt(p * (1 - p) / s.counts[x][1]) for p, x in zip(ps, xs)]
+            es = [math.sqrt(p * (1 - p) / s.counts[x][1]) for p, x in zip(ps, xs, strict=True)]
             ax.errorbar(
                 xs,
                 ps,

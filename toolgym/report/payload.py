@@ -66,8 +66,32 @@ def clip(text: str | None, max_chars: int) -> str | None:
     return text[:max_chars] + TRUNCATION_NOTE.format(n=len(text) - max_chars)
 
 
+def _size_at_least(value: Any, limit: int) -> int:
+    """A lower bound of the length of ``value``'s JSON text, exact enough to compare with
+    ``limit`` (stops counting once past it)."""
+    if isinstance(value, str):
+        return len(value) + 2
+    if isinstance(value, dict):
+        total = 2
+        for k, v in value.items():
+            total += len(str(k)) + 4 + _size_at_least(v, limit - total)
+            if total > limit:
+                break
+        return total
+    if isinstance(value, list | tuple):
+        total = 2
+        for v in value:
+            total += 1 + _size_at_least(v, limit - total)
+            if total > limit:
+                break
+        return total
+    return 8
+
+
 def _clip_json(value: Any, max_chars: int) -> Any:
     """Arguments or states too large for the report become a clipped JSON string."""
+    if _size_at_least(value, max_chars) <= max_chars // 2:  # surely short: skip serialising
+        return value
     text = json.dumps(value, ensure_ascii=False, default=str)
     return value if len(text) <= max_chars else clip(text, max_chars)
 

@@ -241,7 +241,7 @@
     });
 
     if (t.dv) {
-      add(box, el("div", "divergence", "First divergence at call " + (t.dv[0] + 1) + ": " + t.dv[1]));
+      add(box, el("div", "divergence", "First divergence: " + t.dv[1]));
     }
 
     add(box, el("h4", null, "steps (expected calls beside the calls made)"));
