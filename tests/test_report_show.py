@@ -85,8 +85,8 @@ def test_show_prints_steps_arguments_results_divergence_and_scores(runs):
     marked = [i for i, line in enumerate(lines) if line.startswith("▶")]
     assert len(marked) == 1 and ARG_PAYLOAD in lines[marked[0]]
     assert "first divergence: call 2" in lines[marked[0] + 1]
-    assert "score steps_exact = 0: step 4: expected (end), got type_letter" in out
-    assert "score step_ratio = 1.33" in out
+    assert "score steps_exact = 0.0: step 4: expected (end), got type_letter" in out
+    assert "score step_ratio = 1.3333" in out
     assert "(0.00 s)" in out or "s)" in out  # latency shown per model turn
 
 
@@ -164,3 +164,11 @@ def test_divergence_treats_true_and_1_as_different_arguments():
     expected = [ToolCallSpec(name="a", arguments={"flag": True, "n": [1, {"k": 2}]})]
     assert first_call_divergence(expected, [step("a", flag=True, n=[1, {"k": 2}])]) is None
     assert first_call_divergence(expected, [step("a", flag=1, n=[1, {"k": 2}])]).index == 0
+
+
+def test_show_tool_without_arguments_and_float_scores(runs):
+    console, buf = plain_console()
+    assert show(runs["oracle26"], example="tw-02-aaa", console=console) == 0
+    out = buf.getvalue()
+    assert out.count(" a ⇒ OK") == 3 and "a()" not in out.split("expected calls")[0]
+    assert "score steps_exact = 1.0: 3 steps as expected" in out

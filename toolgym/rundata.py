@@ -272,7 +272,9 @@ def first_call_divergence(
 def _same_arguments(expected: dict[str, Any], actual: dict[str, Any]) -> bool:
     """Equal as JSON values (key order ignored; ``1`` and ``True`` differ, unlike ``==``)."""
     if expected == actual:
-        return _canonical(expected) == _canonical(actual) if _has_bool(expected) or _has_bool(actual) else True
+        return (
+            _canonical(expected) == _canonical(actual) if _has_bool(expected) or _has_bool(actual) else True
+        )
     return False
 
 
@@ -291,7 +293,7 @@ def _canonical(value: Any) -> str:
 
 
 def format_value(value: float | None) -> str:
-    """A score value for display: ``"1"``, ``"0.667"``, ``"unscored"``."""
+    """A score value for display: ``"1.0"``, ``"0.6667"`` (4 decimals at most), ``"unscored"``."""
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "unscored"
-    return f"{value:.3g}" if value != int(value) else str(int(value))
+    return str(round(float(value), 4))

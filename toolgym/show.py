@@ -145,7 +145,7 @@ def print_trajectory(
             line = Text.assemble(
                 (f"{number:>3} tool ", "bold"),
                 (f" {step.name}", "red" if step.error else "green"),
-                f"({_json(step.arguments)}) ⇒ ",
+                f"({_json(step.arguments)}) ⇒ " if step.arguments else " ⇒ ",
                 (step.output, "red" if step.error else ""),
             )
             if step.error:
