@@ -67,10 +67,28 @@ def cmd_grade(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_summary(args: argparse.Namespace) -> int:
+    from toolgym.rundata import load_runs
+    from toolgym.summary import rich_summary, summary_cells
+
+    runs = load_runs([Path(d) for d in args.dirs], with_examples=False)
+    console.print(rich_summary(summary_cells(runs), title="summary: mean ± standard error per grader"))
+    return 0
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from toolgym.report import build_report
+
+    png = Path(args.png) if args.png else None
+    result = build_report([Path(d) for d in args.dirs], Path(args.out), png_dir=png, success_grader=args.success_grader)
+    console.print(result.describe(), highlight=False)
+    return 0
+
+
 def cmd_show(args: argparse.Namespace) -> int:
     from toolgym.show import show
 
-    return show(Path(args.dir), example=args.example, console=console)
+    return show(Path(args.dir), example=args.example, console=console, failed=args.failed, grader=args.grader, limit=args.limit)
 
 
 def cmd_generate(args: argparse.Namespace) -> int:
@@ -117,9 +135,23 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dataset", help="override the dataset path recorded in run.json")
     p.set_defaults(func=cmd_grade)
 
-    p = sub.add_parser("show", help="print a trajectory step by step")
+    p = sub.add_parser("summary", help="environments x runs x graders: mean ± stderr and n")
+    p.add_argument("dirs", nargs="+", metavar="DIR")
+    p.set_defaults(func=cmd_summary)
+
+    p = sub.add_parser("report", help="write a self-contained HTML report of run directories")
+    p.add_argument("dirs", nargs="+", metavar="DIR")
+    p.add_argument("--out", default="report.html", help="HTML file to write (default: report.html)")
+    p.add_argument("--png", metavar="DIR", help="also write the charts as PNG files into DIR")
+    p.add_argument("--success-grader", help="pass/fail grader of the success-by-steps chart (default: each run's first)")
+    p.set_defaults(func=cmd_report)
+
+    p = sub.add_parser("show", help="print trajectories step by step")
     p.add_argument("dir")
     p.add_argument("--example", help="example id (default: the first)")
+    p.add_argument("--failed", action="store_true", help="every failed trajectory")
+    p.add_argument("--grader", help="grader deciding failure (default: any pass/fail grader)")
+    p.add_argument("--limit", type=int, help="show at most N trajectories")
     p.set_defaults(func=cmd_show)
 
     p = sub.add_parser("generate", help="write a seeded difficulty ladder as a JSONL dataset")

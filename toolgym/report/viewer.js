@@ -1,0 +1,331 @@
+/* toolgym report viewer: pages through the trajectories and renders a trace when it is opened.
+ * All data comes from the JSON in #toolgym-index and #toolgym-traces and reaches the page only
+ * through textContent (never innerHTML), so model and tool text is always shown as text. */
+(function () {
+  "use strict";
+
+  var index = JSON.parse(document.getElementById("toolgym-index").textContent);
+  var tracesDoc = null;
+  var items = index.items;
+  var graders = index.graders;
+  var runs = index.runs;
+  var state = { run: "", status: "", failedOnly: false, failedBy: "", search: "", page: 0, pageSize: 100 };
+  var shown = [];
+
+  function traces() {
+    // parsed on first use: the first paint needs only the small index
+    if (tracesDoc === null) {
+      tracesDoc = JSON.parse(document.getElementById("toolgym-traces").textContent);
+    }
+    return tracesDoc;
+  }
+
+  function el(tag, cls, text) {
+    var e = document.createElement(tag);
+    if (cls) { e.className = cls; }
+    if (text !== undefined && text !== null) { e.textContent = String(text); }
+    return e;
+  }
+
+  function add(parent, child) { parent.appendChild(child); return child; }
+
+  function fmt(v) {
+    if (v === null || v === undefined) { return "unscored"; }
+    return Number.isInteger(v) ? String(v) : v.toFixed(3);
+  }
+
+  function json(v) { return JSON.stringify(v); }
+
+  function callText(name, args) {
+    if (args === undefined || args === null || (typeof args === "object" && Object.keys(args).length === 0)) {
+      return name + "()";
+    }
+    return name + "(" + (typeof args === "string" ? args : json(args)) + ")";
+  }
+
+  function expectedText(c) {
+    return typeof c === "string" ? c : callText(c[0], c[1]);
+  }
+
+  function isFailed(item) {
+    if (state.failedBy === "") { return item[6] === 1; }
+    if (item[3] !== "completed") { return true; }
+    var v = item[8][state.failedBy];
+    return v !== undefined && v !== null && v !== 1;
+  }
+
+  function filter() {
+    var needle = state.search.toLowerCase();
+    shown = [];
+    for (var i = 0; i < items.length; i++) {
+      var it = items[i];
+      if (state.run !== "" && String(it[0]) !== state.run) { continue; }
+      if (state.status !== "" && it[3] !== state.status) { continue; }
+      if (state.failedOnly && !isFailed(it)) { continue; }
+      if (needle && String(it[1]).toLowerCase().indexOf(needle) < 0) { continue; }
+      shown.push(i);
+    }
+  }
+
+  function option(select, value, text) {
+    var o = add(select, el("option", null, text));
+    o.value = value;
+    return o;
+  }
+
+  function labelled(parent, text, control) {
+    var l = add(parent, el("label"));
+    add(l, el("span", null, text));
+    l.appendChild(control);
+    return control;
+  }
+
+  function buildControls() {
+    var box = document.getElementById("controls");
+    var run = labelled(box, "run", el("select"));
+    run.id = "filter-run";
+    option(run, "", "all runs (" + runs.length + ")");
+    runs.forEach(function (r, i) { option(run, String(i), r.label + " · " + r.env); });
+    run.addEventListener("change", function () { state.run = run.value; refresh(); });
+
+    var status = labelled(box, "status", el("select"));
+    status.id = "filter-status";
+    ["", "completed", "step_limit", "error"].forEach(function (s) { option(status, s, s || "any"); });
+    status.addEventListener("change", function () { state.status = status.value; refresh(); });
+
+    var failed = el("input");
+    failed.type = "checkbox";
+    failed.id = "failed-only";
+    labelled(box, "failures only", failed);
+    failed.addEventListener("change", function () { state.failedOnly = failed.checked; refresh(); });
+
+    var by = labelled(box, "failed by", el("select"));
+    by.id = "failed-by";
+    option(by, "", "any pass/fail grader");
+    graders.forEach(function (g, i) { option(by, String(i), g + " ≠ 1"); });
+    by.addEventListener("change", function () { state.failedBy = by.value; refresh(); });
+
+    var search = el("input");
+    search.type = "search";
+    search.id = "filter-id";
+    search.placeholder = "example id contains…";
+    labelled(box, "example", search);
+    search.addEventListener("input", function () { state.search = search.value; refresh(); });
+
+    var size = labelled(box, "per page", el("select"));
+    [25, 100, 500].forEach(function (n) { option(size, String(n), String(n)); });
+    size.value = String(state.pageSize);
+    size.addEventListener("change", function () { state.pageSize = Number(size.value); state.page = 0; render(); });
+
+    var head = document.querySelector("#examples-table thead");
+    var tr = add(head, el("tr"));
+    ["", "run", "env", "example", "trial", "status", "calls / expected", "diverges at"].forEach(function (h) {
+      add(tr, el("th", null, h));
+    });
+    graders.forEach(function (g) { add(tr, el("th", "num", g)); });
+  }
+
+  function refresh() { state.page = 0; filter(); render(); }
+
+  function renderPager() {
+    var pager = document.getElementById("pager");
+    pager.textContent = "";
+    var pages = Math.max(1, Math.ceil(shown.length / state.pageSize));
+    var prev = add(pager, el("button", null, "‹ previous"));
+    prev.id = "page-prev";
+    prev.disabled = state.page === 0;
+    prev.addEventListener("click", function () { state.page -= 1; render(); });
+    var info = add(pager, el("span", null,
+      "page " + (state.page + 1) + " of " + pages + " · " + shown.length + " of " + items.length + " trajectories"));
+    info.id = "page-info";
+    var next = add(pager, el("button", null, "next ›"));
+    next.id = "page-next";
+    next.disabled = state.page + 1 >= pages;
+    next.addEventListener("click", function () { state.page += 1; render(); });
+  }
+
+  function render() {
+    renderPager();
+    var body = document.querySelector("#examples-table tbody");
+    body.textContent = "";
+    var start = state.page * state.pageSize;
+    var end = Math.min(shown.length, start + state.pageSize);
+    for (var k = start; k < end; k++) { body.appendChild(itemRow(shown[k])); }
+  }
+
+  function itemRow(i) {
+    var it = items[i];
+    var run = runs[it[0]];
+    var failed = isFailed(it);
+    var tr = el("tr", "item" + (failed ? " failed" : ""));
+    tr.dataset.index = String(i);
+    tr.dataset.failed = failed ? "1" : "0";
+    var button = add(add(tr, el("td")), el("button", "toggle", "▸"));
+    button.setAttribute("aria-label", "show trace");
+    add(tr, el("td", null, run.label));
+    add(tr, el("td", null, run.env));
+    add(tr, el("td", "mono example-id", it[1]));
+    add(tr, el("td", "num", it[2]));
+    add(tr, el("td", "status status-" + it[3], it[3]));
+    add(tr, el("td", "num", it[4] + " / " + (it[5] === null ? "?" : it[5])));
+    add(tr, el("td", "num", it[7] === null ? "" : "call " + (it[7] + 1)));
+    graders.forEach(function (g, gi) {
+      var v = it[8][String(gi)];
+      var cls = v === undefined ? "num" : v === null ? "num unscored" : v === 1 ? "num pass" : "num fail";
+      add(tr, el("td", cls, v === undefined ? "" : fmt(v)));
+    });
+    tr.addEventListener("click", function () { toggle(tr, i, button); });
+    return tr;
+  }
+
+  function toggle(tr, i, button) {
+    var next = tr.nextSibling;
+    if (next && next.classList && next.classList.contains("detail")) {
+      next.parentNode.removeChild(next);
+      button.textContent = "▸";
+      return;
+    }
+    var detail = el("tr", "detail");
+    var td = add(detail, el("td"));
+    td.colSpan = 8 + graders.length;
+    td.appendChild(traceView(i));
+    tr.parentNode.insertBefore(detail, tr.nextSibling);
+    button.textContent = "▾";
+  }
+
+  function field(parent, key, value) {
+    var s = add(parent, el("span"));
+    add(s, el("span", "k", key + ": "));
+    add(s, el("span", null, value));
+    return s;
+  }
+
+  function traceView(i) {
+    var doc = traces();
+    var t = doc.traces[i];
+    var it = items[i];
+    var run = runs[it[0]];
+    var ex = t.x === null || t.x === undefined ? null : doc.examples[t.x];
+    var expected = ex ? ex.exp : (t.exp || null);
+    var box = el("div", "trace-view");
+
+    var head = add(box, el("div", "trace-head"));
+    field(head, "run", run.label + " · " + run.env);
+    field(head, "example", it[1] + " · trial " + it[2]);
+    field(head, "status", it[3]);
+    field(head, "duration", t.d.toFixed(2) + " s");
+    field(head, "tool calls", it[4] + " made, " + (expected ? expected.length : "?") + " expected");
+    if (t.e) { add(box, el("div", "problem", "error: " + t.e)); }
+
+    if (ex) {
+      add(box, el("h4", null, "input"));
+      if (typeof ex.in === "string") {
+        add(box, el("pre", "input", ex.in));
+      } else {
+        ex.in.forEach(function (turn) {
+          var p = add(box, el("pre", "input-turn"));
+          add(p, el("span", "role", turn.role));
+          add(p, el("span", null, turn.content));
+        });
+      }
+    }
+
+    add(box, el("h4", null, "scores"));
+    var ul = add(box, el("ul", "scores"));
+    if (t.sc.length === 0) { add(ul, el("li", "meta", it[3] === "error" ? "not graded (error)" : "no scores")); }
+    t.sc.forEach(function (s) {
+      var li = add(ul, el("li"));
+      add(li, el("b", null, s[0] + " = "));
+      add(li, el("span", s[1] === null ? "meta" : s[1] === 1 ? "pass" : "fail", fmt(s[1])));
+      add(li, el("span", null, " · " + s[2]));
+    });
+
+    if (t.dv) {
+      add(box, el("div", "divergence", "First divergence: " + t.dv[1]));
+    }
+
+    add(box, el("h4", null, "steps (expected calls beside the calls made)"));
+    var table = add(box, el("table", "trace"));
+    var hr = add(add(table, el("thead")), el("tr"));
+    [["n", "#"], ["kind", ""], ["actual", "what happened"], ["expected", "expected call"]].forEach(function (h) {
+      add(hr, el("th", h[0], h[1]));
+    });
+    var body = add(table, el("tbody"));
+    var toolIndex = 0;
+    t.s.forEach(function (s, n) {
+      var tr = add(body, el("tr"));
+      add(tr, el("td", "n", n + 1));
+      if (s.m !== undefined) {
+        tr.className = "model";
+        add(tr, el("td", "kind", "model"));
+        var cell = add(tr, el("td", "actual"));
+        var meta = s.l.toFixed(3) + " s";
+        if (s.ti !== undefined || s.to !== undefined) {
+          meta += " · " + (s.ti === undefined ? "?" : s.ti) + " in → " + (s.to === undefined ? "?" : s.to) + " out tokens";
+        }
+        if (s.nc) { meta += " · " + s.nc + (s.nc === 1 ? " call" : " calls"); }
+        add(cell, el("div", "meta", meta));
+        if (s.m) { add(cell, el("pre", "text", s.m)); }
+        (s.c || []).forEach(function (c) {
+          var line = add(cell, el("div", "mono", "→ " + callText(c[0], c[1]) + " (not executed)"));
+          if (c[2]) { add(line, el("span", "badge bad", "malformed: " + c[2])); }
+          if (c[3]) { add(cell, el("pre", "raw", c[3])); }
+        });
+        add(tr, el("td", "expected"));
+      } else {
+        tr.className = "tool" + (s.err ? " err" : "");
+        add(tr, el("td", "kind", "tool"));
+        var act = add(tr, el("td", "actual"));
+        var line = add(act, el("div", "mono call", callText(s.t, s.a)));
+        if (s.err) { add(line, el("span", "badge bad", "tool error")); }
+        if (s.mf) { add(line, el("span", "badge bad", "malformed: " + s.mf)); }
+        if (s.raw) { add(act, el("pre", "raw", s.raw)); }
+        var out = add(act, el("pre", "out"));
+        add(out, el("span", "meta", "⇒ "));
+        add(out, el("span", null, s.o));
+        var expCell = add(tr, el("td", "expected mono"));
+        if (expected && toolIndex < expected.length) {
+          var want = expectedText(expected[toolIndex]);
+          expCell.textContent = want;
+          var wantName = typeof expected[toolIndex] === "string" ? expected[toolIndex] : expected[toolIndex][0];
+          var same = typeof expected[toolIndex] === "string" ? wantName === s.t : want === callText(s.t, s.a);
+          if (same) { expCell.classList.add("match"); }
+        } else if (expected) {
+          expCell.textContent = "(beyond the expected calls)";
+        }
+        if (t.dv && t.dv[0] === toolIndex) {
+          tr.classList.add("diverge");
+          add(line, el("span", "badge", "first divergence"));
+        }
+        toolIndex += 1;
+      }
+    });
+    if (expected) {
+      for (var k = toolIndex; k < expected.length; k++) {
+        var tr = add(body, el("tr", "missing"));
+        add(tr, el("td", "n", ""));
+        add(tr, el("td", "kind", "—"));
+        var miss = add(tr, el("td", "actual", "(no call made)"));
+        add(tr, el("td", "expected mono", expectedText(expected[k])));
+        if (t.dv && t.dv[0] === k) {
+          tr.classList.add("diverge");
+          add(miss, el("span", "badge", "first divergence"));
+        }
+      }
+    }
+
+    if (t.fa !== undefined) {
+      add(box, el("h4", null, "final answer"));
+      add(box, el("pre", "final-answer", t.fa));
+    }
+    add(box, el("h4", null, "final state"));
+    add(box, el("pre", "final-state", typeof t.fs === "string" ? t.fs : JSON.stringify(t.fs, null, 1)));
+    return box;
+  }
+
+  buildControls();
+  filter();
+  render();
+  document.documentElement.setAttribute("data-ready", "1");
+  window.toolgymReadyMs = performance.now();
+})();
