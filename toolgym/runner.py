@@ -277,7 +277,7 @@ def check_resume(config: RunConfig) -> None:
 
     Raises:
         RunDirError: naming the fields that differ.
-        DatasetError: for an invalid dataset.
+        DatasetError: for an invalid dataset (reported before any difference).
     """
     out = Path(config.out)
     if not config.resume or not (out / RUN_FILE).exists():
@@ -298,5 +298,7 @@ def check_resume(config: RunConfig) -> None:
         "dataset sha256": (info.get("dataset") or {}).get("sha256"),
     }
     differ = [f"{k}: {before[k]!r} before, {now[k]!r} now" for k in now if before[k] != now[k]]
+    if differ and before["dataset sha256"] != now["dataset sha256"]:
+        load_examples(path, env_cls, config.env_options)  # an invalid file: report that first
     if differ:
         raise RunDirError(f"{out / RUN_FILE}: cannot resume a different run ({'; '.join(differ)})")
