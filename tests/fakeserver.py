@@ -464,8 +464,8 @@ def _anthropic_answer(body: dict[str, Any], action: tuple[str, dict] | None, fau
 
 
 __all__ = [
-    "MALFORMED", "RETRYABLE", "FakeModelServer", "LogEntry", "Request", "always_ok", "seeded_mix",
-    "sequence",
+    "MALFORMED", "RETRYABLE", "FakeModelServer", "LogEntry", "Request", "always_ok", "exhausted",
+    "seeded_mix", "sequence",
 ]
 
 
