@@ -14,10 +14,11 @@ from toolgym.agents import AGENTS
 from toolgym.data import DatasetError, builtin_datasets
 from toolgym.environments import ENVIRONMENTS
 from toolgym.graders import GRADERS
-from toolgym.providers import PROVIDERS, ModelSettings
+from toolgym.providers import PROVIDERS
+from toolgym.providers.options import add_provider_arguments, record_accounting, serve_for, settings_from_args
 from toolgym.registry import UnknownNameError
-from toolgym.runio import RunDirError, read_trajectories
-from toolgym.runner import RunConfig, SummaryRow, grade, run, status_counts
+from toolgym.runio import RunDirError, locked_run_dir, read_trajectories
+from toolgym.runner import RunConfig, SummaryRow, check_resume, grade, run, status_counts
 
 console = Console()
 
@@ -48,16 +49,20 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 def cmd_run(args: argparse.Namespace) -> int:
     out = Path(args.out or f"runs/{args.env}-{args.agent}")
-    settings = ModelSettings(temperature=args.temperature, seed=args.seed, max_tokens=args.max_tokens)
+    settings = settings_from_args(args)
     config = RunConfig(
         env=args.env, agent=args.agent, model=args.model, dataset=args.dataset, out=out,
         limit=args.limit, trials=args.trials, max_steps=args.max_steps,
         concurrency=args.concurrency, resume=args.resume, graders=args.grader or None,
         settings=settings,
     )
-    rows = run(config, progress=not args.no_progress)
+    check_resume(config)
+    with locked_run_dir(out), serve_for(args, settings, out):
+        rows = run(config, progress=not args.no_progress)
     counts = status_counts(read_trajectories(out))
     print_summary(rows, title=f"{out} ({', '.join(f'{k}: {v}' for k, v in sorted(counts.items()))})")
+    for line in record_accounting(out, args.price_in, args.price_out).lines():
+        console.print(line, highlight=False, soft_wrap=True)
     return 0
 
 
@@ -127,6 +132,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", help="run directory (default: runs/ENV-AGENT)")
     p.add_argument("--resume", action="store_true", help="continue --out, skipping finished episodes")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    add_provider_arguments(p)
     p.set_defaults(func=cmd_run)
 
     p = sub.add_parser("grade", help="re-grade a run directory offline")

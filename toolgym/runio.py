@@ -3,9 +3,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import warnings
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -116,3 +118,40 @@ def read_trajectories(directory: Path) -> list[Trajectory]:
 def read_scores(directory: Path) -> list[Score]:
     """All scores of a run directory."""
     return read_jsonl(Path(directory) / SCORES_FILE, Score)
+
+
+LOCK_FILE = ".lock"
+
+
+@contextlib.contextmanager
+def locked_run_dir(directory: Path) -> Iterator[None]:
+    """Hold an exclusive lock on ``directory/.lock`` while a run writes to the directory, so
+    that two runs (say a ``--resume`` started while the first still runs) never append to,
+    or repair, the same trajectories file. Released when the block ends or the process dies.
+    No-op where ``fcntl`` is unavailable (Windows).
+
+    Raises:
+        RunDirError: if another process holds the lock (its pid is named).
+    """
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - Windows
+        yield
+        return
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    fh = open(directory / LOCK_FILE, "a+", encoding="utf-8")
+    try:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            fh.seek(0)
+            holder = fh.read().strip() or "?"
+            raise RunDirError(f"{directory} is being written by another run (pid {holder})") from None
+        fh.seek(0)
+        fh.truncate()
+        fh.write(str(os.getpid()))
+        fh.flush()
+        yield
+    finally:
+        fh.close()  # closing releases the lock

@@ -144,6 +144,9 @@ async def play_all(
             on_done(traj)
 
     await asyncio.gather(*(one(ex, trial) for ex, trial in jobs))
+    aclose = getattr(agent.model, "aclose", None)  # hosted models: close their HTTP clients
+    if aclose is not None:
+        await aclose()
 
 
 def run(config: RunConfig, progress: bool = True) -> list[SummaryRow]:
@@ -266,3 +269,36 @@ def summarize(env: str, trajectories: list[Trajectory], scores: list[Score], gra
 def status_counts(trajectories: list[Trajectory]) -> Counter:
     """How many trajectories ended in each status."""
     return Counter(t.status for t in trajectories)
+
+
+def check_resume(config: RunConfig) -> None:
+    """Refuse to resume a run directory with a different environment, agent, model or dataset
+    content than it was started with (the results would mix two runs).
+
+    Raises:
+        RunDirError: naming the fields that differ.
+        DatasetError: for an invalid dataset (reported before any difference).
+    """
+    out = Path(config.out)
+    if not config.resume or not (out / RUN_FILE).exists():
+        return
+    info = read_run(out)
+    env_cls = get_environment(config.env)
+    path = resolve_dataset(env_cls.name, config.dataset)
+    now = {
+        "env": config.env,
+        "agent": config.agent,
+        "model": config.model if get_agent(config.agent).needs_model else None,
+        "dataset sha256": sha256_file(path),
+    }
+    before = {
+        "env": info.get("env"),
+        "agent": (info.get("agent") or {}).get("agent"),
+        "model": info.get("model"),
+        "dataset sha256": (info.get("dataset") or {}).get("sha256"),
+    }
+    differ = [f"{k}: {before[k]!r} before, {now[k]!r} now" for k in now if before[k] != now[k]]
+    if differ and before["dataset sha256"] != now["dataset sha256"]:
+        load_examples(path, env_cls, config.env_options)  # an invalid file: report that first
+    if differ:
+        raise RunDirError(f"{out / RUN_FILE}: cannot resume a different run ({'; '.join(differ)})")

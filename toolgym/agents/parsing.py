@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import json
 import re
 import uuid
@@ -41,27 +42,74 @@ def new_call_id() -> str:
 def text_calls(text: str, tool_names: set[str] | list[str]) -> list[ToolCall]:
     """Tool calls written as text instead of through the tool-calling interface.
 
-    Recognises ``<tool_call>{...}</tool_call>`` tags and fenced JSON blocks whose object names
-    a known tool (``{"name": ...}`` or ``{"tool": ...}``). Each is returned as a malformed
-    call (it is never executed): the agent is told to use real tool calls.
+    Recognises ``<tool_call>{...}</tool_call>`` tags, fenced JSON blocks and bare JSON objects
+    in the text that either name a known tool (``{"name": ...}``, ``{"tool": ...}``) or have
+    the shape of a call (a name with ``arguments``/``parameters``/``args``/``input``). Each is
+    returned as a malformed call (it is never executed): the agent is told to use real tool
+    calls.
     """
     found = []
     for pattern in (_TAGGED, _FENCED):
         for match in pattern.finditer(text):
             raw = match.group(1)
             name = _named_tool(raw)
-            if pattern is _TAGGED or name in tool_names:
-                found.append(
-                    ToolCall(
-                        id=new_call_id(),
-                        name=name or "",
-                        malformed="tool call written as text instead of a tool call",
-                        raw=raw,
-                    )
-                )
+            if pattern is _TAGGED or name in tool_names or _call_shaped(raw):
+                found.append(_text_call(name, raw))
         if found:
-            break
+            return found
+    for raw in _json_objects(text):
+        name = _named_tool(raw)
+        if name in tool_names or _call_shaped(raw):
+            found.append(_text_call(name, raw))
     return found
+
+
+def _text_call(name: str | None, raw: str) -> ToolCall:
+    return ToolCall(
+        id=new_call_id(),
+        name=name or "",
+        malformed="tool call written as text instead of a tool call",
+        raw=raw,
+    )
+
+
+_CALL_ARG_KEYS = ("arguments", "parameters", "args", "input")
+
+
+def _call_shaped(raw: str) -> bool:
+    """True for a JSON object with a string ``name`` and an arguments object."""
+    try:
+        obj = json.loads(raw)
+    except json.JSONDecodeError:
+        return False
+    return (
+        isinstance(obj, dict)
+        and isinstance(obj.get("name"), str)
+        and any(isinstance(obj.get(k), dict) for k in _CALL_ARG_KEYS)
+    )
+
+
+def _json_objects(text: str, limit: int = 20) -> list[str]:
+    """The top-level JSON objects embedded in ``text`` (at most ``limit`` tried)."""
+    decoder = json.JSONDecoder()
+    found, start, tries = [], text.find("{"), 0
+    while start != -1 and tries < limit:
+        tries += 1
+        try:
+            _, end = decoder.raw_decode(text, start)
+        except json.JSONDecodeError:
+            start = text.find("{", start + 1)
+            continue
+        found.append(text[start:end])
+        start = text.find("{", end)
+    return found
+
+
+def unknown_tool(name: str, tool_names: set[str] | list[str]) -> str:
+    """The malformed-call reason for a call of a tool that does not exist."""
+    close = difflib.get_close_matches(name, list(tool_names), n=1)
+    hint = f"; did you mean {close[0]!r}?" if close else ""
+    return f"unknown tool {name!r}{hint}"
 
 
 def _named_tool(raw: str) -> str | None:
@@ -80,14 +128,17 @@ def model_step(message: AIMessage, latency_s: float, tool_names: set[str]) -> Mo
     """Record an AIMessage as a :class:`ModelStep`.
 
     Well-formed calls keep their parsed arguments; ``invalid_tool_calls`` (arguments that are
-    not a JSON object) and calls written as text become malformed calls.
+    not a JSON object), calls of a tool that is not in ``tool_names`` (when it is non-empty)
+    and calls written as text become malformed calls.
     """
     text = message_text(message)
     calls: list[ToolCall] = []
     for call in message.tool_calls:
         args: Any = call.get("args")
         if isinstance(args, dict):
-            calls.append(ToolCall(id=call.get("id") or new_call_id(), name=call["name"], arguments=args))
+            name = call["name"] or ""
+            bad = unknown_tool(name, tool_names) if tool_names and name not in tool_names else None
+            calls.append(ToolCall(id=call.get("id") or new_call_id(), name=name, arguments=args, malformed=bad))
         else:
             calls.append(
                 ToolCall(

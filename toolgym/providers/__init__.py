@@ -29,6 +29,11 @@ class ModelSettings:
         max_tokens: Upper bound on generated tokens per model turn.
         timeout_s: Seconds before a model call is abandoned (and retried where supported).
         extra: Provider-specific options (base URL, server flags, ...).
+        max_retries: Retries of a failed call of a hosted model (429, 5xx, timeouts, dropped
+            connections) after the first attempt; see ``toolgym.providers.retry``.
+        retry_initial_s: Backoff cap of the first retry, seconds (doubles per retry).
+        retry_max_s: Largest backoff cap, seconds.
+        rps: Requests per second allowed to the provider (``None``: unlimited).
     """
 
     temperature: float = 0.0
@@ -36,6 +41,10 @@ class ModelSettings:
     max_tokens: int = 512
     timeout_s: float = 120.0
     extra: dict[str, Any] = field(default_factory=dict)
+    max_retries: int = 4
+    retry_initial_s: float = 1.0
+    retry_max_s: float = 30.0
+    rps: float | None = None
 
     def record(self) -> dict[str, Any]:
         """JSON-safe dict for run.json, without secrets."""

@@ -1,0 +1,287 @@
+"""Hosted and served models: ``openai:MODEL``, ``anthropic:MODEL`` and
+``openai-compatible:MODEL`` (alias ``vllm:MODEL``) for any OpenAI-compatible server.
+
+The clients are langchain-openai's ``ChatOpenAI`` and langchain-anthropic's ``ChatAnthropic``
+(the optional extras ``toolgym[openai]`` and ``toolgym[anthropic]``), built with their SDK
+retries off and wrapped in :class:`~toolgym.providers.retry.ResilientChatModel`, which retries,
+applies the per-attempt timeout and the ``--rps`` limit.
+
+API keys are read here and nowhere else: ``OPENAI_API_KEY``, ``ANTHROPIC_API_KEY``, and for
+OpenAI-compatible servers ``OPENAI_COMPATIBLE_API_KEY`` (or ``VLLM_API_KEY``), default
+``EMPTY``. ``OPENAI_API_KEY`` is deliberately not sent to a third-party ``--base-url``.
+Keys never reach ``run.json``, trajectories or logs: error messages are scrubbed of them.
+
+Both chat models are subclassed only to keep one kind of malformed output from crashing the
+call: tool-call arguments that are valid JSON but not an object (``[1]``, ``"a"``; the
+Anthropic API's ``input`` likewise). langchain-core rejects them while building the message;
+here they become ``invalid_tool_calls``, which the agent records as malformed calls.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+from collections.abc import Callable
+from typing import Any
+
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage
+from langchain_core.messages.tool import invalid_tool_call
+
+from toolgym.providers import ModelSettings, register_provider
+from toolgym.providers.retry import ResilientChatModel, RetryPolicy
+
+OPENAI_KEY_ENV = "OPENAI_API_KEY"
+ANTHROPIC_KEY_ENV = "ANTHROPIC_API_KEY"
+COMPATIBLE_KEY_ENVS = ("OPENAI_COMPATIBLE_API_KEY", "VLLM_API_KEY")
+
+
+class MissingDependencyError(ValueError):
+    """An optional extra needed by a provider is not installed."""
+
+
+def _require(module: str, extra: str) -> Any:
+    try:
+        return __import__(module)
+    except ImportError:
+        raise MissingDependencyError(
+            f"this model needs the {module} package: pip install 'toolgym[{extra}]'"
+        ) from None
+
+
+def _not_object(value: Any) -> bool:
+    return not isinstance(value, dict)
+
+
+def _describe(value: Any) -> str:
+    kind = {list: "a list", str: "a string", int: "a number", float: "a number", bool: "a boolean"}
+    return kind.get(type(value), type(value).__name__)
+
+
+def _add_invalid(message: AIMessage, bad: list[tuple[str, str, str, str]]) -> None:
+    """Move calls ``(id, name, raw, error)`` from ``tool_calls`` to ``invalid_tool_calls``."""
+    ids = {b[0] for b in bad}
+    message.tool_calls = [c for c in message.tool_calls if c.get("id") not in ids]
+    message.invalid_tool_calls = list(message.invalid_tool_calls) + [
+        invalid_tool_call(name=name, args=raw, id=call_id, error=error) for call_id, name, raw, error in bad
+    ]
+
+
+@functools.cache
+def chat_openai_class() -> type[BaseChatModel]:
+    """``ChatOpenAI`` that turns non-object tool arguments into invalid tool calls.
+
+    Raises:
+        MissingDependencyError: without langchain-openai.
+    """
+    _require("langchain_openai", "openai")
+    from langchain_openai import ChatOpenAI
+
+    class ToolgymChatOpenAI(ChatOpenAI):
+        """ChatOpenAI whose malformed tool arguments are recorded, never raised."""
+
+        def _create_chat_result(self, response: Any, generation_info: dict | None = None) -> Any:
+            data = response if isinstance(response, dict) else None
+            choices = (data or {}).get("choices") if data is not None else getattr(response, "choices", None)
+            bad: list[tuple[str, str, str, str]] = []
+            for choice in choices or []:
+                message = choice.get("message") if isinstance(choice, dict) else getattr(choice, "message", None)
+                calls = (message.get("tool_calls") if isinstance(message, dict) else getattr(message, "tool_calls", None)) or []
+                for call in calls:
+                    fn = call.get("function") if isinstance(call, dict) else getattr(call, "function", None)
+                    raw = (fn.get("arguments") if isinstance(fn, dict) else getattr(fn, "arguments", None)) or ""
+                    try:
+                        parsed = json.loads(raw) if raw else {}
+                    except (json.JSONDecodeError, TypeError):
+                        continue  # langchain-core records it as an invalid tool call itself
+                    if _not_object(parsed):
+                        name = fn.get("name") if isinstance(fn, dict) else getattr(fn, "name", "")
+                        call_id = call.get("id") if isinstance(call, dict) else getattr(call, "id", "")
+                        bad.append((call_id, name or "", raw, f"arguments are {_describe(parsed)}, not a JSON object"))
+            if not bad:
+                return super()._create_chat_result(response, generation_info)
+            if data is None:
+                data = response.model_dump(exclude={"choices": {"__all__": {"message": {"parsed"}}}}, warnings=False)
+            data = json.loads(json.dumps(data, default=str))
+            bad_ids = {b[0] for b in bad}
+            for choice in data.get("choices") or []:
+                message = choice.get("message") or {}
+                if message.get("tool_calls"):
+                    kept = [c for c in message["tool_calls"] if c.get("id") not in bad_ids]
+                    message["tool_calls"] = kept or None
+            result = super()._create_chat_result(data, generation_info)
+            _add_invalid(result.generations[0].message, bad)
+            return result
+
+    return ToolgymChatOpenAI
+
+
+@functools.cache
+def chat_anthropic_class() -> type[BaseChatModel]:
+    """``ChatAnthropic`` that turns a non-object ``tool_use.input`` into invalid tool calls.
+
+    Raises:
+        MissingDependencyError: without langchain-anthropic.
+    """
+    _require("langchain_anthropic", "anthropic")
+    from langchain_anthropic import ChatAnthropic
+
+    class ToolgymChatAnthropic(ChatAnthropic):
+        """ChatAnthropic whose malformed tool inputs are recorded, never raised, and whose
+        async HTTP client is its own (langchain-anthropic shares a cached one per address,
+        whose connections belong to the first event loop that used them)."""
+
+        @functools.cached_property
+        def _async_client(self) -> Any:
+            import anthropic
+
+            params = self._client_params
+            http = {"base_url": params["base_url"]}
+            if "timeout" in params:
+                http["timeout"] = params["timeout"]
+            return anthropic.AsyncClient(**params, http_client=anthropic.DefaultAsyncHttpxClient(**http))
+
+        def _format_output(self, data: Any, **kwargs: Any) -> Any:
+            blocks = list(getattr(data, "content", None) or [])
+            bad = [
+                (b.id, b.name, b.input if isinstance(b.input, str) else json.dumps(b.input),
+                 f"tool input is {_describe(b.input)}, not a JSON object")
+                for b in blocks
+                if getattr(b, "type", None) == "tool_use" and _not_object(getattr(b, "input", None))
+            ]
+            if bad:
+                ids = {b[0] for b in bad}
+                # Keep the block (the next request must show the tool_use its result answers)
+                # with an empty input, and record the call as invalid.
+                blocks = [b.model_copy(update={"input": {}}) if getattr(b, "id", None) in ids else b for b in blocks]
+                data = data.model_copy(update={"content": blocks})
+            result = super()._format_output(data, **kwargs)
+            if bad:
+                _add_invalid(result.generations[0].message, bad)
+            return result
+
+    return ToolgymChatAnthropic
+
+
+def _retrying(
+    factory: Callable[[], BaseChatModel], settings: ModelSettings, secrets: list[str]
+) -> ResilientChatModel:
+    policy = RetryPolicy(
+        max_retries=settings.max_retries, initial_s=settings.retry_initial_s, max_s=settings.retry_max_s
+    )
+    return ResilientChatModel(
+        inner=factory(), factory=factory, policy=policy, timeout_s=settings.timeout_s, rps=settings.rps,
+        secrets=secrets,
+    )
+
+
+def _need_name(provider: str, name: str) -> None:
+    if not name:
+        raise ValueError(f"the {provider} provider needs a model name: --model {provider}:MODEL")
+
+
+def _openai_client(name: str, settings: ModelSettings, key: str, base_url: str | None, **kw: Any) -> BaseChatModel:
+    """A ChatOpenAI with its own async HTTP client (langchain-openai shares a cached one per
+    address, whose connections belong to the first event loop that used them)."""
+    cls = chat_openai_class()
+    import openai
+
+    return cls(
+        model=name,
+        http_async_client=openai.DefaultAsyncHttpxClient(),
+        api_key=key,
+        base_url=base_url,
+        temperature=settings.temperature,
+        seed=settings.seed,
+        max_tokens=settings.max_tokens,
+        timeout=settings.timeout_s,
+        max_retries=0,
+        **kw,
+    )
+
+
+@register_provider("openai")
+def openai_provider(name: str, settings: ModelSettings) -> ResilientChatModel:
+    """``openai:MODEL``: the OpenAI API (key from ``OPENAI_API_KEY``; ``--base-url`` for a
+    proxy or a stand-in server).
+
+    Raises:
+        ValueError: without a model name or API key.
+        MissingDependencyError: without langchain-openai.
+    """
+    _need_name("openai", name)
+    key = os.environ.get(OPENAI_KEY_ENV)
+    if not key:
+        raise ValueError(f"set {OPENAI_KEY_ENV} to use openai:{name}")
+    base_url = settings.extra.get("base_url")
+    return _retrying(lambda: _openai_client(name, settings, key, base_url), settings, [key])
+
+
+def _compatible(provider: str, name: str, settings: ModelSettings) -> ResilientChatModel:
+    _need_name(provider, name)
+    base_url = settings.extra.get("base_url")
+    if not base_url:
+        raise ValueError(
+            f"{provider}:{name} needs the server's address: --base-url http://HOST:PORT/v1"
+            + (" (or --serve to start vLLM)" if provider == "vllm" else "")
+        )
+    key = next((os.environ[k] for k in COMPATIBLE_KEY_ENVS if os.environ.get(k)), "EMPTY")
+    # Chat completions, never the Responses API: that is what compatible servers implement.
+    return _retrying(
+        lambda: _openai_client(name, settings, key, base_url, use_responses_api=False),
+        settings,
+        [key] if key != "EMPTY" else [],
+    )
+
+
+@register_provider("openai-compatible")
+def openai_compatible_provider(name: str, settings: ModelSettings) -> ResilientChatModel:
+    """``openai-compatible:MODEL --base-url URL``: any server speaking OpenAI chat completions
+    with tool calls (vLLM, llama.cpp server, SGLang, ...). Key from
+    ``OPENAI_COMPATIBLE_API_KEY`` or ``VLLM_API_KEY`` if the server wants one.
+
+    Raises:
+        ValueError: without a model name or ``--base-url``.
+        MissingDependencyError: without langchain-openai.
+    """
+    return _compatible("openai-compatible", name, settings)
+
+
+@register_provider("vllm")
+def vllm_provider(name: str, settings: ModelSettings) -> ResilientChatModel:
+    """``vllm:MODEL``: a vLLM server (``vllm serve MODEL --enable-auto-tool-choice
+    --tool-call-parser hermes``) at ``--base-url``, or one started by ``--serve``."""
+    return _compatible("vllm", name, settings)
+
+
+@register_provider("anthropic")
+def anthropic_provider(name: str, settings: ModelSettings) -> ResilientChatModel:
+    """``anthropic:MODEL``: the Anthropic messages API (key from ``ANTHROPIC_API_KEY``). The
+    API takes no seed; ``--seed`` is not forwarded.
+
+    Raises:
+        ValueError: without a model name or API key.
+        MissingDependencyError: without langchain-anthropic.
+    """
+    _need_name("anthropic", name)
+    key = os.environ.get(ANTHROPIC_KEY_ENV)
+    if not key:
+        raise ValueError(f"set {ANTHROPIC_KEY_ENV} to use anthropic:{name}")
+    cls = chat_anthropic_class()
+    kwargs: dict[str, Any] = {}
+    if settings.extra.get("base_url"):
+        kwargs["base_url"] = settings.extra["base_url"]
+    return _retrying(
+        lambda: cls(
+            model=name,
+            api_key=key,
+            temperature=settings.temperature,
+            max_tokens=settings.max_tokens,
+            timeout=settings.timeout_s,
+            max_retries=0,
+            **kwargs,
+        ),
+        settings,
+        [key],
+    )
