@@ -39,11 +39,17 @@ def to_message(turn: Turn | AIMessage | str) -> AIMessage:
     return AIMessage(turn.get("content", ""), tool_calls=calls, invalid_tool_calls=invalid)
 
 
+def _is_observation(message: BaseMessage) -> bool:
+    return message.additional_kwargs.get("toolgym") == "observation"
+
+
 class ScriptedChatModel(BaseChatModel):
     """Answers from a script, statelessly, so it is safe under concurrency.
 
     The turn played is chosen by counting the AI messages after the last human message of the
     input; with ``by_input``, the script is looked up by that human message's text first.
+    Human messages marked as tool observations (``additional_kwargs["toolgym"] ==
+    "observation"``, sent by the prompted agents) are not requests and do not reset the count.
 
     Attributes:
         turns: The default script (list of turns, see :func:`to_message`).
@@ -71,7 +77,10 @@ class ScriptedChatModel(BaseChatModel):
         run_manager: CallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> ChatResult:
-        last_human = max((i for i, m in enumerate(messages) if isinstance(m, HumanMessage)), default=-1)
+        last_human = max(
+            (i for i, m in enumerate(messages) if isinstance(m, HumanMessage) and not _is_observation(m)),
+            default=-1,
+        )
         request = messages[last_human].content if last_human >= 0 else ""
         turn_index = sum(isinstance(m, AIMessage) for m in messages[last_human + 1 :])
         script = self.by_input.get(request, self.turns) if isinstance(request, str) else self.turns
