@@ -1,4 +1,5 @@
-"""Command line: ``python run_agent.py {list,run,grade,show}`` (also the ``toolgym`` script)."""
+"""Command line: ``python run_agent.py {list,run,grade,show,compare}`` (also the ``toolgym``
+script)."""
 
 from __future__ import annotations
 
@@ -54,18 +55,57 @@ def cmd_run(args: argparse.Namespace) -> int:
         env=args.env, agent=args.agent, model=args.model, dataset=args.dataset, out=out,
         limit=args.limit, trials=args.trials, max_steps=args.max_steps,
         concurrency=args.concurrency, resume=args.resume, graders=args.grader or None,
-        settings=settings,
+        settings=settings, grader_settings=judge_settings(args),
     )
     rows = run(config, progress=not args.no_progress)
     counts = status_counts(read_trajectories(out))
     print_summary(rows, title=f"{out} ({', '.join(f'{k}: {v}' for k, v in sorted(counts.items()))})")
+    print_statistics(out)
     return 0
 
 
 def cmd_grade(args: argparse.Namespace) -> int:
-    rows = grade(Path(args.dir), graders=args.grader or None, dataset=args.dataset)
+    rows = grade(
+        Path(args.dir), graders=args.grader or None, dataset=args.dataset,
+        grader_settings=judge_settings(args),
+    )
     print_summary(rows, title=str(args.dir))
+    print_statistics(Path(args.dir), dataset=args.dataset)
     return 0
+
+
+def judge_settings(args: argparse.Namespace) -> dict[str, str | None]:
+    """Grader settings from ``--judge-model`` / ``--judge-cache`` / ``--no-judge-cache``
+    (``None`` keeps the grader's default or the run's recorded setting)."""
+    cache = "" if args.no_judge_cache else args.judge_cache
+    return {"judge_model": args.judge_model, "judge_cache": cache}
+
+
+def print_statistics(directory: Path, dataset: str | None = None) -> None:
+    """Pass rates with Wilson intervals, pass@k / pass^k, breakdowns and judge agreement."""
+    from toolgym.summary import load_run, run_report
+    from toolgym.tables import print_run_report
+
+    print_run_report(run_report(load_run(directory, dataset)), console)
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    from toolgym.summary import compare_runs
+    from toolgym.tables import print_comparison
+
+    print_comparison(compare_runs(Path(args.run_a), Path(args.run_b), n_boot=args.n_boot, seed=args.seed), console)
+    return 0
+
+
+def add_judge_options(p: argparse.ArgumentParser) -> None:
+    """``--judge-model``, ``--judge-cache``, ``--no-judge-cache``."""
+    p.add_argument(
+        "--judge-model",
+        help="PROVIDER[:MODEL] of the LLM judge; switches on the correctness graders of "
+        "relational_data and multiverse_math",
+    )
+    p.add_argument("--judge-cache", help="folder caching judge replies (default ~/.cache/toolgym/judge)")
+    p.add_argument("--no-judge-cache", action="store_true", help="always call the judge")
 
 
 def cmd_show(args: argparse.Namespace) -> int:
@@ -97,18 +137,27 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", help="run directory (default: runs/ENV-AGENT)")
     p.add_argument("--resume", action="store_true", help="continue --out, skipping finished episodes")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    add_judge_options(p)
     p.set_defaults(func=cmd_run)
 
     p = sub.add_parser("grade", help="re-grade a run directory offline")
     p.add_argument("dir")
     p.add_argument("--grader", action="append")
     p.add_argument("--dataset", help="override the dataset path recorded in run.json")
+    add_judge_options(p)
     p.set_defaults(func=cmd_grade)
 
     p = sub.add_parser("show", help="print a trajectory step by step")
     p.add_argument("dir")
     p.add_argument("--example", help="example id (default: the first)")
     p.set_defaults(func=cmd_show)
+
+    p = sub.add_parser("compare", help="compare two runs on the same examples (paired tests, flips)")
+    p.add_argument("run_a")
+    p.add_argument("run_b")
+    p.add_argument("--n-boot", type=int, default=10_000, help="paired bootstrap resamples")
+    p.add_argument("--seed", type=int, default=0, help="bootstrap seed")
+    p.set_defaults(func=cmd_compare)
     return parser
 
 
