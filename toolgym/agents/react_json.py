@@ -73,8 +73,8 @@ def parse_react(text: str, env: Environment, call_id: str) -> Parsed:
     Only the first action counts; anything the model writes after it (including an invented
     ``Observation:``) is ignored, as a stop sequence would cut it. A blob that is not valid
     JSON, lacks a string ``"action"``, or whose ``action_input`` cannot be arguments becomes
-    a malformed call. A string ``action_input`` is accepted for a tool with exactly one
-    parameter (as LangChain's single-input tools allowed).
+    a malformed call. A string or number ``action_input`` is accepted for a tool with exactly
+    one parameter (as LangChain's single-input tools allowed).
 
     Args:
         text: The model's reply.
@@ -141,7 +141,7 @@ def _arguments(action_input: Any, params: list[str]) -> tuple[dict[str, Any], st
         return action_input, None
     if action_input is None or (action_input == "" and not params):
         return {}, None
-    if len(params) == 1:
+    if len(params) == 1 and isinstance(action_input, (str, int, float, bool)):
         return {params[0]: action_input}, None
     return {}, "action_input must be a JSON object of arguments"
 

@@ -148,6 +148,13 @@ def _arguments(body: str, schemas: dict[str, dict[str, Any]]) -> tuple[dict[str,
             return {}, "arguments are not a JSON object"
         return value, None
     children = _CHILD.findall(inner)
+    if not children and not inner.startswith("<"):
+        try:
+            json.loads(inner)
+        except json.JSONDecodeError:
+            pass
+        else:
+            return {}, "arguments are not a JSON object"
     if not children:
         return {}, "arguments must be a JSON object or one <parameter_name>value</parameter_name> element each"
     args = {}
