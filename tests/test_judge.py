@@ -9,7 +9,7 @@ import math
 import pytest
 
 from toolgym.cli import main
-from toolgym.environments import Environment
+from toolgym.environments import Environment, register_environment, tool
 from toolgym.graders import get_grader
 from toolgym.graders.judge import (
     Correctness,
@@ -22,7 +22,7 @@ from toolgym.graders.judge import (
 from toolgym.providers.scripted import ScriptedChatModel
 from toolgym.records import Example, Score, Trajectory
 from toolgym.runio import read_run, read_scores
-from toolgym.runner import make_graders
+from toolgym.runner import RunConfig, grade, make_graders, run
 from toolgym.summary import agreement
 
 CORRECT = "VERDICT: CORRECT\nREASON: Same city as the reference."
@@ -255,3 +255,35 @@ def test_cli_run_records_judge_settings_and_regrading_uses_the_cache(tmp_path, c
     assert main(["grade", str(out), "--no-judge-cache"]) == 0
     assert [s.value for s in read_scores(out) if s.grader == "correctness"] == [None, None, None]
     assert "correctness" in capsys.readouterr().out
+
+
+@register_environment("test_judged_lookup")
+class JudgedLookup(Environment):
+    """A one-tool environment that declares its own judge graders (test only)."""
+
+    graders = ("steps_exact",)
+    judge_graders = ("correctness",)
+
+    @tool
+    def lookup(self, key: str) -> str:
+        """Look a key up.
+
+        Args:
+            key: The key.
+        """
+        return {"capital": "Paris"}.get(key, "unknown")
+
+
+def test_environment_declared_judges_switch_on_when_regrading_with_a_judge(tmp_path):
+    dataset = tmp_path / "d.jsonl"
+    dataset.write_text(json.dumps({
+        "id": "1", "input": "Capital of France?", "expected_steps": ["lookup"],
+        "expected_calls": [{"name": "lookup", "arguments": {"key": "capital"}}], "reference": "Paris",
+    }) + "\n")
+    out = tmp_path / "run"
+    rows = run(RunConfig(env="test_judged_lookup", agent="oracle", dataset=str(dataset), out=out), progress=False)
+    assert [r.grader for r in rows] == ["steps_exact"]  # no judge model: no judge
+    script = tmp_path / "judge.json"
+    script.write_text(json.dumps([CORRECT]))
+    rows = grade(out, grader_settings={"judge_model": f"scripted:{script}", "judge_cache": ""})
+    assert [(r.grader, r.estimate.mean) for r in rows] == [("steps_exact", 1.0), ("correctness", 1.0)]
