@@ -1,4 +1,5 @@
-"""Command line: ``python run_agent.py {list,run,grade,show,generate}`` (also the ``toolgym`` script)."""
+"""Command line: ``python run_agent.py {list,run,grade,show,summary,report,compare,generate}``
+(also the ``toolgym`` script)."""
 
 from __future__ import annotations
 
@@ -54,7 +55,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         env=args.env, agent=args.agent, model=args.model, dataset=args.dataset, out=out,
         limit=args.limit, trials=args.trials, max_steps=args.max_steps,
         concurrency=args.concurrency, resume=args.resume, graders=args.grader or None,
-        settings=settings,
+        settings=settings, grader_settings=judge_settings(args),
     )
     check_resume(config)
     with locked_run_dir(out), serve_for(args, settings, out):
@@ -63,12 +64,17 @@ def cmd_run(args: argparse.Namespace) -> int:
     print_summary(rows, title=f"{out} ({', '.join(f'{k}: {v}' for k, v in sorted(counts.items()))})")
     for line in record_accounting(out, args.price_in, args.price_out).lines():
         console.print(line, highlight=False, soft_wrap=True)
+    print_statistics(out)
     return 0
 
 
 def cmd_grade(args: argparse.Namespace) -> int:
-    rows = grade(Path(args.dir), graders=args.grader or None, dataset=args.dataset)
+    rows = grade(
+        Path(args.dir), graders=args.grader or None, dataset=args.dataset,
+        grader_settings=judge_settings(args),
+    )
     print_summary(rows, title=str(args.dir))
+    print_statistics(Path(args.dir), dataset=args.dataset)
     return 0
 
 
@@ -88,6 +94,38 @@ def cmd_report(args: argparse.Namespace) -> int:
     result = build_report([Path(d) for d in args.dirs], Path(args.out), png_dir=png, success_grader=args.success_grader)
     console.print(result.describe(), highlight=False)
     return 0
+def judge_settings(args: argparse.Namespace) -> dict[str, str | None]:
+    """Grader settings from ``--judge-model`` / ``--judge-cache`` / ``--no-judge-cache``
+    (``None`` keeps the grader's default or the run's recorded setting)."""
+    cache = "" if args.no_judge_cache else args.judge_cache
+    return {"judge_model": args.judge_model, "judge_cache": cache}
+
+
+def print_statistics(directory: Path, dataset: str | None = None) -> None:
+    """Pass rates with Wilson intervals, pass@k / pass^k, breakdowns and judge agreement."""
+    from toolgym.analysis import load_run, run_report
+    from toolgym.tables import print_run_report
+
+    print_run_report(run_report(load_run(directory, dataset)), console)
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    from toolgym.analysis import compare_runs
+    from toolgym.tables import print_comparison
+
+    print_comparison(compare_runs(Path(args.run_a), Path(args.run_b), n_boot=args.n_boot, seed=args.seed), console)
+    return 0
+
+
+def add_judge_options(p: argparse.ArgumentParser) -> None:
+    """``--judge-model``, ``--judge-cache``, ``--no-judge-cache``."""
+    p.add_argument(
+        "--judge-model",
+        help="PROVIDER[:MODEL] of the LLM judge; switches on the correctness graders of "
+        "relational_data and multiverse_math",
+    )
+    p.add_argument("--judge-cache", help="folder caching judge replies (default ~/.cache/toolgym/judge)")
+    p.add_argument("--no-judge-cache", action="store_true", help="always call the judge")
 
 
 def cmd_show(args: argparse.Namespace) -> int:
@@ -133,12 +171,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--resume", action="store_true", help="continue --out, skipping finished episodes")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     add_provider_arguments(p)
+    add_judge_options(p)
     p.set_defaults(func=cmd_run)
 
     p = sub.add_parser("grade", help="re-grade a run directory offline")
     p.add_argument("dir")
     p.add_argument("--grader", action="append")
     p.add_argument("--dataset", help="override the dataset path recorded in run.json")
+    add_judge_options(p)
     p.set_defaults(func=cmd_grade)
 
     p = sub.add_parser("summary", help="environments x runs x graders: mean ± stderr and n")
@@ -167,6 +207,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--levels", help="e.g. 1-8 or 1,2,4 (default: the environment's)")
     p.add_argument("--out", required=True, help="JSONL file to write")
     p.set_defaults(func=cmd_generate)
+    p = sub.add_parser("compare", help="compare two runs on the same examples (paired tests, flips)")
+    p.add_argument("run_a")
+    p.add_argument("run_b")
+    p.add_argument("--n-boot", type=int, default=10_000, help="paired bootstrap resamples")
+    p.add_argument("--seed", type=int, default=0, help="bootstrap seed")
+    p.set_defaults(func=cmd_compare)
     return parser
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import datetime as dt
 import platform
 import subprocess
@@ -17,7 +18,7 @@ from typing import Any
 from toolgym.agents import Agent, get_agent
 from toolgym.data import load_examples, resolve_dataset, sha256_file
 from toolgym.environments import Environment, get_environment
-from toolgym.graders import Grader, get_grader
+from toolgym.graders import GRADERS, Grader, get_grader
 from toolgym.providers import ModelSettings, build_model
 from toolgym.records import Example, Score, Trajectory
 from toolgym.runio import (
@@ -32,7 +33,7 @@ from toolgym.runio import (
     write_json_atomic,
     write_jsonl_atomic,
 )
-from toolgym.stats import Estimate, estimate
+from toolgym.stats import Estimate, clustered_estimate
 
 
 @dataclass
@@ -54,6 +55,8 @@ class RunConfig:
         settings: Model settings (temperature, seed, ...).
         env_options: Environment-specific options (``sample``, ``shots``, ...), passed to
             ``Environment.load_dataset``.
+        grader_settings: Grader settings by field name (``judge_model``, ``judge_cache``);
+            recorded in run.json so that ``grade`` reuses them (see :func:`make_graders`).
     """
 
     env: str
@@ -69,6 +72,7 @@ class RunConfig:
     graders: list[str] | None = None
     settings: ModelSettings = field(default_factory=ModelSettings)
     env_options: dict[str, Any] = field(default_factory=dict)
+    grader_settings: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -110,9 +114,36 @@ def load_run_examples(
     return path, examples[:limit] if limit else examples
 
 
-def make_graders(env_cls: type[Environment], names: list[str] | None) -> list[Grader]:
-    """Instantiate the requested graders (default: the environment's list)."""
-    return [get_grader(name) for name in (names or list(env_cls.graders))]
+def make_graders(
+    env_cls: type[Environment], names: list[str] | None, settings: dict[str, Any] | None = None
+) -> list[Grader]:
+    """Instantiate the requested graders.
+
+    Args:
+        env_cls: The environment; without ``names`` its ``graders`` are used, plus its judge
+            graders (:func:`toolgym.graders.judge.judge_graders_for`) when ``settings`` name a
+            ``judge_model``.
+        names: Grader names, or ``None`` for the defaults.
+        settings: Grader settings by field name; each grader (a dataclass) receives only the
+            settings it declares as fields, so one ``--judge-model`` reaches every judge.
+            ``None`` values are dropped (the grader's default applies).
+
+    Raises:
+        UnknownNameError: for an unknown grader.
+        ValueError: when a grader rejects its settings (a judge without a judge model).
+    """
+    from toolgym.graders.judge import judge_graders_for
+
+    settings = {k: v for k, v in (settings or {}).items() if v is not None}
+    if names is None:
+        names = list(env_cls.graders)
+        if settings.get("judge_model"):
+            names += [n for n in judge_graders_for(env_cls) if n not in names]
+    graders = []
+    for name in names:
+        accepted = {f.name for f in dataclasses.fields(cls)} if dataclasses.is_dataclass(cls := GRADERS.get(name)) else set()
+        graders.append(get_grader(name, **{k: v for k, v in settings.items() if k in accepted}))
+    return graders
 
 
 async def play_all(
@@ -161,7 +192,7 @@ def run(config: RunConfig, progress: bool = True) -> list[SummaryRow]:
     env_cls = get_environment(config.env)
     agent_cls = get_agent(config.agent)
     dataset_path, examples = load_run_examples(env_cls, config.dataset, config.limit, config.env_options)
-    graders = make_graders(env_cls, config.graders)
+    graders = make_graders(env_cls, config.graders, config.grader_settings)
     out = Path(config.out)
     traj_path = out / TRAJECTORIES_FILE
     if traj_path.exists() and traj_path.stat().st_size and not config.resume:
@@ -184,6 +215,7 @@ def run(config: RunConfig, progress: bool = True) -> list[SummaryRow]:
         "trials": config.trials,
         "concurrency": config.concurrency,
         "graders": [g.name for g in graders],
+        "grader_settings": config.grader_settings,
         "versions": _versions(),
         "git_revision": _git_revision(),
         "command": sys.argv,
@@ -213,12 +245,20 @@ def run(config: RunConfig, progress: bool = True) -> list[SummaryRow]:
     return grade(out, graders=config.graders)
 
 
-def grade(directory: Path, graders: list[str] | None = None, dataset: str | None = None) -> list[SummaryRow]:
+def grade(
+    directory: Path,
+    graders: list[str] | None = None,
+    dataset: str | None = None,
+    grader_settings: dict[str, Any] | None = None,
+) -> list[SummaryRow]:
     """Re-grade a run directory offline from its stored trajectories; rewrites scores.jsonl.
 
     Args:
         graders: Grader names (default: those recorded in run.json).
         dataset: Override the dataset path recorded in run.json.
+        grader_settings: Override the grader settings recorded in run.json (``None`` values
+            keep the recorded ones); a ``judge_model`` given here also switches on the
+            environment's judge graders when ``graders`` is not given.
 
     Raises:
         RunDirError / DatasetError: for a missing or invalid run.json, trajectories or dataset.
@@ -228,7 +268,14 @@ def grade(directory: Path, graders: list[str] | None = None, dataset: str | None
     env_cls = get_environment(info["env"])
     path = dataset or info["dataset"]["path"]
     examples = {ex.id: ex for ex in load_examples(path, env_cls, info.get("env_options"))}
-    grader_objs = make_graders(env_cls, graders or info.get("graders"))
+    overrides = {k: v for k, v in (grader_settings or {}).items() if v is not None}
+    settings = {**info.get("grader_settings", {}), **overrides}
+    names = graders or info.get("graders")
+    if not graders and names is not None and overrides.get("judge_model"):
+        from toolgym.graders.judge import judge_graders_for
+
+        names = [*names, *(n for n in judge_graders_for(env_cls) if n not in names)]
+    grader_objs = make_graders(env_cls, names, settings)
     trajectories = read_trajectories(directory)
     scores = grade_trajectories(examples, trajectories, grader_objs)
     write_jsonl_atomic(directory / SCORES_FILE, scores)
@@ -258,12 +305,22 @@ def grade_trajectories(
 
 
 def summarize(env: str, trajectories: list[Trajectory], scores: list[Score], graders: list[str]) -> list[SummaryRow]:
-    """Mean ± standard error per grader; error trajectories counted apart (``n_errors``)."""
+    """Mean ± standard error per grader; error trajectories counted apart (``n_errors``).
+
+    With several trials per example the standard error is clustered by example
+    (:func:`toolgym.stats.clustered_estimate`); with one trial it is the plain estimate.
+    """
     n_errors = sum(t.status == "error" for t in trajectories)
-    by_grader: dict[str, list[float | None]] = defaultdict(list)
+    by_grader: dict[str, list[Score]] = defaultdict(list)
     for s in scores:
-        by_grader[s.grader].append(s.value)
-    return [SummaryRow(env, g, estimate(by_grader.get(g, []), n_errors=n_errors)) for g in graders]
+        by_grader[s.grader].append(s)
+    rows = []
+    for g in graders:
+        found = by_grader.get(g, [])
+        rows.append(
+            SummaryRow(env, g, clustered_estimate([s.value for s in found], [s.example_id for s in found], n_errors))
+        )
+    return rows
 
 
 def status_counts(trajectories: list[Trajectory]) -> Counter:

@@ -8,13 +8,23 @@ import re
 import uuid
 from typing import Any
 
-from langchain_core.messages import AIMessage, BaseMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 
 from toolgym.records import ModelStep, ToolCall
 
-FEEDBACK = "toolgym_feedback"
-"""Key set in ``additional_kwargs`` of user-role messages that carry an observation (the answer
-to a call written as text) rather than a request."""
+OBSERVATION_MARK = {"toolgym": "observation"}
+"""Set in ``additional_kwargs`` of user-role messages that carry tool observations rather than a
+new request (chat providers do not send that field)."""
+
+
+def observation_message(text: str) -> HumanMessage:
+    """A user-role message carrying tool observations back to the model (marked as such)."""
+    return HumanMessage(text, additional_kwargs=dict(OBSERVATION_MARK))
+
+
+def is_observation(message: BaseMessage) -> bool:
+    """True for messages made by :func:`observation_message`."""
+    return message.additional_kwargs.get("toolgym") == "observation"
 
 _FENCED = re.compile(r"```(?:json|tool_call|python)?\s*(\{.*?\})\s*```", re.DOTALL)
 _TAGGED = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|$)", re.DOTALL)

@@ -5,12 +5,12 @@ from __future__ import annotations
 import time
 from typing import Any, TypedDict
 
-from langchain_core.messages import BaseMessage, HumanMessage, ToolMessage
+from langchain_core.messages import BaseMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END, START, StateGraph
 
 from toolgym.agents import Agent, Episode, register_agent
-from toolgym.agents.parsing import FEEDBACK, model_step
+from toolgym.agents.parsing import model_step, observation_message
 
 
 class AgentState(TypedDict):
@@ -89,7 +89,7 @@ class ToolCallingAgent(Agent):
                     )
                 )
             else:  # a call written as text has no id the provider knows: answer as the user
-                replies.append(HumanMessage(result.output, additional_kwargs={FEEDBACK: True}))
+                replies.append(observation_message(result.output))
         episode.messages.extend(replies)
         return {}
 

@@ -13,7 +13,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 from pydantic import Field
 
-from toolgym.agents.parsing import FEEDBACK
+from toolgym.agents.parsing import is_observation
 from toolgym.providers import ModelSettings, register_provider
 
 Turn = dict[str, Any]
@@ -40,11 +40,14 @@ def to_message(turn: Turn | AIMessage | str) -> AIMessage:
     return AIMessage(turn.get("content", ""), tool_calls=calls, invalid_tool_calls=invalid)
 
 
+
 class ScriptedChatModel(BaseChatModel):
     """Answers from a script, statelessly, so it is safe under concurrency.
 
     The turn played is chosen by counting the AI messages after the last human message of the
-    input (observations sent as user messages do not count as requests); with ``by_input``, the script is looked up by that human message's text first.
+    input; with ``by_input``, the script is looked up by that human message's text first.
+    Human messages marked as tool observations (``additional_kwargs["toolgym"] ==
+    "observation"``, sent by the prompted agents) are not requests and do not reset the count.
 
     Attributes:
         turns: The default script (list of turns, see :func:`to_message`).
@@ -73,11 +76,7 @@ class ScriptedChatModel(BaseChatModel):
         **kwargs: Any,
     ) -> ChatResult:
         last_human = max(
-            (
-                i
-                for i, m in enumerate(messages)
-                if isinstance(m, HumanMessage) and not m.additional_kwargs.get(FEEDBACK)
-            ),
+            (i for i, m in enumerate(messages) if isinstance(m, HumanMessage) and not is_observation(m)),
             default=-1,
         )
         request = messages[last_human].content if last_human >= 0 else ""

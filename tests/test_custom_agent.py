@@ -1,0 +1,77 @@
+"""The README's "Add your own agent architecture" example, defined exactly as printed there,
+registered and run on typewriter_1 with a scripted model."""
+
+from __future__ import annotations
+
+# --- README example start ---
+import time
+
+from toolgym.agents import Agent, Episode, register_agent
+from toolgym.agents.parsing import model_step
+
+
+@register_agent("single_turn")
+class SingleTurnAgent(Agent):
+    """One model turn; every tool call of it is executed; no observation is shown."""
+
+    async def play(self, episode: Episode) -> None:
+        tools = episode.env.tools
+        model = self.model.bind_tools(list(tools.values()))
+        start = time.perf_counter()
+        message = await model.ainvoke(episode.env.prompt(episode.example))
+        step = model_step(message, time.perf_counter() - start, set(tools))
+        episode.record_model(step)
+        for call in step.tool_calls:
+            episode.execute(call)
+        episode.final_answer = step.text
+# --- README example end ---
+
+import json
+import re
+from pathlib import Path
+
+from toolgym.agents import AGENTS, get_agent
+from toolgym.runio import read_scores, read_trajectories
+from toolgym.runner import RunConfig, run
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_readme_shows_exactly_this_example():
+    source = Path(__file__).read_text(encoding="utf-8")
+    tested = source.split("# --- README example start ---\n")[1].split("# --- README example end ---")[0]
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = readme.split("## Add your own agent architecture")[1]
+    shown = re.search(r"```python\n(.*?)```", section, re.DOTALL).group(1)
+    assert shown.strip() == tested.strip()
+
+
+def test_custom_agent_runs_on_typewriter_1(tmp_path):
+    assert "single_turn" in AGENTS.names() and get_agent("single_turn") is SingleTurnAgent
+    dataset = tmp_path / "two.jsonl"
+    rows = []
+    for text in ("hi", "cat"):
+        calls = [{"name": "type_letter", "arguments": {"letter": c}} for c in text]
+        rows.append({
+            "id": text, "input": text, "expected_steps": ["type_letter"] * len(text),
+            "expected_calls": calls, "expected_state": {"paper": text}, "reference": text,
+        })
+    dataset.write_text("\n".join(json.dumps(r) for r in rows) + "\n", encoding="utf-8")
+    # "hi": both letters in one reply (passes); "cat": the model forgets the last letter.
+    script = {"by_input": {
+        "hi": [{"content": "typed", "tool_calls": [{"name": "type_letter", "args": {"letter": c}} for c in "hi"]}],
+        "cat": [{"content": "", "tool_calls": [
+            {"name": "type_letter", "args": {"letter": "c"}}, {"name": "type_letter", "args": {"letter": "a"}},
+        ]}],
+    }}
+    model_file = tmp_path / "script.json"
+    model_file.write_text(json.dumps(script), encoding="utf-8")
+    out = tmp_path / "run"
+    run(RunConfig(env="typewriter_1", agent="single_turn", model=f"scripted:{model_file}", dataset=str(dataset), out=out), progress=False)
+    trajectories = {t.example_id: t for t in read_trajectories(out)}
+    assert trajectories["hi"].status == "completed" and trajectories["hi"].agent == "single_turn"
+    assert trajectories["hi"].final_state == {"paper": "hi"} and trajectories["hi"].final_answer == "typed"
+    assert len(trajectories["hi"].model_steps) == 1
+    assert trajectories["cat"].final_state == {"paper": "ca"}
+    final = {s.example_id: s.value for s in read_scores(out) if s.grader == "final_state"}
+    assert final == {"hi": 1.0, "cat": 0.0}
