@@ -12,11 +12,10 @@ from toolgym.analysis import agreement
 from toolgym.cli import main
 from toolgym.environments import Environment, register_environment, tool
 from toolgym.graders import get_grader
+from toolgym.graders.answer import AnswerMatch, last_number
 from toolgym.graders.judge import (
     Correctness,
     MultiverseCorrectness,
-    NumericMatch,
-    last_number,
     numbers_match,
     parse_verdict,
 )
@@ -142,10 +141,10 @@ def test_multiverse_judge_is_told_about_the_universe_and_carries_the_checker(tmp
     assert score.grader == "multiverse_correctness"
     assert "different universe" in score.details["prompt"][0]["content"]
     assert score.value == 0.0  # the judge was wrong ...
-    assert score.details["numeric_match"] is True  # ... the checker was right
-    checker = NumericMatch().grade(ex, trajectory("In this universe add(2, 3) = 6.2."))
+    assert score.details["answer_match"] is True  # ... the checker was right
+    checker = AnswerMatch().grade(ex, trajectory("In this universe add(2, 3) = 6.2."))
     assert checker.value == 1.0
-    found = agreement([score, checker], "multiverse_correctness", "numeric_match")
+    found = agreement([score, checker], "multiverse_correctness", "answer_match")
     assert (found.n, found.both_pass, found.checker_only, found.rate) == (1, 0, 1, 0.0)
 
 
@@ -175,28 +174,21 @@ def test_numbers_match_relative_tolerance():
     assert numbers_match(-4.0, "-4") is True
 
 
-def test_numeric_match_grader():
-    ex = Example(id="q1", input="Subtract 3 from 2", reference=-4)
-    assert NumericMatch().grade(ex, trajectory("The answer is -4")).value == 1.0
-    missing = NumericMatch().grade(ex, trajectory("I do not know"))
-    assert missing.value == 0.0 and missing.explanation == "no number in the final answer"
-    assert NumericMatch().grade(example(reference="New York"), trajectory("1")) is None
-
 
 def test_agreement_counts_table_and_unscored():
     def s(grader, eid, value):
         return Score(example_id=eid, grader=grader, value=value)
 
     scores = [
-        s("multiverse_correctness", "a", 1.0), s("numeric_match", "a", 1.0),
-        s("multiverse_correctness", "b", 0.0), s("numeric_match", "b", 0.0),
-        s("multiverse_correctness", "c", 1.0), s("numeric_match", "c", 0.0),
-        s("multiverse_correctness", "d", None), s("numeric_match", "d", 1.0),
+        s("multiverse_correctness", "a", 1.0), s("answer_match", "a", 1.0),
+        s("multiverse_correctness", "b", 0.0), s("answer_match", "b", 0.0),
+        s("multiverse_correctness", "c", 1.0), s("answer_match", "c", 0.0),
+        s("multiverse_correctness", "d", None), s("answer_match", "d", 1.0),
     ]
-    found = agreement(scores, "multiverse_correctness", "numeric_match")
+    found = agreement(scores, "multiverse_correctness", "answer_match")
     assert (found.n, found.both_pass, found.both_fail, found.judge_only, found.checker_only, found.judge_unscored) == (3, 1, 1, 1, 0, 1)
     assert math.isclose(found.rate, 2 / 3)
-    assert agreement(scores, "correctness", "numeric_match") is None
+    assert agreement(scores, "correctness", "answer_match") is None
 
 
 # --- settings flow -----------------------------------------------------------------------------
@@ -222,7 +214,7 @@ def test_judge_on_by_default_only_with_a_judge_model(tmp_path):
     script.write_text(json.dumps([CORRECT]))
     settings = {"judge_model": f"scripted:{script}", "judge_cache": str(tmp_path / "c")}
     assert [g.name for g in make_graders(FakeMultiverse, None)] == ["steps_exact"]
-    assert [g.name for g in make_graders(FakeMultiverse, None, settings)] == ["steps_exact", "multiverse_correctness", "numeric_match"]
+    assert [g.name for g in make_graders(FakeMultiverse, None, settings)] == ["steps_exact", "multiverse_correctness"]
     assert [g.name for g in make_graders(FakeRelational, None, settings)] == ["steps_exact", "step_ratio", "correctness"]
     assert [g.name for g in make_graders(FakeTypewriter, None, settings)] == ["final_state"]
     judged = make_graders(FakeRelational, ["correctness"], settings)[0]

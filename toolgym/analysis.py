@@ -50,8 +50,8 @@ __all__ = [
 ]
 
 AGREEMENT_PAIRS: tuple[tuple[str, str], ...] = (
-    ("multiverse_correctness", "numeric_match"),
-    ("correctness", "numeric_match"),
+    ("multiverse_correctness", "answer_match"),
+    ("correctness", "answer_match"),
     ("multiverse_correctness", "answer_match"),
     ("correctness", "answer_match"),
 )

@@ -37,8 +37,11 @@ def contains_phrase(answer: str, reference: str) -> bool:
     return re.search(pattern, ans) is not None
 
 
-def last_number(text: str) -> float | None:
-    """The last number written in ``text`` (``"1,234.5"`` reads as 1234.5), or ``None``."""
+def last_number(text: str | None) -> float | None:
+    """The last number written in ``text`` (``"1,234.5"`` reads as 1234.5, a Unicode minus
+    counts), or ``None`` when there is none."""
+    if not text:
+        return None
     found = _NUMBER.findall(text)
     if not found:
         return None

@@ -1,12 +1,12 @@
-"""LLM-as-judge correctness graders and a deterministic numeric checker.
+"""LLM-as-judge correctness graders.
 
 ``correctness`` asks a judge model (any ``--judge-model`` spec) whether the agent's final
 answer matches the reference answer (the LangChain tool-usage benchmark's "correctness"
 criterion, graded by an LLM). ``multiverse_correctness`` tells the judge that arithmetic in
-the question's universe differs from the usual one, and ``numeric_match`` checks the same
-thing without a model (the last number of the answer against the reference, relative
-tolerance 1e-6), so the judge's agreement with it can be measured
-(:func:`toolgym.analysis.agreement`).
+the question's universe differs from the usual one. The deterministic ``answer_match`` grader
+(:mod:`toolgym.graders.answer`: for numbers, the last number of the answer against the
+reference, relative tolerance 1e-6) checks the same thing without a model, so the judge's
+agreement with it can be measured (:func:`toolgym.analysis.agreement`).
 
 Judge replies are parsed into CORRECT (1.0) / INCORRECT (0.0); a reply that cannot be parsed
 scores ``None`` (reported as unscored) with the raw text kept, and a failing judge call scores
@@ -30,6 +30,7 @@ from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 
 from toolgym.agents.parsing import message_text
 from toolgym.graders import make_score, register_grader
+from toolgym.graders.answer import last_number
 from toolgym.providers import ModelSettings, build_model
 from toolgym.records import Example, Score, Trajectory
 
@@ -38,7 +39,6 @@ __all__ = [
     "Correctness",
     "JudgeCache",
     "MultiverseCorrectness",
-    "NumericMatch",
     "Verdict",
     "default_cache_dir",
     "judge_graders_for",
@@ -49,7 +49,7 @@ __all__ = [
 
 JUDGED_ENVIRONMENTS: dict[str, tuple[str, ...]] = {
     "relational_data": ("correctness",),
-    "multiverse_math": ("multiverse_correctness", "numeric_match"),
+    "multiverse_math": ("multiverse_correctness",),
 }
 """Graders added to an environment's defaults when a judge model is given. An environment
 class may instead declare its own ``judge_graders`` tuple."""
@@ -323,7 +323,7 @@ class Correctness:
 class MultiverseCorrectness(Correctness):
     """:class:`Correctness` for Multiverse Math: the judge is told that the answer must equal
     the reference in the question's universe, whose arithmetic differs from the usual one.
-    Each score's details also carry the deterministic checker's verdict (``numeric_match``:
+    Each score's details also carry the deterministic checker's verdict (``answer_match``:
     the last number in the answer within relative tolerance 1e-6 of the reference)."""
 
     name: ClassVar[str] = "multiverse_correctness"
@@ -331,28 +331,10 @@ class MultiverseCorrectness(Correctness):
 
     def extra_details(self, example: Example, answer: str) -> dict[str, Any]:
         found = last_number(answer)
-        return {"answer_number": found, "numeric_match": numbers_match(found, example.reference)}
+        return {"answer_number": found, "answer_match": numbers_match(found, example.reference)}
 
 
-# --- deterministic numeric checker --------------------------------------------------------------
-
-_NUMBER = re.compile(r"(?<![\w.])[-+\u2212]?(?:\d+(?:,\d{3})*(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?")
-
-
-def last_number(text: str | None) -> float | None:
-    """The last number written in ``text`` (``"-1,234.5"``, ``"3e-4"``, ``"6.2."`` → 6.2), or
-    ``None`` when there is none. Thousands separators are dropped; a Unicode minus counts."""
-    if not text:
-        return None
-    found = _NUMBER.findall(text)
-    if not found:
-        return None
-    token = found[-1].replace(",", "").replace("\u2212", "-")
-    try:
-        value = float(token)
-    except ValueError:
-        return None
-    return value if math.isfinite(value) else None
+# --- numeric comparison (the judge's details record the deterministic verdict) ---------------
 
 
 def _reference_number(reference: Any) -> float | None:
@@ -381,31 +363,3 @@ def numbers_match(answer: float | None, reference: Any, rel_tol: float = 1e-6) -
     if answer is None:
         return False
     return math.isclose(answer, ref, rel_tol=rel_tol, abs_tol=0.0)
-
-
-@register_grader("numeric_match")
-@dataclass(frozen=True)
-class NumericMatch:
-    """1.0 when the last number in the final answer equals the numeric reference within a
-    relative tolerance (default 1e-6), else 0.0. Deterministic, no model; does not apply to
-    examples whose reference is not a number.
-
-    Attributes:
-        rel_tol: Relative tolerance of the comparison.
-    """
-
-    rel_tol: float = 1e-6
-
-    name: ClassVar[str] = "numeric_match"
-
-    def grade(self, example: Example, trajectory: Trajectory) -> Score | None:
-        reference = _reference_number(example.reference)
-        if reference is None:
-            return None
-        found = last_number(trajectory.final_answer)
-        ok = numbers_match(found, reference, self.rel_tol)
-        if found is None:
-            explanation = "no number in the final answer"
-        else:
-            explanation = f"{found:g} {'equals' if ok else 'differs from'} reference {reference:g}"
-        return make_score(self, trajectory, float(bool(ok)), explanation, answer_number=found, reference=reference)
