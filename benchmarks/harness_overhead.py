@@ -87,7 +87,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args()
     agent_episode(5)  # warm up imports and schema caches
-    print("| steps | agent episode (ms, best of %d) | bare loop (ms) | overhead per step (ms) | ratio agent/bare |" % args.repeats)
+    print(f"| steps | agent episode (ms, best of {args.repeats}) | bare loop (ms) | overhead per step (ms) | ratio agent/bare |")
     print("|---:|---:|---:|---:|---:|")
     for n in (10, 50, 200):
         agent = min(agent_episode(n) for _ in range(args.repeats))

@@ -3,11 +3,19 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
 
 from toolgym.providers.scripted import ScriptedChatModel
+
+#: The public reference data (LangChain tool-usage sets, JMultiWOZ-TC, Vietnamese sets), read by
+#: path and never copied into the repository: ``$TOOLGYM_REFERENCE_DATA``, or ``../shared/data``
+#: beside the repository. Tests that need it skip when it is absent.
+REFERENCE_DATA = Path(
+    os.environ.get("TOOLGYM_REFERENCE_DATA", Path(__file__).resolve().parents[2] / "shared" / "data")
+)
 
 
 def call(name: str, **args) -> dict:

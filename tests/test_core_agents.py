@@ -117,3 +117,14 @@ def test_oracle_replays_expected_calls():
     assert traj.status == "completed"
     assert traj.final_state == {"paper": "hey"}
     assert traj.final_answer == "hey"
+
+
+def test_malformed_call_never_matches_an_expected_step(scripted):
+    from toolgym.graders.steps import StepRatio, StepsExact
+
+    bad = {"content": "", "invalid_tool_calls": [{"name": "type_letter", "args": "{'letter': 'c'}"}]}
+    traj = play("typewriter_1", scripted([bad, "c"]), text="c")
+    example = Example(id="e1", input="c", expected_steps=["type_letter"])
+    steps = StepsExact().grade(example, traj)
+    assert steps.value == 0.0 and steps.details["actual"] == ["(malformed)"]
+    assert StepRatio().grade(example, traj).value == 1.0  # the attempt still counts as a step

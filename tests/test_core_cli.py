@@ -109,3 +109,30 @@ def test_list_shows_registries(capsys):
     out = capsys.readouterr().out
     for name in ("typewriter_1", "oracle", "steps_exact", "scripted"):
         assert name in out
+
+
+def test_dataset_of_another_environment_is_refused_before_running(tmp_path, capsys):
+    out = tmp_path / "run"
+    code = main(["run", "--env", "typewriter_1", "--agent", "oracle", "--dataset", "toolgym/datasets/multiverse_math/test.jsonl",
+                 "--out", str(out), "--no-progress"])
+    assert code == 2
+    err = capsys.readouterr().err
+    assert "expects tool 'add', which typewriter_1 does not have (25 example(s) affected" in err
+    assert not out.exists()  # a failed start leaves no empty run directory (nor a lock file)
+
+
+@pytest.mark.parametrize("flag", ["--limit", "--trials", "--concurrency", "--max-steps"])
+@pytest.mark.parametrize("value", ["0", "-1", "x"])
+def test_counts_must_be_positive_integers(tmp_path, flag, value, capsys):
+    with pytest.raises(SystemExit) as info:
+        main(["run", "--env", "typewriter_1", "--agent", "oracle", flag, value, "--out", str(tmp_path / "r")])
+    assert info.value.code == 2
+    assert "expected a positive integer" in capsys.readouterr().err
+
+
+def test_a_file_is_not_a_run_directory(tmp_path, capsys):
+    path = tmp_path / "notes.txt"
+    path.write_text("hello")
+    for command in (["show", str(path)], ["grade", str(path)]):
+        assert main(command) == 2
+        assert "is a file, not a run directory" in capsys.readouterr().err

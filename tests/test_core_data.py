@@ -1,14 +1,14 @@
 """Dataset loading: JSONL and the LangChain JSON form; bad input names file and line."""
 
 import json
-from pathlib import Path
 
 import pytest
 
+from tests.conftest import REFERENCE_DATA
 from toolgym.data import DatasetError, load_examples, resolve_dataset
 from toolgym.environments import get_environment
 
-LANGCHAIN = Path(__file__).resolve().parents[2] / "shared" / "data" / "langchain_tool_usage"
+LANGCHAIN = REFERENCE_DATA / "langchain_tool_usage"
 needs_shared = pytest.mark.skipif(not LANGCHAIN.exists(), reason="reference data not beside the repository")
 
 

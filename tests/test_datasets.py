@@ -6,16 +6,16 @@ from __future__ import annotations
 import json
 import math
 from collections import Counter
-from pathlib import Path
 
 import pytest
 
+from tests.conftest import REFERENCE_DATA
 from toolgym.data import DATASETS_DIR, DatasetError, load_examples
 from toolgym.environments import get_environment
 from toolgym.records import Example
 
 DATASET_FILES = sorted(DATASETS_DIR.glob("*/*.jsonl"))
-LANGCHAIN = Path(__file__).resolve().parents[2] / "shared" / "data" / "langchain_tool_usage"
+LANGCHAIN = REFERENCE_DATA / "langchain_tool_usage"
 needs_published = pytest.mark.skipif(not LANGCHAIN.exists(), reason="reference data absent")
 
 

@@ -5,17 +5,17 @@ from __future__ import annotations
 
 import json
 import math
-from pathlib import Path
 
 import pytest
 
+from tests.conftest import REFERENCE_DATA
 from toolgym.cli import main
 from toolgym.data import DatasetError, load_examples
 from toolgym.environments.multiverse_math import MultiverseMath
 from toolgym.records import Example
 from toolgym.runio import read_scores, read_trajectories
 
-PUBLISHED = Path(__file__).resolve().parents[2] / "shared" / "data" / "langchain_tool_usage" / "multiverse_math_dataset.json"
+PUBLISHED = REFERENCE_DATA / "langchain_tool_usage" / "multiverse_math_dataset.json"
 needs_published = pytest.mark.skipif(not PUBLISHED.exists(), reason="reference data absent")
 
 

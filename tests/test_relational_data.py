@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import REFERENCE_DATA
 from toolgym.cli import main
 from toolgym.data import DatasetError, load_examples
 from toolgym.environments import get_environment
@@ -22,7 +23,7 @@ from toolgym.environments.relational_data import (
 from toolgym.records import Example
 from toolgym.runio import read_scores
 
-LANGCHAIN = Path(__file__).resolve().parents[2] / "shared" / "data" / "langchain_tool_usage"
+LANGCHAIN = REFERENCE_DATA / "langchain_tool_usage"
 PUBLISHED_DATASET = LANGCHAIN / "relational_data_dataset.json"
 PUBLISHED_TABLES = LANGCHAIN / "relational_data_tables.json"
 needs_published = pytest.mark.skipif(not PUBLISHED_DATASET.exists(), reason="reference data absent")

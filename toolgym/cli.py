@@ -147,8 +147,22 @@ def cmd_generate(args: argparse.Namespace) -> int:
     return 0
 
 
+def positive_int(text: str) -> int:
+    """argparse type: an integer of at least 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="toolgym", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="toolgym",
+        description="Run agents against tool environments, grade their trajectories step by step.",
+    )
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("list", help="environments, agents, graders, models")
@@ -159,10 +173,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--agent", default="tool_calling")
     p.add_argument("--model", default="local", help="PROVIDER[:MODEL], e.g. local, scripted:FILE")
     p.add_argument("--dataset", help="JSONL or LangChain JSON file, or a built-in dataset name (default: test)")
-    p.add_argument("--limit", type=int, help="only the first N examples")
-    p.add_argument("--trials", type=int, default=1, help="episodes per example")
-    p.add_argument("--max-steps", type=int, default=40, help="model turns before step_limit")
-    p.add_argument("--concurrency", type=int, default=1, help="episodes in flight")
+    p.add_argument("--limit", type=positive_int, help="only the first N examples")
+    p.add_argument("--trials", type=positive_int, default=1, help="episodes per example")
+    p.add_argument("--max-steps", type=positive_int, default=40, help="model turns before step_limit")
+    p.add_argument("--concurrency", type=positive_int, default=1, help="episodes in flight")
     p.add_argument("--temperature", type=float, default=0.0)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--max-tokens", type=int, default=512, help="generated tokens per model turn")
@@ -220,13 +234,18 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point; returns the exit status (2 for bad input, 130 on Ctrl-C)."""
     args = build_parser().parse_args(argv)
     warnings.simplefilter("default")
+    warnings.formatwarning = lambda message, category, *rest, **kw: f"warning: {message}\n"
     try:
         return args.func(args)
     except (DatasetError, RunDirError, UnknownNameError, ValueError, FileNotFoundError) as exc:
         print(f"error: {exc}", file=sys.stderr)  # plain: never wrapped, easy to grep
         return 2
     except KeyboardInterrupt:
-        print("interrupted; finished episodes are saved (continue with --resume)", file=sys.stderr)
+        print(
+            "interrupted; finished episodes are saved: continue with the same command plus "
+            "--resume, or score them as they are with `grade DIR`",
+            file=sys.stderr,
+        )
         return 130
 
 

@@ -109,6 +109,7 @@ class ToolStep(BaseModel):
     Attributes:
         error: True when the tool reported an expected failure (bad argument, unknown tool,
             malformed call); the agent saw ``output`` as an error observation.
+        malformed: True when the call could not be parsed and was never executed.
     """
 
     kind: Literal["tool"] = "tool"
@@ -117,6 +118,7 @@ class ToolStep(BaseModel):
     arguments: dict[str, JSONValue] = Field(default_factory=dict)
     output: str = ""
     error: bool = False
+    malformed: bool = False
 
 
 Step = Annotated[ModelStep | ToolStep, Field(discriminator="kind")]

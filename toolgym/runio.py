@@ -101,6 +101,8 @@ def read_run(directory: Path) -> dict[str, Any]:
     Raises:
         RunDirError: if it is missing or not JSON.
     """
+    if Path(directory).exists() and not Path(directory).is_dir():
+        raise RunDirError(f"{directory} is a file, not a run directory")
     path = Path(directory) / RUN_FILE
     try:
         return json.loads(path.read_text(encoding="utf-8"))
@@ -139,6 +141,7 @@ def locked_run_dir(directory: Path) -> Iterator[None]:
         yield
         return
     directory = Path(directory)
+    created = not directory.exists()
     directory.mkdir(parents=True, exist_ok=True)
     fh = open(directory / LOCK_FILE, "a+", encoding="utf-8")
     try:
@@ -155,3 +158,8 @@ def locked_run_dir(directory: Path) -> Iterator[None]:
         yield
     finally:
         fh.close()  # closing releases the lock
+        # a run that failed before writing anything leaves no empty run directory behind
+        if [p.name for p in directory.iterdir()] == [LOCK_FILE]:
+            (directory / LOCK_FILE).unlink(missing_ok=True)
+            if created:
+                directory.rmdir()

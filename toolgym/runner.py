@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from toolgym.agents import Agent, get_agent
-from toolgym.data import load_examples, resolve_dataset, sha256_file
+from toolgym.data import DatasetError, load_examples, resolve_dataset, sha256_file
 from toolgym.environments import Environment, get_environment
 from toolgym.graders import GRADERS, Grader, get_grader
 from toolgym.providers import ModelSettings, build_model
@@ -108,10 +108,34 @@ def _versions() -> dict[str, str | None]:
 def load_run_examples(
     env_cls: type[Environment], dataset: str | None, limit: int | None, options: dict[str, Any] | None = None
 ) -> tuple[Path, list[Example]]:
-    """Resolve and load a run's examples (validated before any model is called)."""
+    """Resolve and load a run's examples (validated before any model is called).
+
+    Raises:
+        DatasetError: for an invalid record, or an example whose expected steps name tools the
+            environment does not have (a dataset made for another environment).
+    """
     path = resolve_dataset(env_cls.name, dataset)
     examples = load_examples(path, env_cls, options)
+    check_tools(env_cls, examples, path)
     return path, examples[:limit] if limit else examples
+
+
+def check_tools(env_cls: type[Environment], examples: list[Example], path: Path) -> None:
+    """Refuse examples whose ``expected_steps`` name tools ``env_cls`` does not have.
+
+    Raises:
+        DatasetError: naming the file, the first such example and tool, and how many examples
+            are affected.
+    """
+    tools = set(env_cls().tool_functions())
+    bad = [(ex.id, name) for ex in examples for name in ex.expected_steps if name not in tools]
+    if bad:
+        n_examples = len({ex_id for ex_id, _ in bad})
+        ex_id, name = bad[0]
+        raise DatasetError(
+            f"{path}: example {ex_id!r} expects tool {name!r}, which {env_cls.name} does not have "
+            f"({n_examples} example(s) affected; is this a dataset of another environment?)"
+        )
 
 
 def make_graders(

@@ -64,7 +64,8 @@ def show(
         return 2
     chosen = [t for t in run.trajectories if example is None or t.example_id == example]
     if not chosen:
-        console.print(Text(f"no trajectory for example {example!r} in {directory}"))
+        what = f"for example {example!r} " if example is not None else ""
+        console.print(Text(f"no trajectory {what}in {directory}"))
         return 2
     if failed:
         pass_fail = run.pass_fail_graders()

@@ -82,7 +82,8 @@ class Episode:
             result = self.env.call(call.name, call.arguments)
             output, error = result.output, result.error
         step = ToolStep(
-            call_id=call.id, name=call.name, arguments=call.arguments, output=output, error=error
+            call_id=call.id, name=call.name, arguments=call.arguments, output=output, error=error,
+            malformed=bool(call.malformed),
         )
         self.steps.append(step)
         return step

@@ -18,17 +18,27 @@ def first_divergence(expected: list[str], actual: list[str]) -> int | None:
     return None if len(expected) == len(actual) else min(len(expected), len(actual))
 
 
+MALFORMED = "(malformed)"
+
+
+def step_names(trajectory: Trajectory) -> list[str]:
+    """The tool names called, in order; a malformed call (never executed) reads
+    ``"(malformed)"`` so it can never match an expected step."""
+    return [MALFORMED if s.malformed else s.name for s in trajectory.tool_steps]
+
+
 @register_grader("steps_exact")
 @dataclass(frozen=True)
 class StepsExact:
     """1.0 when the tool names called equal ``expected_steps``: as sequences when
-    ``order_matters`` (the default), as multisets otherwise. Every executed tool call counts,
-    including those that returned an error observation."""
+    ``order_matters`` (the default), as multisets otherwise. Every attempted tool call counts,
+    including those that returned an error observation; a malformed call (never executed) counts
+    as ``"(malformed)"`` and so never matches."""
 
     name = "steps_exact"
 
     def grade(self, example: Example, trajectory: Trajectory) -> Score | None:
-        actual = [s.name for s in trajectory.tool_steps]
+        actual = step_names(trajectory)
         expected = example.expected_steps
         if example.order_matters:
             ok = actual == expected
@@ -55,7 +65,8 @@ class StepsExact:
 class StepRatio:
     """Tool calls made divided by tool calls expected (LangChain tool-usage benchmark,
     "# steps / # expected steps"). 1.0 is optimal; above 1 means wasted steps, below 1 missing
-    ones. Does not apply to examples that expect no tool call."""
+    ones. Every attempted call counts, malformed ones included (they are wasted steps). Does not
+    apply to examples that expect no tool call."""
 
     name = "step_ratio"
 

@@ -46,7 +46,7 @@ def _require(module: str, extra: str) -> Any:
         return __import__(module)
     except ImportError:
         raise MissingDependencyError(
-            f"this model needs the {module} package: pip install 'toolgym[{extra}]'"
+            f"this model needs the {module} package: pip install -e '.[{extra}]' in the toolgym checkout"
         ) from None
 
 

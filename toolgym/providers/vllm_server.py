@@ -123,7 +123,7 @@ class VLLMServer:
         program = shutil.which(self.executable)
         if program is None:
             raise ServeError(
-                f"{self.executable!r} is not on PATH: pip install 'toolgym[vllm]' (needs a GPU), "
+                f"{self.executable!r} is not on PATH: pip install -e '.[vllm]' in the toolgym checkout (needs a GPU), "
                 "or start a server yourself and pass --base-url"
             )
         if self.log_path is None:
