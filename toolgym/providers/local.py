@@ -22,7 +22,9 @@ Public names other modules rely on (kept stable): :func:`ensure_gguf`, :func:`lo
 
 from __future__ import annotations
 
+import atexit
 import copy
+import ctypes
 import hashlib
 import importlib
 import json
@@ -64,8 +66,10 @@ __all__ = [
     "assemble_gguf",
     "cache_dir",
     "chat_template",
+    "check_grammar",
     "ensure_gguf",
     "load_llama",
+    "message_from_output",
     "parse_tool_calls",
     "part_paths",
     "render_prompt",
@@ -85,8 +89,7 @@ FINAL_ANSWER_TOOL: dict[str, Any] = {
     "function": {
         "name": FINAL_ANSWER,
         "description": (
-            "Finish the task and give your final answer to the user. Call it alone, after the "
-            "other tool calls have returned."
+            "End the task. Call it as soon as the request is fully done, with a short final answer."
         ),
         "parameters": {
             "type": "object",
@@ -276,6 +279,16 @@ def _llama_cpp() -> Any:
 
 
 _LLAMAS: dict[tuple, Any] = {}
+
+
+@atexit.register
+def _close_llamas() -> None:
+    """Free the models before interpreter shutdown: llama-cpp-python's ``__del__`` fails once
+    module globals are gone ("'NoneType' object is not callable")."""
+    with LLAMA_LOCK:
+        for llama in _LLAMAS.values():
+            llama.close()
+        _LLAMAS.clear()
 
 
 def load_llama(
@@ -534,18 +547,62 @@ def _invalid(raw: str, error: str) -> dict[str, Any]:
 _VALID_GRAMMARS: set[tuple[int, str]] = set()
 
 
-def _check_grammar(llama: Any, grammar: str) -> None:
-    """llama-cpp-python adds a grammar sampler without checking that llama.cpp parsed it; a
-    rejected grammar would crash the process later, so it is parsed here first."""
-    key = (id(llama), grammar)
+def check_grammar(vocab: Any, grammar: str) -> None:
+    """Parse ``grammar`` with llama.cpp for ``vocab`` (a ``llama_vocab`` pointer).
+
+    llama-cpp-python adds a grammar sampler without checking that llama.cpp accepted the
+    grammar, and a rejected one crashes the process at the first sampled token; this check
+    turns that into an exception. Results are cached per vocabulary and grammar.
+
+    Raises:
+        ValueError: llama.cpp could not parse the grammar (its reason is logged by llama.cpp).
+    """
+    key = (ctypes.cast(vocab, ctypes.c_void_p).value or 0, grammar)
     if key in _VALID_GRAMMARS:
         return
     llama_cpp = _llama_cpp()
-    sampler = llama_cpp.llama_sampler_init_grammar(llama._model.vocab, grammar.encode(), b"root")
+    sampler = llama_cpp.llama_sampler_init_grammar(vocab, grammar.encode("utf-8"), b"root")
     if not sampler:
         raise ValueError(f"llama.cpp rejected the tool grammar:\n{grammar}")
     llama_cpp.llama_sampler_free(sampler)
     _VALID_GRAMMARS.add(key)
+
+
+@lru_cache(maxsize=32)
+def _cached_grammar(tools_json: str) -> str:
+    return tool_grammar(json.loads(tools_json))
+
+
+def message_from_output(
+    text: str, finish_reason: str | None, usage_metadata: dict[str, int] | None, with_tools: bool
+) -> AIMessage:
+    """The AIMessage for one generated turn.
+
+    Without tools the text is the answer. With tools the text is parsed by
+    :func:`parse_tool_calls`: a lone ``final_answer`` becomes a plain-text message (no tool
+    calls, so the agent stops); otherwise the message carries the other calls (and unparseable
+    blocks as ``invalid_tool_calls``), and a ``final_answer`` given with them is dropped and
+    kept in ``response_metadata["dropped_final_answer"]``.
+
+    Args:
+        text: Generated text.
+        finish_reason: ``"stop"`` or ``"length"`` (cut at ``max_tokens``).
+        usage_metadata: ``input_tokens``, ``output_tokens``, ``total_tokens`` (or ``None``).
+        with_tools: Whether the turn was generated under the tool grammar.
+    """
+    metadata: dict[str, Any] = {"finish_reason": finish_reason, "raw_output": text, "model_name": GGUF_NAME}
+    usage_metadata = usage_metadata or None
+    if not with_tools:
+        return AIMessage(text.strip(), usage_metadata=usage_metadata, response_metadata=metadata)
+    turn = parse_tool_calls(text, truncated=finish_reason == "length")
+    if turn.final_answer is not None and not turn.calls and not turn.invalid:
+        return AIMessage(turn.final_answer, usage_metadata=usage_metadata, response_metadata=metadata)
+    if turn.final_answer is not None:
+        metadata["dropped_final_answer"] = turn.final_answer
+    return AIMessage(
+        "", tool_calls=turn.calls, invalid_tool_calls=turn.invalid,
+        usage_metadata=usage_metadata, response_metadata=metadata,
+    )
 
 
 class LocalChatModel(BaseChatModel):
@@ -647,7 +704,7 @@ class LocalChatModel(BaseChatModel):
             raise LocalModelError("the GGUF file has no tokenizer.chat_template; it cannot be used as a chat model")
         tools = self.offered_tools()
         prompt = render_prompt(source, template_messages(messages), tools)
-        grammar_text = tool_grammar(tools) if tools else None
+        grammar_text = _cached_grammar(json.dumps(tools)) if tools else None
         max_tokens = int(kwargs.get("max_tokens", self.max_tokens))
         with LLAMA_LOCK:
             tokens = llama.tokenize(prompt.encode("utf-8"), add_bos=False, special=True)
@@ -658,7 +715,7 @@ class LocalChatModel(BaseChatModel):
                 )
             grammar = None
             if grammar_text is not None:
-                _check_grammar(llama, grammar_text)
+                check_grammar(llama._model.vocab, grammar_text)
                 from llama_cpp import LlamaGrammar
 
                 grammar = LlamaGrammar.from_string(grammar_text)
@@ -674,20 +731,7 @@ class LocalChatModel(BaseChatModel):
             "output_tokens": usage.get("completion_tokens", 0),
             "total_tokens": usage.get("total_tokens", len(tokens) + usage.get("completion_tokens", 0)),
         }
-        metadata: dict[str, Any] = {"finish_reason": choice.get("finish_reason"), "raw_output": text, "model_name": GGUF_NAME}
-        if not tools:
-            message = AIMessage(text.strip(), usage_metadata=usage_metadata, response_metadata=metadata)
-        else:
-            turn = parse_tool_calls(text, truncated=choice.get("finish_reason") == "length")
-            if turn.final_answer is not None and not turn.calls and not turn.invalid:
-                message = AIMessage(turn.final_answer, usage_metadata=usage_metadata, response_metadata=metadata)
-            else:
-                if turn.final_answer is not None:
-                    metadata["dropped_final_answer"] = turn.final_answer
-                message = AIMessage(
-                    "", tool_calls=turn.calls, invalid_tool_calls=turn.invalid,
-                    usage_metadata=usage_metadata, response_metadata=metadata,
-                )
+        message = message_from_output(text, choice.get("finish_reason"), usage_metadata, bool(tools))
         return ChatResult(generations=[ChatGeneration(message=message)])
 
 
