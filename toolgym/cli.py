@@ -1,4 +1,4 @@
-"""Command line: ``python run_agent.py {list,run,grade,show}`` (also the ``toolgym`` script)."""
+"""Command line: ``python run_agent.py {list,run,grade,show,generate}`` (also the ``toolgym`` script)."""
 
 from __future__ import annotations
 
@@ -74,6 +74,19 @@ def cmd_show(args: argparse.Namespace) -> int:
     return show(Path(args.dir), example=args.example, console=console)
 
 
+def cmd_generate(args: argparse.Namespace) -> int:
+    from toolgym.data import write_examples
+    from toolgym.generators import generate, parse_levels
+
+    examples = generate(args.env, args.seed, args.per_level, parse_levels(args.levels))
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    write_examples(out, examples)
+    levels = sorted({ex.metadata.get("difficulty") for ex in examples})
+    console.print(f"wrote {len(examples)} examples (levels {levels}) to {out}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="toolgym", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -109,6 +122,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("dir")
     p.add_argument("--example", help="example id (default: the first)")
     p.set_defaults(func=cmd_show)
+
+    p = sub.add_parser("generate", help="write a seeded difficulty ladder as a JSONL dataset")
+    p.add_argument("--env", required=True, help="typewriter_1, typewriter_26, relational_data, multiverse_math")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--per-level", type=int, default=3, help="examples per level")
+    p.add_argument("--levels", help="e.g. 1-8 or 1,2,4 (default: the environment's)")
+    p.add_argument("--out", required=True, help="JSONL file to write")
+    p.set_defaults(func=cmd_generate)
     return parser
 
 

@@ -104,6 +104,11 @@ def load_examples(
             try:
                 record = json.loads(line)
             except json.JSONDecodeError as exc:
+                if lineno == 1 and _is_single_json(text):
+                    raise DatasetError(
+                        f"{path}: one JSON object without an 'examples' list: not a dataset "
+                        "(expected JSON Lines of examples or the LangChain form with 'examples')"
+                    ) from None
                 raise DatasetError(f"{path}:{lineno}: not valid JSON: {exc.msg}") from None
             if not isinstance(record, dict):
                 raise DatasetError(f"{path}:{lineno}: expected a JSON object")

@@ -3,9 +3,10 @@
 
 from __future__ import annotations
 
+import random
 import string
 from collections.abc import Callable
-from typing import Any
+from typing import Any, ClassVar
 
 from toolgym.environments import Environment, ToolError, register_environment, tool
 from toolgym.records import Example
@@ -15,6 +16,7 @@ class _Paper(Environment):
     """Shared state of both typewriters: ``{"paper": str}``."""
 
     graders = ("final_state", "steps_exact", "step_ratio")
+    default_levels: ClassVar[tuple[int, ...]] = (1, 2, 4, 8, 16, 32)
 
     def reset(self, example: Example) -> None:
         self.paper = ""
@@ -34,6 +36,46 @@ class _Paper(Environment):
             "expected_state": {"paper": text},
             "expected_calls": cls.calls_for(text),
         }
+
+    @classmethod
+    def generate(cls, seed: int, per_level: int, levels: list[int] | None = None) -> list[Example]:
+        """A difficulty ladder of random lowercase strings: ``per_level`` strings of each length
+        in ``levels`` (default 1, 2, 4, 8, 16, 32); the length is the number of tool calls.
+
+        About one string in four repeats a single letter (the ``aaaa`` kind), the others draw
+        letters uniformly from a-z. Same seed, same examples.
+
+        Raises:
+            ValueError: for a length below 1.
+        """
+        levels = list(levels or cls.default_levels)
+        if any(lv < 1 for lv in levels):
+            raise ValueError(f"{cls.name} levels are string lengths >= 1, got {levels}")
+        rng = random.Random(seed)
+        examples = []
+        for level in levels:
+            seen: set[str] = set()
+            while len(seen) < min(per_level, 26**level):
+                if rng.random() < 0.25:
+                    text = rng.choice(string.ascii_lowercase) * level
+                else:
+                    text = "".join(rng.choice(string.ascii_lowercase) for _ in range(level))
+                if text in seen:
+                    continue
+                seen.add(text)
+                calls = cls.calls_for(text)
+                examples.append(
+                    Example(
+                        id=f"tw-len{level}-{len(seen):02d}",
+                        input=text,
+                        expected_steps=[c["name"] for c in calls],
+                        expected_calls=calls,
+                        reference=text,
+                        expected_state={"paper": text},
+                        metadata={"n_steps": len(text), "difficulty": level, "generator": cls.name, "seed": seed},
+                    )
+                )
+        return examples
 
 
 @register_environment("typewriter_1")
