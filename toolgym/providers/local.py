@@ -54,6 +54,7 @@ from pydantic import Field
 from toolgym.providers import ModelSettings, register_provider
 
 __all__ = [
+    "CHAT_N_CTX",
     "FINAL_ANSWER_TOOL",
     "GGUF_NAME",
     "GGUF_SHA256",
@@ -98,6 +99,12 @@ FINAL_ANSWER_TOOL: dict[str, Any] = {
         },
     },
 }
+
+CHAT_N_CTX = 32768
+"""Context window of :class:`LocalChatModel` in tokens: the bundled model's training context.
+An episode's history grows with every turn; with 8,192 a looping episode overflowed before the
+40-turn limit. The key-value cache of this size takes about 0.9 GB (28 layers x 2 KV heads x
+128 dimensions x 2 x 2 bytes per token)."""
 
 LLAMA_LOCK = threading.RLock()
 """Held around every use of a ``llama_cpp.Llama`` from :func:`load_llama`: one instance is not
@@ -624,7 +631,8 @@ class LocalChatModel(BaseChatModel):
     Attributes:
         model_path: GGUF file (``None``: the bundled model, assembled by :func:`ensure_gguf`).
         cache: Cache directory for the bundled model.
-        n_ctx: Context window in tokens.
+        n_ctx: Context window in tokens (default :data:`CHAT_N_CTX`); a prompt that does not
+            fit with ``max_tokens`` raises ``ValueError`` (the episode ends in ``error``).
         n_threads: CPU threads (``None``: all cores).
         temperature: 0 means greedy decoding.
         seed: Sampling seed (used when ``temperature`` > 0).
@@ -636,7 +644,7 @@ class LocalChatModel(BaseChatModel):
 
     model_path: str | None = None
     cache: str | None = None
-    n_ctx: int = 8192
+    n_ctx: int = CHAT_N_CTX
     n_threads: int | None = None
     temperature: float = 0.0
     seed: int | None = 0
@@ -758,7 +766,7 @@ def local_provider(name: str, settings: ModelSettings) -> LocalChatModel:
     else:
         model_path = str(ensure_gguf(cache))
     return LocalChatModel(
-        model_path=model_path, cache=cache, n_ctx=int(settings.extra.get("n_ctx", 8192)),
+        model_path=model_path, cache=cache, n_ctx=int(settings.extra.get("n_ctx", CHAT_N_CTX)),
         n_threads=settings.extra.get("n_threads"), temperature=settings.temperature, seed=settings.seed,
         max_tokens=settings.max_tokens,
     )
