@@ -13,8 +13,8 @@ generation is constrained by a GBNF grammar (llama.cpp's grammar sampler) that a
 more ``<tool_call>\\n{"name": <tool>, "arguments": <object valid for that tool's
 schema>}\\n</tool_call>`` blocks. An extra ``final_answer(answer: str)`` tool is the only way to
 finish: the adapter turns it into a plain-text answer. Unconstrained, this 1.5B model writes its
-calls in forms no parser accepts; with the grammar it produces well-formed calls (see
-``/work/shared/LOCAL_MODEL.md`` in the project's workspace and the README's "First result").
+calls in forms no parser accepts (JSON in fenced blocks, the template's own double braces);
+with the grammar every call is well formed (README, "First result: the bundled local model").
 
 Public names other modules rely on (kept stable): :func:`ensure_gguf`, :func:`load_llama`,
 :data:`LLAMA_LOCK`, :class:`LocalChatModel`, :class:`LocalModelError`.
