@@ -9,6 +9,7 @@ import warnings
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from toolgym.agents import AGENTS
@@ -55,7 +56,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         env=args.env, agent=args.agent, model=args.model, dataset=args.dataset, out=out,
         limit=args.limit, trials=args.trials, max_steps=args.max_steps,
         concurrency=args.concurrency, resume=args.resume, graders=args.grader or None,
-        settings=settings, grader_settings=judge_settings(args),
+        settings=settings, grader_settings=judge_settings(args), env_options=env_options(args),
     )
     check_resume(config)
     with locked_run_dir(out), serve_for(args, settings, out):
@@ -65,7 +66,30 @@ def cmd_run(args: argparse.Namespace) -> int:
     for line in record_accounting(out, args.price_in, args.price_out).lines():
         console.print(line, highlight=False, soft_wrap=True)
     print_statistics(out)
+    print_task_report(out)
     return 0
+
+
+def env_options(args: argparse.Namespace) -> dict:
+    """Environment options given on the command line (``--shots``, ``--sample``, ...)."""
+    given = {"shots": args.shots, "shots_from": args.shots_from, "sample": args.sample, "sample_seed": args.sample_seed}
+    return {k: v for k, v in given.items() if v is not None}
+
+
+def print_task_report(directory: Path) -> None:
+    """Print the environment's own report (per-subject accuracy, perplexity), if it has one."""
+    from toolgym.graders.choice import run_report
+
+    lines = run_report(directory)
+    if not lines:
+        return
+    width = max(len(line.metric) for line in lines)
+    console.print(f"report of {directory}:", highlight=False, soft_wrap=True)
+    for line in lines:
+        console.print(
+            escape(f"  {line.metric:<{width}}  {line.value:>13}  n={line.n:<5} {line.note}".rstrip()),
+            highlight=False, soft_wrap=True,
+        )
 
 
 def cmd_grade(args: argparse.Namespace) -> int:
@@ -75,6 +99,7 @@ def cmd_grade(args: argparse.Namespace) -> int:
     )
     print_summary(rows, title=str(args.dir))
     print_statistics(Path(args.dir), dataset=args.dataset)
+    print_task_report(Path(args.dir))
     return 0
 
 
@@ -184,6 +209,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", help="run directory (default: runs/ENV-AGENT)")
     p.add_argument("--resume", action="store_true", help="continue --out, skipping finished episodes")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--shots", type=int, help="solved examples in a multiple-choice prompt (default 5)")
+    p.add_argument("--shots-from", help="file the solved examples come from (default: the sibling dev/val split)")
+    p.add_argument("--sample", type=int, help="evaluate N examples drawn at random (see --sample-seed)")
+    p.add_argument("--sample-seed", type=int, help="seed of --sample (default 0)")
     add_provider_arguments(p)
     add_judge_options(p)
     p.set_defaults(func=cmd_run)

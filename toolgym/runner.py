@@ -19,7 +19,7 @@ from toolgym.agents import Agent, get_agent
 from toolgym.data import DatasetError, load_examples, resolve_dataset, sha256_file
 from toolgym.environments import Environment, get_environment
 from toolgym.graders import GRADERS, Grader, get_grader
-from toolgym.providers import ModelSettings, build_model
+from toolgym.providers import ModelSettings
 from toolgym.records import Example, Score, Trajectory
 from toolgym.runio import (
     RUN_FILE,
@@ -225,7 +225,7 @@ def run(config: RunConfig, progress: bool = True) -> list[SummaryRow]:
     done = {t.key for t in read_jsonl(traj_path, Trajectory, repair=True)} if config.resume else set()
     jobs = [(ex, k) for ex in examples for k in range(config.trials) if (ex.id, k) not in done]
 
-    model = build_model(config.model, config.settings) if agent_cls.needs_model and jobs else None
+    model = agent_cls.make_model(config.model, config.settings) if agent_cls.needs_model and jobs else None
     agent = agent_cls(model=model, model_spec=config.model if agent_cls.needs_model else None, max_steps=config.max_steps)
     started = dt.datetime.now(dt.UTC).isoformat()
     record = {

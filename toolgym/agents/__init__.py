@@ -17,6 +17,7 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage
 
 from toolgym.environments import Environment, ToolBug
+from toolgym.providers import ModelSettings, build_model
 from toolgym.records import Example, ModelStep, Status, Step, ToolCall, ToolStep, Trajectory
 from toolgym.registry import Registry
 
@@ -128,6 +129,17 @@ class Agent:
         self.model = model
         self.model_spec = model_spec
         self.max_steps = max_steps
+
+    @classmethod
+    def make_model(cls, spec: str, settings: ModelSettings) -> Any:
+        """What this architecture drives, built from the ``--model`` spec (called by the
+        runner when ``needs_model``): a chat model by default. Architectures that need
+        something else, such as token log-probabilities, override it.
+
+        Raises:
+            UnknownNameError / ValueError: as :func:`toolgym.providers.build_model`.
+        """
+        return build_model(spec, settings)
 
     async def play(self, episode: Episode) -> None:
         """Play the episode: call the model, execute tools via ``episode.execute``, set
