@@ -64,3 +64,14 @@ def test_too_long_is_a_clear_error(gguf):
     scorer = LlamaCppScorer(llama_cpp.Llama(model_path=str(gguf), n_ctx=64, verbose=False))
     with pytest.raises(ValueError, match="over the context window of"):
         scorer.score("từ " * 100, " cuối")
+
+
+def test_local_spec_builds_the_scorer_through_the_local_provider(gguf):
+    pytest.importorskip("toolgym.providers.local")
+    from toolgym.logprobs import build_scorer
+    from toolgym.providers import ModelSettings
+
+    scorer, note = build_scorer(f"local:{gguf}", ModelSettings(extra={"n_ctx": 512}))
+    assert isinstance(scorer, LlamaCppScorer) and note == "log-likelihood via llama.cpp"
+    result = scorer.score(CONTEXT, " Hà Nội")
+    assert result.n_tokens == 2 and result.greedy

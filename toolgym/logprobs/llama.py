@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import threading
 from pathlib import Path
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from toolgym.logprobs import ContinuationScore, register_scorer
 from toolgym.providers import ModelSettings
+
+if TYPE_CHECKING:
+    import numpy as np
 
 DEFAULT_N_CTX = 8192  # as the local chat model, so both share one loaded model
 
@@ -33,6 +34,7 @@ def common_prefix(a: list[int], b: list[int]) -> int:
 
 def log_softmax(logits: np.ndarray) -> np.ndarray:
     """Natural-log probabilities from one row of logits (numerically stable)."""
+    import numpy as np  # installed with llama-cpp-python; not a core dependency
     shifted = logits.astype(np.float64) - float(np.max(logits))
     return shifted - np.log(np.sum(np.exp(shifted)))
 
@@ -85,6 +87,8 @@ class LlamaCppScorer:
             ValueError: for an empty continuation or a text longer than the context window.
             RuntimeError: when llama.cpp fails to decode.
         """
+        import numpy as np
+
         if not continuation:
             raise ValueError("empty continuation")
         with self._lock:
@@ -110,6 +114,7 @@ class LlamaCppScorer:
         """Bring the cache to ``tokens`` and return the logits of every position from
         ``first_wanted`` to the second-to-last one (position → logits row)."""
         import llama_cpp
+        import numpy as np
 
         llama = self.llama
         cached = llama.input_ids[: llama.n_tokens].tolist()  # tokens whose keys/values are cached
