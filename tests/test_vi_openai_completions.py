@@ -89,27 +89,28 @@ def test_a_server_without_echo_means_no_logprobs(server, monkeypatch):
     Completions.refuse_echo = True
     with pytest.raises(NoLogprobs, match="HTTP 400"):
         CompletionsScorer(server, "m").score("a", " b")
-    monkeypatch.setenv("OPENAI_BASE_URL", server)
-    scorer, note = build_scorer("openai:m", ModelSettings())
+    scorer, note = build_scorer("vllm:m", ModelSettings(extra={"base_url": server}))
     assert scorer is None and "echo is not supported" in note
 
 
-def test_openai_without_a_base_url_is_chat_only(monkeypatch):
-    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+def test_openai_itself_is_chat_only():
     scorer, note = build_scorer("openai:gpt-4o-mini", ModelSettings())
-    assert scorer is None and "OPENAI_BASE_URL" in note
+    assert scorer is None and "openai-compatible" in note
 
 
-def test_unreachable_server_is_a_clear_error():
+def test_compatible_server_needs_an_address_and_must_answer():
+    with pytest.raises(ValueError, match="--base-url"):
+        build_scorer("openai-compatible:m", ModelSettings())
     with pytest.raises(ValueError, match="cannot reach"):
-        build_scorer("openai:m", ModelSettings(extra={"base_url": "http://127.0.0.1:9/v1"}))
+        build_scorer("openai-compatible:m", ModelSettings(extra={"base_url": "http://127.0.0.1:9/v1"}))
 
 
 def test_cli_loglik_run_over_http(server, monkeypatch, tmp_path):
-    monkeypatch.setenv("OPENAI_BASE_URL", server)
+    monkeypatch.setenv("VLLM_API_KEY", "secret")
     out = tmp_path / "run"
-    argv = ["run", "--env", "exam_vi", "--dataset", str(EXAMS_TEST), "--agent", "loglik", "--model", "openai:stub",
-            "--shots", "1", "--limit", "1", "--out", str(out), "--no-progress"]
+    argv = ["run", "--env", "exam_vi", "--dataset", str(EXAMS_TEST), "--agent", "loglik", "--model",
+            "openai-compatible:stub", "--base-url", server, "--shots", "1", "--limit", "1", "--out", str(out),
+            "--no-progress"]
     assert main(argv) == 0
     (score,) = read_scores(out)
     # " B. Tim": -0.1 (for "B.") - 0.05 = -0.15 beats " A. Phổi" (-0.1 - 0.4), " C. Gan" (-0.1 - 0.3), ...
@@ -117,3 +118,5 @@ def test_cli_loglik_run_over_http(server, monkeypatch, tmp_path):
     prompts = [r["body"]["prompt"] for r in Completions.requests]
     assert prompts[0] == "Xin chào"  # the probe, before the run
     assert sum(p.endswith(" B. Tim") for p in prompts) == 1 and len(prompts) == 1 + 4
+    assert {r["auth"] for r in Completions.requests} == {"Bearer secret"}
+    assert "secret" not in (out / "run.json").read_text()

@@ -78,9 +78,9 @@ def env_options(args: argparse.Namespace) -> dict:
 
 def print_task_report(directory: Path) -> None:
     """Print the environment's own report (per-subject accuracy, perplexity), if it has one."""
-    from toolgym.graders.choice import run_report
+    from toolgym.graders.choice import task_report
 
-    lines = run_report(directory)
+    lines = task_report(directory)
     if not lines:
         return
     width = max(len(line.metric) for line in lines)

@@ -270,7 +270,7 @@ def run_perplexity(scores: Iterable[Score]) -> Perplexity:
     return perplexity(s.details.get("logprobs", []) for s in scores if s.grader == "target_nll" and s.value is not None)
 
 
-def run_report(directory: Path) -> list[ReportLine]:
+def task_report(directory: Path) -> list[ReportLine]:
     """The report of a graded run directory from its environment's ``report`` classmethod
     (per-subject accuracy, perplexity), or ``[]`` when the environment has none.
 

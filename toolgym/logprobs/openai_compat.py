@@ -125,21 +125,48 @@ class CompletionsScorer:
             raise ValueError(str(exc)) from None
 
 
-@register_scorer("openai")
-def openai_scorer(name: str, settings: ModelSettings) -> CompletionsScorer:
-    """``openai:MODEL`` on an OpenAI-compatible server: ``settings.extra["base_url"]`` or the
-    ``OPENAI_BASE_URL`` environment variable; key from ``OPENAI_API_KEY``.
+def compatible_scorer(provider: str, name: str, settings: ModelSettings) -> CompletionsScorer:
+    """The scorer of an OpenAI-compatible server at ``settings.extra["base_url"]`` (``--base-url``,
+    or the server ``--serve`` started); key as the chat provider reads it
+    (``OPENAI_COMPATIBLE_API_KEY`` or ``VLLM_API_KEY``). Probed once before the run.
 
     Raises:
-        NoLogprobs: without a base URL (OpenAI's own chat models return no prompt
-            log-probabilities) or when the server refuses echo+logprobs.
+        ValueError: without a model name or a base URL, or when the server cannot be reached.
+        NoLogprobs: when the server refuses echo+logprobs (the run falls back to answer
+            extraction through the chat provider).
     """
-    base_url = settings.extra.get("base_url") or os.environ.get("OPENAI_BASE_URL")
-    if not base_url:
-        raise NoLogprobs(
-            "openai chat models return no prompt log-probabilities; set OPENAI_BASE_URL to an "
-            "OpenAI-compatible server (vLLM, llama.cpp server) to score by log-likelihood"
-        )
-    scorer = CompletionsScorer(base_url, name, os.environ.get("OPENAI_API_KEY"), settings.timeout_s)
+    from toolgym.providers.hosted import COMPATIBLE_KEY_ENVS  # the provider layer reads the keys
+
+    base_url = settings.extra.get("base_url")
+    if not name or not base_url:
+        raise ValueError(f"{provider}:MODEL needs the model name and the server's address: --base-url http://HOST:PORT/v1")
+    key = next((os.environ[k] for k in COMPATIBLE_KEY_ENVS if os.environ.get(k)), None)
+    scorer = CompletionsScorer(base_url, name, key, settings.timeout_s)
     scorer.probe()
     return scorer
+
+
+@register_scorer("openai-compatible")
+def openai_compatible_scorer(name: str, settings: ModelSettings) -> CompletionsScorer:
+    """``openai-compatible:MODEL --base-url URL``: see :func:`compatible_scorer`."""
+    return compatible_scorer("openai-compatible", name, settings)
+
+
+@register_scorer("vllm")
+def vllm_scorer(name: str, settings: ModelSettings) -> CompletionsScorer:
+    """``vllm:MODEL`` at ``--base-url`` or started by ``--serve``: see :func:`compatible_scorer`."""
+    return compatible_scorer("vllm", name, settings)
+
+
+@register_scorer("openai")
+def openai_scorer(name: str, settings: ModelSettings) -> CompletionsScorer:
+    """``openai:MODEL``: OpenAI's current models return no prompt log-probabilities (their
+    completions endpoint no longer echoes them), so this always falls back.
+
+    Raises:
+        NoLogprobs: always.
+    """
+    raise NoLogprobs(
+        "OpenAI's models return no prompt log-probabilities; serve the model with vLLM or another "
+        "OpenAI-compatible server (--model openai-compatible:NAME --base-url URL) to score by log-likelihood"
+    )
