@@ -20,7 +20,7 @@ from toolgym.providers import ModelSettings
 if TYPE_CHECKING:
     import numpy as np
 
-DEFAULT_N_CTX = 8192  # as the local chat model, so both share one loaded model
+DEFAULT_N_CTX = 8192  # five-shot EXAMS prompts are at most about 1,100 tokens
 
 
 def common_prefix(a: list[int], b: list[int]) -> int:
