@@ -68,8 +68,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         result = Path(tmp) / "result_bench-model.jsonl"
         with open(result, "w", encoding="utf-8") as fh:
-            for i, turn in enumerate(turns.values()):
-                fh.write(json.dumps(perturb(i, turn), ensure_ascii=False) + "\n")
+            fh.writelines(json.dumps(perturb(i, turn), ensure_ascii=False) + "\n" for i, turn in enumerate(turns.values()))
         print(f"result file: {len(turns)} turns, {result.stat().st_size / 1e6:.1f} MB")
 
         start = time.perf_counter()

@@ -83,7 +83,7 @@ def test_bad_lines_name_file_and_line(tmp_path, which, line, expected):
 
 
 def test_gold_arguments_as_json_string_are_parsed(tmp_path):
-    inputs, golds = records()
+    _inputs, golds = records()
     golds[1] = dict(golds[1], ground_truth=[{"name": "Search_hotel", "arguments": json.dumps(HOTEL["arguments"])}])
     examples = load_examples(write_dataset(tmp_path, "json", golds=golds), ENV)
     assert examples[1].expected_calls[0].arguments == HOTEL["arguments"]

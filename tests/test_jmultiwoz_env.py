@@ -166,7 +166,7 @@ def test_trials_other_than_one_are_refused(tmp_path, dataset):
 
 def test_resume_skips_present_ids_repairs_a_torn_line_and_loses_nothing(tmp_path, dataset):
     out = tmp_path / "r"
-    config = dict(env="jmultiwoz_tc", agent="oracle", out=out, dataset=str(dataset))
+    config = {"env": "jmultiwoz_tc", "agent": "oracle", "out": out, "dataset": str(dataset)}
     run(RunConfig(**config, limit=3), progress=False)
     result = out / "result_oracle.jsonl"
     before = result.read_bytes()
@@ -193,7 +193,7 @@ def test_resume_skips_present_ids_repairs_a_torn_line_and_loses_nothing(tmp_path
 
 def test_resume_refuses_a_corrupt_middle_line(tmp_path, dataset):
     out = tmp_path / "c"
-    config = dict(env="jmultiwoz_tc", agent="oracle", out=out, dataset=str(dataset))
+    config = {"env": "jmultiwoz_tc", "agent": "oracle", "out": out, "dataset": str(dataset)}
     run(RunConfig(**config, limit=2), progress=False)
     result = out / "result_oracle.jsonl"
     text = result.read_text(encoding="utf-8")
