@@ -94,11 +94,11 @@ class ToolCallingAgent(Agent):
         episode.messages.extend(replies)
         return {}
 
-    def _after_model(self, state: AgentState, config: RunnableConfig) -> str:
+    async def _after_model(self, state: AgentState, config: RunnableConfig) -> str:
         episode: Episode = config["configurable"]["episode"]
         return "tools" if episode.steps[-1].tool_calls else END
 
-    def _after_tools(self, state: AgentState, config: RunnableConfig) -> str:
+    async def _after_tools(self, state: AgentState, config: RunnableConfig) -> str:
         episode: Episode = config["configurable"]["episode"]
         protocol = episode.env.max_model_turns
         if protocol is not None and episode.model_turns >= protocol:
