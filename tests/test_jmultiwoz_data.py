@@ -109,10 +109,22 @@ def test_other_files_fall_back_to_the_generic_loader(tmp_path):
     assert [e.id for e in load_examples(path, ENV)] == ["1"]
 
 
+def test_load_turns_parses_lines_in_another_layout(tmp_path):
+    inputs, golds = records()
+    renamed = {r["data_id"]: f"t{i}" for i, r in enumerate(inputs)}
+    inputs = [{"question": r["question"], "data_id": renamed[r["data_id"]]} for r in inputs]  # id last
+    golds = [dict(g, data_id=renamed[g["data_id"]]) for g in golds]
+    turns, _, _ = load_turns(write_dataset(tmp_path, "jsonl", inputs=inputs, golds=golds))
+    assert turns["t5"].depth == 2 and turns["t5"].user_utterance().startswith("9時に")
+    bad = [dict(inputs[0], question="not a list")]
+    with pytest.raises(DatasetError, match=r"input\.jsonl:1: 'question' must be"):
+        load_turns(write_dataset(tmp_path / "bad", "jsonl", inputs=bad + inputs[1:], golds=golds))
+
+
 def test_load_turns_keeps_what_grading_needs(tmp_path):
     turns, files, notes = load_turns(write_dataset(tmp_path, "zip"))
     t = turns["jmultiwoz_tc_1_turn_2"]
-    assert t.gold == (TAXI, WEATHER) and t.depth == 2 and t.last_user.startswith("9時に")
+    assert t.gold == (TAXI, WEATHER) and t.depth == 2 and t.user_utterance().startswith("9時に")
     assert notes == [] and files.tools is not None
     (tmp_path / "g").mkdir()
     gold_only = tmp_path / "g" / "jmultiwoz_tc_ground.jsonl"

@@ -256,7 +256,7 @@ def test_grade_arguments_not_an_object_is_a_warning(tmp_path, dataset, capsys):
     rows = [result_row("jmultiwoz_tc_0_turn_1", [{"name": "Search_hotel", "arguments": "東京"}])]
     assert grade(write_result(tmp_path / "result_m.jsonl", rows), dataset, tmp_path / "g") == 0
     err = " ".join(capsys.readouterr().err.split())
-    assert "1 line(s) have call arguments that are not a JSON object" in err and "lines 1" in err
+    assert "result_m.jsonl: 1 line(s) have call arguments that are not a JSON object" in err and "lines 1" in err
 
 
 def test_grade_needs_env_and_dataset(tmp_path, capsys):

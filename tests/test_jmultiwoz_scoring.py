@@ -328,5 +328,8 @@ def test_arguments_not_an_object_are_a_warning_with_lines(tmp_path):
     rows = [{"data_id": str(i), "tool_calls": [{"name": "Search_hotel", "arguments": "not json"}]} for i in range(7)]
     path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     records, notes = read_results(path)
-    assert len(records) == 7
-    assert len(notes) == 1 and "7 line(s)" in notes[0] and "lines 1, 2, 3, 4, 5, … (2 more)" in notes[0]
+    assert len(records) == 7 and notes == []
+    turns = {str(i): turn(str(i), [HOTEL]) for i in range(7)}
+    notes = evaluate(records, turns, SLOT_TYPES, source=str(path)).notes
+    assert len(notes) == 1 and str(path) in notes[0] and "7 line(s)" in notes[0]
+    assert "lines 1, 2, 3, 4, 5, … (2 more)" in notes[0]

@@ -80,8 +80,10 @@ class Turn:
         data_id: The turn's id (``jmultiwoz_tc_<k>_turn_<t>``).
         dialogue_id: Its dialogue.
         gold: The gold calls, ``{"name", "arguments"}`` each (empty: no call expected).
-        last_user: The last user utterance of the history (``None`` if unknown).
+        last_user: The last user utterance of the history (``None`` if unknown or not parsed
+            yet; see :meth:`user_utterance`).
         depth: User turns before this one in the dialogue (``None`` if unknown).
+        source: The raw input line, parsed on demand by :meth:`user_utterance`.
     """
 
     data_id: str
@@ -89,6 +91,18 @@ class Turn:
     gold: tuple[dict[str, Any], ...]
     last_user: str | None
     depth: int | None
+    source: bytes | None = None
+
+    def user_utterance(self) -> str | None:
+        """The last user utterance (parsed from ``source`` when not given; ``None`` when it
+        cannot be found)."""
+        if self.last_user is not None or self.source is None:
+            return self.last_user
+        try:
+            question = json.loads(self.source).get("question") or []
+            return next((m.get("content") for m in reversed(question) if m.get("role") == "user"), None)
+        except (ValueError, AttributeError, TypeError):
+            return None
 
 
 @dataclass(slots=True)
@@ -172,7 +186,10 @@ def parse_arguments(raw: Any) -> Any:
 def strict_key(call: Any) -> tuple[Any, str]:
     """The published normal form of one call: ``(name, JSON of its arguments, keys sorted)``."""
     name, raw = call_parts(call)
-    args = parse_arguments(raw)
+    return _strict(name, parse_arguments(raw))
+
+
+def _strict(name: Any, args: Any) -> tuple[Any, str]:
     try:
         if isinstance(args, (dict, list)):
             return name, json.dumps(args, sort_keys=True, ensure_ascii=False)
@@ -249,19 +266,30 @@ def malformed_reason(call: Any, tool_names: set[str] | None) -> str | None:
     a name not among ``tool_names`` (when given), arguments that are not a JSON object
     (after parsing a JSON string).
     """
+    name, raw = call_parts(call)
+    return _malformed(call, name, raw, parse_arguments(raw), tool_names)
+
+
+def _malformed(call: Any, name: Any, raw: Any, args: Any, tool_names: set[str] | None) -> str | None:
     if not isinstance(call, dict):
         return "call is not an object"
     if call.get("malformed"):
         return str(call["malformed"])
-    name, raw = call_parts(call)
     if not isinstance(name, str) or not name:
         return "no tool name"
     if tool_names is not None and name not in tool_names:
         return "unknown tool"
-    args = parse_arguments(raw)
     if not isinstance(args, dict):
         return "arguments are not valid JSON" if isinstance(raw, str) else "arguments are not a JSON object"
     return None
+
+
+def _same_multiset(a: list, b: list) -> bool:
+    if len(a) != len(b):
+        return False
+    if len(a) <= 1:
+        return a == b
+    return Counter(a) == Counter(b)
 
 
 # --- optimal assignment ----------------------------------------------------------------------
@@ -332,7 +360,7 @@ def read_results(path: Path) -> tuple[list[ResultRecord], list[str]]:
 
     Returns:
         The records in file order, and notes on lines graded as published but worth a warning
-        (arguments that are not an object, repeated ids).
+        (repeated ids; arguments that are not an object are noted by :func:`evaluate`).
 
     Raises:
         ResultFileError: for an empty file, or lines that are not JSON objects, lack
@@ -346,7 +374,6 @@ def read_results(path: Path) -> tuple[list[ResultRecord], list[str]]:
         raise ResultFileError(f"{path}: cannot read: {exc.strerror or exc}") from None
     records: list[ResultRecord] = []
     problems: list[str] = []
-    bad_args: list[int] = []
     seen: dict[str, int] = {}
     repeated: list[int] = []
     lines = data.split(b"\n")
@@ -372,10 +399,6 @@ def read_results(path: Path) -> tuple[list[ResultRecord], list[str]]:
         if not isinstance(calls, list) or not all(isinstance(c, dict) for c in calls):
             problems.append(f"line {lineno}: 'tool_calls' must be a list of {{name, arguments}} objects")
             continue
-        for call in calls:
-            if not isinstance(parse_arguments(call_parts(call)[1]), dict):
-                bad_args.append(lineno)
-                break
         data_id = str(data_id)
         if data_id in seen:
             repeated.append(lineno)
@@ -389,11 +412,6 @@ def read_results(path: Path) -> tuple[list[ResultRecord], list[str]]:
     if not records:
         raise ResultFileError(f"{path}: no results (the file is empty)")
     notes = []
-    if bad_args:
-        notes.append(
-            f"{path}: {len(bad_args)} line(s) have call arguments that are not a JSON object "
-            f"(graded as published, never equal to the gold; counted as malformed): lines {_lines(bad_args)}"
-        )
     if repeated:
         notes.append(
             f"{path}: {len(repeated)} line(s) repeat a data_id (each line counts, as published): lines {_lines(repeated)}"
@@ -473,6 +491,7 @@ def evaluate(
     turns: Mapping[str, Turn],
     slot_types: Mapping[str, Mapping[str, str]],
     notes: Iterable[str] = (),
+    source: str = "result file",
 ) -> Evaluation:
     """Grade result records against the gold turns.
 
@@ -483,6 +502,7 @@ def evaluate(
         slot_types: ``{tool: {slot: JSON type}}`` for lenient coercion; its keys are the known
             tool names (a call of another name is malformed).
         notes: Notes from reading (carried into the evaluation).
+        source: How notes name the result file.
     """
     tool_names = set(slot_types) or None
     notes = list(notes)
@@ -500,7 +520,8 @@ def evaluate(
     wrong_use: list[dict[str, Any]] = []
     wrong_nouse: list[dict[str, Any]] = []
     unknown: list[str] = []
-    gold_cache: dict[str, tuple[frozenset, Counter, Counter]] = {}
+    gold_cache: dict[str, tuple[frozenset, list, list]] = {}
+    bad_args: list[int] = []
 
     for rec in results:
         turn = turns.get(rec.data_id)
@@ -521,16 +542,29 @@ def evaluate(
 
         cached = gold_cache.get(rec.data_id) if turn is not None else None
         if cached is None:
-            gold_strict = [strict_key(c) for c in gold]
-            cached = (
-                frozenset(gold_strict),
-                Counter(gold_strict),
-                Counter(lenient_key(c["name"], c["arguments"], slot_types) for c in gold),
-            )
+            gold_strict = [_strict(c["name"], c["arguments"]) for c in gold]
+            cached = (frozenset(gold_strict), gold_strict, [lenient_key(c["name"], c["arguments"], slot_types) for c in gold])
             if turn is not None:
                 gold_cache[rec.data_id] = cached
-        gold_set, gold_strict_ms, gold_len = cached
-        pred_strict = [strict_key(c) for c in rec.calls]
+        gold_set, gold_strict, gold_len = cached
+        pred_strict = []
+        well: list[dict[str, Any]] = []
+        well_strict = []
+        bad = 0
+        for call in rec.calls:
+            name, raw = call_parts(call)
+            args = parse_arguments(raw)
+            key = _strict(name, args)
+            pred_strict.append(key)
+            reason = _malformed(call, name, raw, args, tool_names)
+            if reason is None:
+                well.append({"name": name, "arguments": args})
+                well_strict.append(key)
+            else:
+                bad += 1
+                reasons[reason] += 1
+                if reason.startswith("arguments are not"):
+                    bad_args.append(rec.line)
         predicted = frozenset(pred_strict)
         exact = predicted == gold_set
         made = bool(predicted)
@@ -544,27 +578,15 @@ def evaluate(
             _count(nouse, not made)
 
         # --- diagnostics -----------------------------------------------------------------
-        well: list[dict[str, Any]] = []
-        well_strict = []
-        bad = 0
-        for call, key in zip(rec.calls, pred_strict, strict=True):
-            reason = malformed_reason(call, tool_names)
-            if reason is None:
-                name, raw = call_parts(call)
-                well.append({"name": name, "arguments": parse_arguments(raw)})
-                well_strict.append(key)
-            else:
-                bad += 1
-                reasons[reason] += 1
         decision = "malformed" if bad else ("call" if well else "no_call")
         decisions["gold_call" if gold_used else "gold_no_call"][decision] += 1
         if bad:
             strict_ms = len_set = len_ms = False
         else:
-            strict_ms = Counter(well_strict) == gold_strict_ms
-            pred_len = Counter(lenient_key(c["name"], c["arguments"], slot_types) for c in well)
-            len_set = pred_len.keys() == gold_len.keys()
-            len_ms = pred_len == gold_len
+            strict_ms = _same_multiset(well_strict, gold_strict)
+            pred_len = [lenient_key(c["name"], c["arguments"], slot_types) for c in well]
+            len_set = set(pred_len) == set(gold_len)
+            len_ms = _same_multiset(pred_len, gold_len)
         for label in ("全体", "tool call精度") if gold_used else ("全体",):
             counts = lenient[label]
             counts[0] += 1
@@ -596,6 +618,12 @@ def evaluate(
         if not gold_used and made:
             wrong_nouse.append(_incorrect(rec, turn, "ツール不使用判断", gold))
 
+    if bad_args:
+        lines = sorted(set(bad_args))
+        notes.append(
+            f"{source}: {len(lines)} line(s) have call arguments that are not a JSON object "
+            f"(graded as published, never equal to the gold; counted as malformed): lines {_lines(lines)}"
+        )
     if unknown:
         notes.append(
             f"{len(unknown)} result id(s) are not in the gold and were graded against an empty gold "
@@ -638,7 +666,7 @@ def _incorrect(rec: ResultRecord, turn: Turn | None, genre: str, gold: tuple) ->
         "data_id": rec.data_id,
         "dialogue_id": rec.dialogue_id if rec.dialogue_id is not None else (turn.dialogue_id if turn else None),
         "Incorrect_genre": genre,
-        "last_user_utterance": turn.last_user if turn else None,
+        "last_user_utterance": turn.user_utterance() if turn else None,
         "ground_truth": list(gold),
         "output": rec.calls,
     }

@@ -40,6 +40,7 @@ __all__ = [
 _INPUT = re.compile(r"input", re.IGNORECASE)
 _GROUND = re.compile(r"ground", re.IGNORECASE)
 _NDJSON = (".json", ".jsonl")
+_ID_PREFIX = re.compile(rb'^\s*\{\s*"data_id"\s*:\s*"([^"\\]*)"')
 MAX_LISTED = 5  # ids or lines quoted in an error message before "and N more"
 
 
@@ -193,12 +194,12 @@ def locate(path: str | Path, options: dict[str, Any] | None = None, need_input: 
     return None
 
 
-def iter_ndjson(source: Source) -> Iterator[tuple[int, dict[str, Any]]]:
-    """``(line number, object)`` for every non-blank line, streamed.
+def iter_lines(source: Source) -> Iterator[tuple[int, bytes]]:
+    """``(line number, raw line)`` for every non-blank line, streamed (a UTF-8 byte-order mark
+    on the first line is dropped).
 
     Raises:
-        DatasetError: naming the file and line of a line that is not a JSON object, or when
-            the file cannot be read.
+        DatasetError: when the file cannot be opened.
     """
     try:
         stream = source.open()
@@ -209,17 +210,36 @@ def iter_ndjson(source: Source) -> Iterator[tuple[int, dict[str, Any]]]:
         for lineno, line in enumerate(reader, 1):
             if lineno == 1 and line.startswith(b"\xef\xbb\xbf"):
                 line = line[3:]
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line.decode("utf-8"))
-            except json.JSONDecodeError as exc:
-                raise DatasetError(f"{source.label}:{lineno}: not valid JSON: {exc.msg} (column {exc.colno})") from None
-            except UnicodeDecodeError:
-                raise DatasetError(f"{source.label}:{lineno}: not UTF-8 text") from None
-            if not isinstance(record, dict):
-                raise DatasetError(f"{source.label}:{lineno}: expected a JSON object, got {type(record).__name__}")
-            yield lineno, record
+            if line.strip():
+                yield lineno, line
+
+
+def parse_line(source: Source, lineno: int, line: bytes) -> dict[str, Any]:
+    """One NDJSON line as a JSON object.
+
+    Raises:
+        DatasetError: naming the file and line when it is not UTF-8 JSON or not an object.
+    """
+    try:
+        record = json.loads(line.decode("utf-8"))
+    except json.JSONDecodeError as exc:
+        raise DatasetError(f"{source.label}:{lineno}: not valid JSON: {exc.msg} (column {exc.colno})") from None
+    except UnicodeDecodeError:
+        raise DatasetError(f"{source.label}:{lineno}: not UTF-8 text") from None
+    if not isinstance(record, dict):
+        raise DatasetError(f"{source.label}:{lineno}: expected a JSON object, got {type(record).__name__}")
+    return record
+
+
+def iter_ndjson(source: Source) -> Iterator[tuple[int, dict[str, Any]]]:
+    """``(line number, object)`` for every non-blank line, streamed.
+
+    Raises:
+        DatasetError: naming the file and line of a line that is not a JSON object, or when
+            the file cannot be read.
+    """
+    for lineno, line in iter_lines(source):
+        yield lineno, parse_line(source, lineno, line)
 
 
 def _record_id(record: dict[str, Any], where: str) -> str:
@@ -380,8 +400,12 @@ def load_examples(path: str | Path, options: dict[str, Any] | None = None) -> li
 
 def load_turns(path: str | Path, options: dict[str, Any] | None = None) -> tuple[dict[str, Turn], DataFiles, list[str]]:
     """The gold of every turn, with what the score files need of the input (the last user
-    utterance and the depth), without keeping the histories: the fast path of
-    ``grade --result``.
+    utterance and the depth): the fast path of ``grade --result``.
+
+    Input lines are not parsed when their id comes first and ends in ``_turn_N`` (the
+    published layout; the depth is N): each line is kept as bytes and parsed only if its turn
+    is listed in ``incorrect_`` (:meth:`Turn.user_utterance`). Other lines are parsed and
+    checked in full.
 
     A gold file without its input file is accepted (depth taken from the ``_turn_N`` suffix
     of the id, no utterance), with a note.
@@ -400,7 +424,7 @@ def load_turns(path: str | Path, options: dict[str, Any] | None = None) -> tuple
         )
     gold = _read_gold(files.ground)
     notes: list[str] = []
-    users: dict[str, tuple[str | None, int]] = {}
+    seen: dict[str, tuple[bytes, int | None]] = {}
     if files.input is None:
         notes.append(
             f"no input file beside {files.ground.label}: incorrect_ lists have no user utterance "
@@ -408,21 +432,25 @@ def load_turns(path: str | Path, options: dict[str, Any] | None = None) -> tuple
         )
     else:
         only_input = []
-        for lineno, record in iter_ndjson(files.input):
-            where = f"{files.input.label}:{lineno}"
-            data_id = _record_id(record, where)
-            history = _history(record.get("question"), where)
+        for lineno, line in iter_lines(files.input):
+            m = _ID_PREFIX.match(line)  # the usual layout: the id first, read without parsing
+            data_id = m.group(1).decode("utf-8", "replace") if m is not None else ""
+            depth = depth_from_id(data_id) if m is not None else None
+            if depth is None:
+                where = f"{files.input.label}:{lineno}"
+                record = parse_line(files.input, lineno, line)
+                data_id = _record_id(record, where)
+                depth = sum(msg["role"] == "user" for msg in _history(record.get("question"), where)) - 1
             if data_id not in gold:
                 only_input.append(data_id)
                 continue
-            last = next((m["content"] for m in reversed(history) if m["role"] == "user"), None)
-            users[data_id] = (last, sum(m["role"] == "user" for m in history) - 1)
-        only_gold = [i for i in gold if i not in users]
+            seen[data_id] = (line, depth)
+        only_gold = [i for i in gold if i not in seen]
         _check_correspondence(files.input.label, files.ground.label, only_input, only_gold)
     turns = {}
     for data_id, entry in gold.items():
-        last, depth = users.get(data_id, (None, depth_from_id(data_id)))
-        turns[data_id] = Turn(data_id, entry.dialogue_id, entry.calls, last, depth)
+        line, depth = seen.get(data_id, (None, depth_from_id(data_id)))
+        turns[data_id] = Turn(data_id, entry.dialogue_id, entry.calls, None, depth, line)
     return turns, files, notes
 
 

@@ -44,7 +44,7 @@ def grade_file(result: Path, turns: dict[str, Turn], slot_types: dict[str, dict[
         ResultFileError: for an unreadable, empty or invalid result file (nothing is written).
     """
     records, read_notes = read_results(result)
-    evaluation = evaluate(records, turns, slot_types, [*(notes or []), *read_notes])
+    evaluation = evaluate(records, turns, slot_types, [*(notes or []), *read_notes], source=str(result))
     write_score_files(out, model, evaluation)
     return evaluation
 
