@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import statistics
 import subprocess
@@ -77,23 +78,26 @@ def main() -> int:
 
         command = [sys.executable, str(ROOT / "run_agent.py"), "grade", "--env", "jmultiwoz_tc",
                    "--result", str(result), "--dataset", args.dataset, "--out", str(Path(tmp) / "out")]
-        walls, peaks = [], []
+        walls, cpus, peaks = [], [], []
         for _ in range(args.repeat):
-            before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+            before = resource.getrusage(resource.RUSAGE_CHILDREN)
             start = time.perf_counter()
             proc = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, check=False)
             walls.append(time.perf_counter() - start)
             if proc.returncode:
                 print(proc.stdout, proc.stderr)
                 return 1
-            peaks.append(max(before, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss) / 1024)
+            after = resource.getrusage(resource.RUSAGE_CHILDREN)
+            cpus.append(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
+            peaks.append(after.ru_maxrss / 1024)  # the largest child so far: every run is the same command
         rows = [json.loads(x) for x in (Path(tmp) / "out" / "score_bench-model.json").read_text().splitlines()]
     for row in rows:
         print("  ", json.dumps(row, ensure_ascii=False))
     print("lenient columns:", json.dumps(tables[1].rows[0], ensure_ascii=False))
-    print(f"in-process grade_result_file: {inproc:.2f} s")
-    print(f"CLI wall (fresh process, {args.repeat} runs): median {statistics.median(walls):.2f} s, "
-          f"max {max(walls):.2f} s; peak RSS max {max(peaks):.0f} MB")
+    print(f"in-process grade_result_file: {inproc:.2f} s wall")
+    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+    print(f"CLI (fresh process, {args.repeat} runs, load average {load}): wall median {statistics.median(walls):.2f} s, "
+          f"max {max(walls):.2f} s; CPU (user+sys) median {statistics.median(cpus):.2f} s; peak RSS {max(peaks):.0f} MB")
     ok = max(walls) <= 3.0 and max(peaks) <= 400
     print("target (<= 3 s, <= 400 MB):", "met" if ok else "NOT met")
     return 0 if ok else 1

@@ -21,9 +21,11 @@ from toolgym.graders.jmultiwoz import (
     max_weight_assignment,
     published_set,
     read_results,
+    result_line,
     safe_model_name,
     write_score_files,
 )
+from toolgym.records import Trajectory
 
 SLOT_TYPES = {
     t["function"]["name"]: {k: v["type"] for k, v in t["function"]["parameters"]["properties"].items()}
@@ -333,3 +335,14 @@ def test_arguments_not_an_object_are_a_warning_with_lines(tmp_path):
     notes = evaluate(records, turns, SLOT_TYPES, source=str(path)).notes
     assert len(notes) == 1 and str(path) in notes[0] and "7 line(s)" in notes[0]
     assert "lines 1, 2, 3, 4, 5, … (2 more)" in notes[0]
+
+
+@pytest.mark.parametrize(
+    ("error", "written"),
+    [("APITimeoutError: Request timed out.", "TimeoutError"), ("TimeoutError: no response", "TimeoutError"),
+     ("ReadTimeout: slow", "TimeoutError"), ("IndexError: script exhausted", "IndexError")],
+)
+def test_result_line_of_a_failed_turn(error, written):
+    traj = Trajectory(example_id="x", env="jmultiwoz_tc", agent="tool_calling", status="error", error=error)
+    line = result_line(traj, "d1", ["Search_hotel"])
+    assert line == {"data_id": "x", "dialogue_id": "d1", "tool_calls": [], "error": written, "error_detail": error}

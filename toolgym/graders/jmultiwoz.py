@@ -864,8 +864,9 @@ def trajectory_calls(trajectory: Trajectory, tool_names: Iterable[str] | None = 
 
 def result_line(trajectory: Trajectory, dialogue_id: str | None, tool_names: Iterable[str] | None) -> dict[str, Any]:
     """One result-file record: ``{"data_id", "dialogue_id", "tool_calls"}``, plus ``"error"``
-    (the exception type, e.g. ``"TimeoutError"``) and ``"error_detail"`` when the episode
-    ended in error (the model could not answer after its retries)."""
+    (the exception type; every kind of timeout is written ``"TimeoutError"``, as the published
+    ``generate.py`` does) and ``"error_detail"`` when the episode ended in error (the model
+    could not answer after its retries)."""
     record: dict[str, Any] = {
         "data_id": trajectory.example_id,
         "dialogue_id": dialogue_id,
@@ -873,8 +874,10 @@ def result_line(trajectory: Trajectory, dialogue_id: str | None, tool_names: Ite
     }
     if trajectory.status == "error":
         detail = trajectory.error or "error"
+        kind = detail.split(":", 1)[0].strip() or "error"
         record["tool_calls"] = []
-        record["error"] = detail.split(":", 1)[0].strip() or "error"
+        # timeouts of any client (APITimeoutError, ReadTimeout, ...) as the published script names them
+        record["error"] = "TimeoutError" if kind.endswith(("Timeout", "TimeoutError")) else kind
         record["error_detail"] = detail
     return record
 
