@@ -170,6 +170,21 @@ def test_client_errors_are_the_sdks_own(server):
         ask(LeanChatOpenAI(model="m", base_url=srv.url, api_key="k", max_retries=0))
 
 
+def test_aclose_closes_idle_connections(server):
+    srv = server()
+    model = LeanChatOpenAI(model="m", base_url=srv.url, api_key="k")
+
+    async def go() -> int:
+        await model.ainvoke(HISTORY)
+        idle = sum(len(pool) for pool in model._connections._by_loop[asyncio.get_running_loop()].values())
+        await model.aclose()
+        return idle
+
+    assert asyncio.run(go()) == 1
+    assert not any(model._connections._by_loop.values())
+    assert ask(model)[0].tool_calls  # still usable
+
+
 def test_usable_from_several_event_loops(server):
     srv = server()
     model = LeanChatOpenAI(model="m", base_url=srv.url, api_key="k")

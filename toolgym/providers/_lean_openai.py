@@ -203,7 +203,8 @@ class LeanAsyncTransport(_hx.AsyncBaseTransport):
         """Close the idle connections of the running loop (and the fallback transport)."""
         self._connections.close()
         if self._fallback is not None:
-            await self._fallback.aclose()
+            fallback, self._fallback = self._fallback, None
+            await fallback.aclose()
 
 
 def _seconds(timeout: Any) -> float | None | bool:
@@ -221,11 +222,22 @@ class LeanChatOpenAI(ChatOpenAI):
     docstring); the JSON sent and the messages returned are the same as ChatOpenAI's."""
 
     _connections: _Connections = PrivateAttr(default_factory=_Connections)
+    _transport: LeanAsyncTransport | None = PrivateAttr(default=None)
 
     def __init__(self, **kwargs: Any) -> None:
+        transport = None
         if kwargs.get("http_async_client") is None:
-            kwargs["http_async_client"] = _hx.AsyncClient(transport=LeanAsyncTransport())
+            transport = LeanAsyncTransport()
+            kwargs["http_async_client"] = _hx.AsyncClient(transport=transport)
         super().__init__(**kwargs)
+        self._transport = transport
+
+    async def aclose(self) -> None:
+        """Close the idle connections of the running event loop (the runner calls this when
+        a run's episodes are done); the model stays usable."""
+        self._connections.close()
+        if self._transport is not None:
+            await self._transport.aclose()
 
     def _get_request_payload(self, input_: Any, *, stop: list[str] | None = None, **kwargs: Any) -> dict:
         payload = super()._get_request_payload(input_, stop=stop, **kwargs)
