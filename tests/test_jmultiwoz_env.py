@@ -263,3 +263,22 @@ def test_grade_needs_env_and_dataset(tmp_path, capsys):
     assert main(["grade", "--result", str(tmp_path / "r.jsonl")]) == 2
     assert "needs --env and --dataset" in capsys.readouterr().err
     assert main(["grade", "--env", "jmultiwoz_tc", "--result", str(tmp_path / "r.jsonl"), "--dataset", str(tmp_path / "x.txt")]) == 2
+
+
+def test_result_order_does_not_depend_on_completion_order(tmp_path, dataset):
+    import asyncio
+
+    from toolgym.providers import register_provider
+
+    class Slow(ScriptedChatModel):
+        async def _agenerate(self, messages, stop=None, run_manager=None, **kwargs):
+            await asyncio.sleep(0.02 * (10 - len(messages)))  # early turns (short histories) finish last
+            return self._generate(messages, stop, run_manager, **kwargs)
+
+    register_provider("slow-test")(lambda name, settings: Slow(turns=[""]))
+    out = tmp_path / "o"
+    run(RunConfig(env="jmultiwoz_tc", out=out, model="slow-test", dataset=str(dataset), concurrency=8), progress=False)
+    finished = [t.example_id for t in read_trajectories(out)]
+    dataset_order = [r["data_id"] for r in records()[0]]
+    assert finished != dataset_order  # they really finished out of order
+    assert [r["data_id"] for r in lines(out / "result_slow-test.jsonl")] == dataset_order
