@@ -248,7 +248,10 @@ def test_per_argument_counts_missing_extra_and_missed_calls():
     assert cells[("Search_weather", "day")]["missed_call"] == 1
     assert evaluation.diagnostics["per_tool"]["Search_weather"]["missed"] == 1
     ranked = evaluation.diagnostics["per_argument"]
-    assert ranked[0]["errors"] >= ranked[-1]["errors"]
+    assert [r["slot_errors"] for r in ranked] == sorted((r["slot_errors"] for r in ranked), reverse=True)
+    by_slot = {r["slot"]: r for r in evaluation.diagnostics["per_slot"]}
+    assert by_slot["city"]["gold"] == 2 and by_slot["city"]["lenient_correct"] == 1
+    assert by_slot["city"]["missed_call"] == 1 and by_slot["city"]["accuracy_in_matched_calls(%)"] == 100.0
 
 
 def test_accuracy_by_depth():

@@ -647,6 +647,7 @@ def evaluate(
         },
         "per_tool": {name: vars(stats) for name, stats in sorted(tools.items())},
         "per_argument": _slot_table(slots),
+        "per_slot": _slot_name_table(slots),
         "per_depth": _depth_table(depth),
         "unknown_ids": len(unknown),
         "notes": notes,
@@ -770,15 +771,34 @@ def _lenient_table(rows: list[dict[str, Any]], lenient: dict[str, list[int]], ma
     return table
 
 
+def _slot_row(s: _SlotStats) -> dict[str, Any]:
+    slot_errors = s.wrong_value + s.missing_slot + s.extra
+    in_matched = s.gold - s.missed_call  # gold values whose call was matched
+    return {
+        **vars(s),
+        "slot_errors": slot_errors,
+        "lenient_accuracy(%)": _rate(s.lenient_correct, s.gold) if s.gold else None,
+        "accuracy_in_matched_calls(%)": _rate(s.lenient_correct, in_matched) if in_matched else None,
+    }
+
+
 def _slot_table(slots: dict[tuple[str, str], _SlotStats]) -> list[dict[str, Any]]:
-    table = []
-    for (tool, slot), s in slots.items():
-        errors = s.wrong_value + s.missing_slot + s.missed_call + s.extra
-        table.append(
-            {"tool": tool, "slot": slot, **vars(s), "errors": errors,
-             "lenient_accuracy(%)": _rate(s.lenient_correct, s.gold) if s.gold else None}
-        )
-    table.sort(key=lambda r: (-r["errors"], r["tool"], r["slot"]))
+    """Per (tool, slot), most slot errors (wrong, missing or extra values in matched calls)
+    first; values of calls that were never made are counted apart (``missed_call``)."""
+    table = [{"tool": tool, "slot": slot, **_slot_row(s)} for (tool, slot), s in slots.items()]
+    table.sort(key=lambda r: (-r["slot_errors"], -r["missed_call"], r["tool"], r["slot"]))
+    return table
+
+
+def _slot_name_table(slots: dict[tuple[str, str], _SlotStats]) -> list[dict[str, Any]]:
+    """The same figures summed over tools by slot name (``city``, ``name``, ``day``, ...)."""
+    by_name: dict[str, _SlotStats] = defaultdict(_SlotStats)
+    for (_, slot), s in slots.items():
+        total = by_name[slot]
+        for key, value in vars(s).items():
+            setattr(total, key, getattr(total, key) + value)
+    table = [{"slot": slot, **_slot_row(s)} for slot, s in by_name.items()]
+    table.sort(key=lambda r: (-r["slot_errors"], -r["missed_call"], r["slot"]))
     return table
 
 
