@@ -520,7 +520,7 @@ def evaluate(
     wrong_use: list[dict[str, Any]] = []
     wrong_nouse: list[dict[str, Any]] = []
     unknown: list[str] = []
-    gold_cache: dict[str, tuple[frozenset, list, list]] = {}
+    gold_cache: dict[str, tuple[frozenset, list]] = {}
     bad_args: list[int] = []
 
     for rec in results:
@@ -543,10 +543,10 @@ def evaluate(
         cached = gold_cache.get(rec.data_id) if turn is not None else None
         if cached is None:
             gold_strict = [_strict(c["name"], c["arguments"]) for c in gold]
-            cached = (frozenset(gold_strict), gold_strict, [lenient_key(c["name"], c["arguments"], slot_types) for c in gold])
+            cached = (frozenset(gold_strict), gold_strict)
             if turn is not None:
                 gold_cache[rec.data_id] = cached
-        gold_set, gold_strict, gold_len = cached
+        gold_set, gold_strict = cached
         pred_strict = []
         well: list[dict[str, Any]] = []
         well_strict = []
@@ -582,8 +582,11 @@ def evaluate(
         decisions["gold_call" if gold_used else "gold_no_call"][decision] += 1
         if bad:
             strict_ms = len_set = len_ms = False
+        elif _same_multiset(well_strict, gold_strict):  # strictly equal: leniently too
+            strict_ms = len_set = len_ms = True
         else:
-            strict_ms = _same_multiset(well_strict, gold_strict)
+            strict_ms = False
+            gold_len = [lenient_key(c["name"], c["arguments"], slot_types) for c in gold]
             pred_len = [lenient_key(c["name"], c["arguments"], slot_types) for c in well]
             len_set = set(pred_len) == set(gold_len)
             len_ms = _same_multiset(pred_len, gold_len)
