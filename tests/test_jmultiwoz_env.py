@@ -282,3 +282,17 @@ def test_result_order_does_not_depend_on_completion_order(tmp_path, dataset):
     dataset_order = [r["data_id"] for r in records()[0]]
     assert finished != dataset_order  # they really finished out of order
     assert [r["data_id"] for r in lines(out / "result_slow-test.jsonl")] == dataset_order
+
+
+def test_run_with_a_bad_dataset_line_stops_before_any_model_call(tmp_path, capsys):
+    inputs, _ = records()
+    text = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in inputs[:2]) + "{oops\n"
+    bad = write_dataset(tmp_path / "bad", "json", input_text=text)
+    out = tmp_path / "o"
+    out.mkdir()
+    (out / "result_oracle.jsonl").write_text('{"data_id": "x", "tool_calls": []}\n', encoding="utf-8")
+    code = main(["run", "--env", "jmultiwoz_tc", "--agent", "oracle", "--dataset", str(bad), "--out", str(out), "--no-progress"])
+    err = " ".join(capsys.readouterr().err.split())
+    assert code == 2 and "jmultiwoz_tc_input.json:3: not valid JSON" in err and "Traceback" not in err
+    assert (out / "result_oracle.jsonl").read_text(encoding="utf-8") == '{"data_id": "x", "tool_calls": []}\n'
+    assert not (out / "trajectories.jsonl").exists()
