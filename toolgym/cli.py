@@ -59,7 +59,7 @@ def print_report_tables(tables: list[ReportTable]) -> None:
         wide = Console(width=max(console.width, 160), file=console.file)  # Japanese headers are wide
         wide.print(table)
         for note in t.notes:
-            err_console.print(f"[yellow]note:[/] {note}", highlight=False)
+            print(f"note: {note}", file=sys.stderr)  # plain: never wrapped, easy to grep
 
 
 def cmd_run(args: argparse.Namespace) -> int:
