@@ -118,7 +118,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--trials", type=int, default=1, help="episodes per example")
     p.add_argument("--max-steps", type=int, default=40, help="model turns before step_limit")
     p.add_argument("--concurrency", type=int, help="episodes in flight (default: the environment's; 1 for most)")
-    p.add_argument("--sample", type=int, help="a reproducible stratified subset of N examples, drawn with --seed")
+    p.add_argument("--sample", type=int, help="a reproducible stratified subset of N examples, drawn with --seed (jmultiwoz_tc)")
     p.add_argument("--temperature", type=float, default=0.0)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--max-tokens", type=int, default=512, help="generated tokens per model turn")
