@@ -14,7 +14,7 @@ from rich.table import Table
 
 from toolgym.agents import AGENTS
 from toolgym.data import DatasetError, builtin_datasets
-from toolgym.environments import ENVIRONMENTS
+from toolgym.environments import ENVIRONMENTS, ReportTable, get_environment
 from toolgym.graders import GRADERS
 from toolgym.providers import PROVIDERS
 from toolgym.providers.options import add_provider_arguments, record_accounting, serve_for, settings_from_args
@@ -49,13 +49,30 @@ def cmd_list(args: argparse.Namespace) -> int:
     return 0
 
 
+def print_report_tables(tables: list[ReportTable]) -> None:
+    """Print an environment's own tables (published metrics, ...) and their notes."""
+    for t in tables:
+        table = Table(title=t.title)
+        columns = list(t.rows[0]) if t.rows else []
+        for i, col in enumerate(columns):
+            table.add_column(col, justify="left" if i == 0 else "right", no_wrap=True)
+        for row in t.rows:
+            table.add_row(*("—" if row.get(c) is None else str(row.get(c)) for c in columns))
+        wide = Console(width=max(console.width, 160), file=console.file)  # Japanese headers are wide
+        wide.print(table)
+        for note in t.notes:
+            print(f"note: {note}", file=sys.stderr)  # plain: never wrapped, easy to grep
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     out = Path(args.out or f"runs/{args.env}-{args.agent}")
     settings = settings_from_args(args)
+    env_cls = get_environment(args.env)
+    concurrency = args.concurrency if args.concurrency is not None else env_cls.default_concurrency
     config = RunConfig(
         env=args.env, agent=args.agent, model=args.model, dataset=args.dataset, out=out,
         limit=args.limit, trials=args.trials, max_steps=args.max_steps,
-        concurrency=args.concurrency, resume=args.resume, graders=args.grader or None,
+        concurrency=concurrency, resume=args.resume, graders=args.grader or None,
         settings=settings, grader_settings=judge_settings(args), env_options=env_options(args),
     )
     check_resume(config)
@@ -67,12 +84,16 @@ def cmd_run(args: argparse.Namespace) -> int:
         console.print(line, highlight=False, soft_wrap=True)
     print_statistics(out)
     print_task_report(out)
+    print_report_tables(env_cls.report_tables(out))
     return 0
 
 
 def env_options(args: argparse.Namespace) -> dict:
     """Environment options given on the command line (``--shots``, ``--sample``, ...)."""
-    given = {"shots": args.shots, "shots_from": args.shots_from, "sample": args.sample, "sample_seed": args.sample_seed}
+    sample_seed = args.sample_seed if args.sample_seed is not None else args.seed
+    given = {"shots": args.shots, "shots_from": args.shots_from, "sample": args.sample}
+    if args.sample is not None:
+        given["sample_seed"] = sample_seed
     return {k: v for k, v in given.items() if v is not None}
 
 
@@ -93,6 +114,15 @@ def print_task_report(directory: Path) -> None:
 
 
 def cmd_grade(args: argparse.Namespace) -> int:
+    if args.result:  # a result file in an environment's published format
+        if not (args.env and args.dataset):
+            raise ValueError("grade --result needs --env and --dataset")
+        result = Path(args.result)
+        out = Path(args.out) if args.out else result.parent
+        print_report_tables(get_environment(args.env).grade_result_file(result, args.dataset, out, {}))
+        return 0
+    if not args.dir:
+        raise ValueError("grade needs a run directory, or --result FILE with --env and --dataset")
     rows = grade(
         Path(args.dir), graders=args.grader or None, dataset=args.dataset,
         grader_settings=judge_settings(args),
@@ -201,7 +231,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--limit", type=positive_int, help="only the first N examples")
     p.add_argument("--trials", type=positive_int, default=1, help="episodes per example")
     p.add_argument("--max-steps", type=positive_int, default=40, help="model turns before step_limit")
-    p.add_argument("--concurrency", type=positive_int, default=1, help="episodes in flight")
+    p.add_argument(
+        "--concurrency", type=positive_int, help="episodes in flight (default: the environment's; 1 for most, 32 for jmultiwoz_tc)"
+    )
     p.add_argument("--temperature", type=float, default=0.0)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--max-tokens", type=int, default=512, help="generated tokens per model turn")
@@ -211,16 +243,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--shots", type=int, help="solved examples in a multiple-choice prompt (default 5)")
     p.add_argument("--shots-from", help="file the solved examples come from (default: the sibling dev/val split)")
-    p.add_argument("--sample", type=int, help="evaluate N examples drawn at random (see --sample-seed)")
-    p.add_argument("--sample-seed", type=int, help="seed of --sample (default 0)")
+    p.add_argument("--sample", type=positive_int, help="evaluate a reproducible subset of N examples (stratified where the environment defines strata)")
+    p.add_argument("--sample-seed", type=int, help="seed of --sample (default: --seed)")
     add_provider_arguments(p)
     add_judge_options(p)
     p.set_defaults(func=cmd_run)
 
-    p = sub.add_parser("grade", help="re-grade a run directory offline")
-    p.add_argument("dir")
+    p = sub.add_parser("grade", help="re-grade a run directory offline, or grade a result file (--result)")
+    p.add_argument("dir", nargs="?")
     p.add_argument("--grader", action="append")
-    p.add_argument("--dataset", help="override the dataset path recorded in run.json")
+    p.add_argument("--dataset", help="override the dataset path recorded in run.json (with --result: the gold)")
+    p.add_argument("--env", help="with --result: the environment whose published format the file is in")
+    p.add_argument("--result", help="a result file in the environment's published format (e.g. result_MODEL.jsonl)")
+    p.add_argument("--out", help="with --result: where the score files go (default: beside the result file)")
     add_judge_options(p)
     p.set_defaults(func=cmd_grade)
 

@@ -206,7 +206,8 @@ async def play_all(
 
 def run(config: RunConfig, progress: bool = True) -> list[SummaryRow]:
     """Run ``config``: write run.json, append each trajectory to trajectories.jsonl as it
-    finishes, then grade everything into scores.jsonl.
+    finishes (and to the environment's own files, see ``Environment.run_outputs``), then grade
+    everything into scores.jsonl.
 
     Raises:
         DatasetError: for an invalid dataset (before any model is called).
@@ -223,6 +224,10 @@ def run(config: RunConfig, progress: bool = True) -> list[SummaryRow]:
         raise RunDirError(f"{traj_path} already exists; pass --resume to continue it or choose another --out")
     out.mkdir(parents=True, exist_ok=True)
     done = {t.key for t in read_jsonl(traj_path, Trajectory, repair=True)} if config.resume else set()
+    label = config.model if agent_cls.needs_model else config.agent
+    outputs = env_cls.run_outputs(out, examples, label, config.resume, config.trials)
+    if outputs is not None:  # the environment's own files (e.g. a published result format)
+        done |= {(i, k) for i in outputs.done_ids() for k in range(config.trials)}
     jobs = [(ex, k) for ex in examples for k in range(config.trials) if (ex.id, k) not in done]
 
     model = agent_cls.make_model(config.model, config.settings) if agent_cls.needs_model and jobs else None
@@ -254,6 +259,8 @@ def run(config: RunConfig, progress: bool = True) -> list[SummaryRow]:
         bar = tqdm(total=len(jobs), desc=f"{config.env}/{config.agent}", unit="episode", file=sys.stderr)
     with JsonlAppender(traj_path) as writer:
         def on_done(traj: Trajectory) -> None:
+            if outputs is not None:
+                outputs.write(traj)
             writer.write(traj)
             if bar is not None:
                 bar.update(1)
@@ -264,6 +271,10 @@ def run(config: RunConfig, progress: bool = True) -> list[SummaryRow]:
         finally:
             if bar is not None:
                 bar.close()
+            if outputs is not None:
+                outputs.close()
+    if outputs is not None:
+        outputs.finish()
     record["finished_at"] = dt.datetime.now(dt.UTC).isoformat()
     write_json_atomic(out / RUN_FILE, record)
     return grade(out, graders=config.graders)

@@ -30,7 +30,8 @@ class ToolCallingAgent(Agent):
     """Native tool calling: the model is bound to the environment's tools; every call of a
     turn is executed in order (parallel calls are never dropped) and its observation returned
     as a ToolMessage; the episode ends when the model answers without calling a tool
-    (``completed``) or after ``max_steps`` model turns (``step_limit``).
+    (``completed``), when the environment's ``max_model_turns`` is reached (``completed``), or
+    after ``max_steps`` model turns (``step_limit``).
 
     Malformed calls (arguments not JSON, call written as text) are recorded as such and
     answered with an error observation.
@@ -99,6 +100,9 @@ class ToolCallingAgent(Agent):
 
     async def _after_tools(self, state: AgentState, config: RunnableConfig) -> str:
         episode: Episode = config["configurable"]["episode"]
+        protocol = episode.env.max_model_turns
+        if protocol is not None and episode.model_turns >= protocol:
+            return END  # the environment's protocol ends the episode here (status completed)
         if episode.model_turns >= self.max_steps:
             episode.status = "step_limit"
             return END

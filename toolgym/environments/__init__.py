@@ -18,25 +18,28 @@ from __future__ import annotations
 import difflib
 import json
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Protocol
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 from langchain_core.tools import BaseTool, StructuredTool
 from pydantic import ValidationError
 
-from toolgym.records import Example
+from toolgym.records import Example, Trajectory
 from toolgym.registry import Registry
 
 __all__ = [
     "ENVIRONMENTS",
     "Environment",
+    "ReportTable",
+    "RunOutputs",
     "ToolBug",
     "ToolError",
     "ToolResult",
     "get_environment",
     "register_environment",
+    "schema_tool",
     "tool",
 ]
 
@@ -81,6 +84,67 @@ def tool(method: Callable) -> Callable:
     return method
 
 
+def schema_tool(name: str, description: str, parameters: dict[str, Any], func: Callable) -> Callable:
+    """Give ``func`` an explicit JSON-schema signature instead of its docstring.
+
+    For environments whose tools are published as OpenAI-style function schemas: return the
+    result from :meth:`Environment.tool_functions`. The model is shown ``parameters`` exactly
+    as given, and :meth:`Environment.call` checks arguments against it (property types,
+    ``required``, no unknown properties) before calling ``func(**arguments)``.
+
+    Args:
+        name: The tool name the model calls.
+        description: The tool description shown to the model.
+        parameters: A JSON schema of ``"type": "object"`` with ``properties`` (and optional
+            ``required``).
+        func: A plain function or closure (not a bound method), called with the validated
+            arguments as keywords.
+
+    Raises:
+        ValueError: if ``parameters`` is not an object schema.
+    """
+    if not isinstance(parameters, dict) or parameters.get("type") != "object":
+        raise ValueError(f"tool {name!r}: parameters must be a JSON schema of type 'object'")
+    func.__toolgym_schema__ = {"name": name, "description": description, "parameters": parameters}
+    return func
+
+
+_JSON_TYPES: dict[str, Callable[[Any], bool]] = {
+    "string": lambda v: isinstance(v, str),
+    "integer": lambda v: (isinstance(v, int) and not isinstance(v, bool))
+    or (isinstance(v, float) and v.is_integer()),
+    "number": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
+    "boolean": lambda v: isinstance(v, bool),
+    "object": lambda v: isinstance(v, dict),
+    "array": lambda v: isinstance(v, list),
+    "null": lambda v: v is None,
+}
+
+
+def check_json_arguments(parameters: dict[str, Any], arguments: dict[str, Any]) -> list[str]:
+    """Problems of ``arguments`` against an object schema (empty list when valid).
+
+    Checks only what function schemas use: property types (``type`` as a string or a list),
+    ``required``, ``enum``, and unknown properties (allowed only with
+    ``additionalProperties: true``).
+    """
+    props = parameters.get("properties", {})
+    problems = [f"{key}: required argument missing" for key in parameters.get("required", []) if key not in arguments]
+    for key, value in arguments.items():
+        spec = props.get(key)
+        if spec is None:
+            if parameters.get("additionalProperties") is not True:
+                problems.append(f"{key}: unexpected argument (it takes: {', '.join(props) or 'none'})")
+            continue
+        types = spec.get("type")
+        types = [types] if isinstance(types, str) else types or []
+        if types and not any(_JSON_TYPES.get(t, lambda v: True)(value) for t in types):
+            problems.append(f"{key}: expected {' or '.join(types)}, got {value!r}")
+        elif "enum" in spec and value not in spec["enum"]:
+            problems.append(f"{key}: {value!r} is not one of {spec['enum']}")
+    return problems
+
+
 @dataclass(frozen=True)
 class ToolResult:
     """The observation returned for one tool call.
@@ -92,6 +156,42 @@ class ToolResult:
 
     output: str
     error: bool = False
+
+
+@dataclass
+class ReportTable:
+    """A table an environment reports (printed by the CLI).
+
+    Attributes:
+        title: Shown above the table.
+        rows: One dict per row; the first row's keys are the columns.
+        notes: Warnings shown under the table (unknown ids, ...).
+    """
+
+    title: str
+    rows: list[dict[str, Any]]
+    notes: list[str] = field(default_factory=list)
+
+
+class RunOutputs(Protocol):
+    """Files an environment writes into a run directory beside ``trajectories.jsonl``
+    (see :meth:`Environment.run_outputs`)."""
+
+    def done_ids(self) -> set[str]:
+        """Example ids already finished in an earlier session (skipped on resume)."""
+        ...
+
+    def write(self, trajectory: Trajectory) -> None:
+        """Record one finished episode (called as each one finishes)."""
+        ...
+
+    def close(self) -> None:
+        """Flush and close open files (called even when the run is interrupted)."""
+        ...
+
+    def finish(self) -> None:
+        """Write the derived files (scores) once every episode has finished."""
+        ...
 
 
 class Environment:
@@ -106,12 +206,18 @@ class Environment:
         instructions: System prompt given to the agent.
         graders: Names of the graders run by default on this environment's trajectories.
         default_dataset: Dataset name under ``toolgym/datasets/<env>/`` used without ``--dataset``.
+        max_model_turns: Model turns an episode has by the environment's protocol (``None``:
+            unlimited). An agent that reaches it stops with status ``completed`` once that
+            turn's tool calls are executed; ``max_steps`` still bounds agents that loop.
+        default_concurrency: Episodes in flight when ``--concurrency`` is not given.
     """
 
     name: ClassVar[str] = ""
     instructions: ClassVar[str] = ""
     graders: ClassVar[tuple[str, ...]] = ("steps_exact", "step_ratio")
     default_dataset: ClassVar[str | None] = None
+    max_model_turns: ClassVar[int | None] = None
+    default_concurrency: ClassVar[int] = 1
 
     def __init__(self) -> None:
         self._functions: dict[str, Callable] | None = None
@@ -169,6 +275,41 @@ class Environment:
         """
         return fields
 
+    @classmethod
+    def run_outputs(
+        cls, out: Path, examples: list[Example], model: str, resume: bool, trials: int
+    ) -> RunOutputs | None:
+        """Extra files this environment writes into a run directory as episodes finish (for
+        example a result file in a published format), or ``None`` (the default).
+
+        Args:
+            out: The run directory (already created).
+            examples: The run's examples.
+            model: The model spec, or the agent name for agents without a model.
+            resume: Whether the run continues an earlier one.
+            trials: Episodes per example.
+
+        Raises:
+            RunDirError: when the files exist and ``resume`` is off, or cannot be continued.
+        """
+        return None
+
+    @classmethod
+    def report_tables(cls, out: Path) -> list[ReportTable]:
+        """Environment-specific result tables of a finished run directory, printed by the CLI
+        after a run. Default: none."""
+        return []
+
+    @classmethod
+    def grade_result_file(cls, result: Path, dataset: str, out: Path, options: dict[str, Any]) -> list[ReportTable]:
+        """Grade a result file in the environment's published format (``grade --result``),
+        write the score files into ``out`` and return the tables to print.
+
+        Raises:
+            ValueError: when the environment has no published result format (the default).
+        """
+        raise ValueError(f"environment {cls.name!r} has no result-file format to grade (--result)")
+
     # --- tools ---------------------------------------------------------------------------
     def tool_functions(self) -> dict[str, Callable]:
         """Name → bound method for every tool; override to build tools dynamically."""
@@ -192,6 +333,13 @@ class Environment:
         if self._tools is None:
             self._tools = {}
             for name, fn in self.functions.items():
+                explicit = getattr(fn, "__toolgym_schema__", None)
+                if explicit is not None:
+                    self._tools[name] = StructuredTool(
+                        name=name, description=explicit["description"],
+                        args_schema=explicit["parameters"], func=fn,
+                    )
+                    continue
                 spec = _schema_cache(type(self), name, fn)
                 self._tools[name] = StructuredTool(
                     name=name, description=spec.description, args_schema=spec.args_schema, func=fn
@@ -220,6 +368,11 @@ class Environment:
                 error=True,
             )
         schema = tools[name].args_schema
+        if isinstance(schema, dict):  # a JSON-schema tool (see schema_tool)
+            problems = check_json_arguments(schema, arguments)
+            if problems:
+                return ToolResult(f"Error: invalid arguments for {name!r}: {'; '.join(problems)}", error=True)
+            return self._invoke(name, arguments)
         expected = set(schema.model_fields)
         extra = sorted(set(arguments) - expected)
         if extra:
@@ -235,9 +388,12 @@ class Environment:
                 f"{'.'.join(map(str, e['loc'])) or 'arguments'}: {e['msg']}" for e in exc.errors()
             )
             return ToolResult(f"Error: invalid arguments for {name!r}: {problems}", error=True)
+        return self._invoke(name, {k: getattr(validated, k) for k in arguments})
+
+    def _invoke(self, name: str, arguments: dict[str, Any]) -> ToolResult:
         fn = self.functions[name]
         try:
-            result = fn(**{k: getattr(validated, k) for k in arguments})
+            result = fn(**arguments)
         except ToolError as exc:
             return ToolResult(f"Error: {exc}", error=True)
         except Exception as exc:  # a bug in the tool, not the agent's fault

@@ -1,0 +1,107 @@
+"""Benchmark: grading a JMultiWOZ-TC result file of all 31,303 turns (target: at most 3 s and
+400 MB peak memory).
+
+Builds a result file from the gold with deterministic mistakes of every kind the grader
+handles (missed and extra calls, full-width digits, reordered keys, JSON-string arguments,
+malformed arguments, unknown tools, model errors), then runs the real command
+
+    python run_agent.py grade --env jmultiwoz_tc --result RESULT --dataset DATASET --out DIR
+
+in a fresh process, several times, and reports wall time and peak resident memory (the
+child's ``ru_maxrss``), plus the in-process grading time without interpreter start-up.
+
+Usage: python benchmarks/jmultiwoz_grading.py [--dataset PATH] [--repeat 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+DEFAULT = ROOT.parent / "shared" / "data" / "jmultiwoz_tc" / "JMultiWOZ-TC_data.zip"
+
+FULL = str.maketrans("0123456789()", "０１２３４５６７８９（）")
+
+
+def perturb(i: int, turn) -> dict:
+    """A predicted result line for gold ``turn``; the kind of mistake depends on ``i``."""
+    calls = [dict(c) for c in turn.gold]
+    record = {"data_id": turn.data_id, "dialogue_id": turn.dialogue_id}
+    if i % 50 == 0:
+        return record | {"tool_calls": [], "error": "TimeoutError"}
+    if i % 7 == 0:
+        calls = []  # abstains
+    elif i % 11 == 0 and calls:
+        c = calls[0]
+        args = {k: v.translate(FULL) if isinstance(v, str) else str(v) for k, v in reversed(c["arguments"].items())}
+        calls[0] = {"name": c["name"], "arguments": args}  # full-width, integers as strings
+    elif i % 13 == 0:
+        calls = calls + [{"name": "Search_weather", "arguments": {"city": "東京"}}] * 2
+    elif i % 17 == 0 and calls:
+        calls[0] = {"name": calls[0]["name"], "arguments": "{not json"}
+    elif i % 19 == 0:
+        calls = [{"name": "Search_hotels", "arguments": {"city": "大阪"}}]
+    elif i % 23 == 0 and calls:
+        calls = [{"type": "function", "function": {"name": c["name"], "arguments": json.dumps(c["arguments"], ensure_ascii=False)}} for c in calls]
+    return record | {"tool_calls": calls}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--dataset", default=str(DEFAULT))
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args()
+
+    from toolgym.environments.jmultiwoz_tc import JMultiWOZTC
+    from toolgym.environments.jmultiwoz_tc.data import load_turns
+
+    turns, _, _ = load_turns(args.dataset)
+    with tempfile.TemporaryDirectory() as tmp:
+        result = Path(tmp) / "result_bench-model.jsonl"
+        with open(result, "w", encoding="utf-8") as fh:
+            fh.writelines(json.dumps(perturb(i, turn), ensure_ascii=False) + "\n" for i, turn in enumerate(turns.values()))
+        print(f"result file: {len(turns)} turns, {result.stat().st_size / 1e6:.1f} MB")
+
+        start = time.perf_counter()
+        tables = JMultiWOZTC.grade_result_file(result, args.dataset, Path(tmp) / "inproc", {})
+        inproc = time.perf_counter() - start
+
+        command = [sys.executable, str(ROOT / "run_agent.py"), "grade", "--env", "jmultiwoz_tc",
+                   "--result", str(result), "--dataset", args.dataset, "--out", str(Path(tmp) / "out")]
+        walls, cpus, peaks = [], [], []
+        for _ in range(args.repeat):
+            before = resource.getrusage(resource.RUSAGE_CHILDREN)
+            start = time.perf_counter()
+            proc = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, check=False)
+            walls.append(time.perf_counter() - start)
+            if proc.returncode:
+                print(proc.stdout, proc.stderr)
+                return 1
+            after = resource.getrusage(resource.RUSAGE_CHILDREN)
+            cpus.append(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
+            peaks.append(after.ru_maxrss / 1024)  # the largest child so far: every run is the same command
+        rows = [json.loads(x) for x in (Path(tmp) / "out" / "score_bench-model.json").read_text().splitlines()]
+    for row in rows:
+        print("  ", json.dumps(row, ensure_ascii=False))
+    print("lenient columns:", json.dumps(tables[1].rows[0], ensure_ascii=False))
+    print(f"in-process grade_result_file: {inproc:.2f} s wall")
+    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+    print(f"CLI (fresh process, {args.repeat} runs, load average {load}): wall median {statistics.median(walls):.2f} s, "
+          f"max {max(walls):.2f} s; CPU (user+sys) median {statistics.median(cpus):.2f} s; peak RSS {max(peaks):.0f} MB")
+    ok = max(walls) <= 3.0 and max(peaks) <= 400
+    print("target (<= 3 s, <= 400 MB):", "met" if ok else "NOT met")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

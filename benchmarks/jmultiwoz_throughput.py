@@ -1,0 +1,240 @@
+"""Benchmark: generation throughput of the harness on JMultiWOZ-TC against a loopback
+OpenAI-compatible stub server.
+
+Targets (issue "JMultiWOZ-TC replay"): with a stub that answers after a fixed 100 ms, 31,303
+turns at concurrency 64 take at most 1.25 × the ideal 31,303 × 0.1 s / 64 (= 48.9 s, so at most
+61.1 s); with a stub that answers at once, the harness sustains at least 300 turns/s.
+
+The stub is a minimal HTTP/1.1 server (stdlib asyncio, keep-alive) in a separate process on
+127.0.0.1, so that it does not share the harness's interpreter lock. It answers
+``POST /v1/chat/completions`` with the gold calls of the turn whose history it receives (looked
+up by a digest of the messages), so the run is also checked end to end: its five published
+rows must all be 100.0 (turns whose history is identical to another turn's, such as a bare
+greeting, may get the other turn's answer).
+
+The harness is the real one: ``toolgym.runner.run`` with the ``tool_calling`` agent, the
+``jmultiwoz_tc`` environment, the result/trajectory files and the final grading. The model is
+``LeanChatOpenAI(base_url=<stub>)`` (a ``langchain_openai.ChatOpenAI`` subclass that skips the
+OpenAI SDK's per-request parameter transform and uses an O(1) keep-alive pool; see
+``toolgym/providers/_lean_openai.py``), or with ``--client stock`` the stock ``ChatOpenAI``,
+registered for this script as the provider ``stub-bench``. Generation time is the wall time of the episodes
+(dataset loading and grading excluded), timed around ``toolgym.runner.play_all``, with the
+harness process's CPU time over the same span.
+
+Usage:
+    python benchmarks/jmultiwoz_throughput.py [--delay 0.1] [--concurrency 64] [--limit N]
+    python benchmarks/jmultiwoz_throughput.py --delay 0           # the "answers at once" case
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import hashlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+DEFAULT = ROOT.parent / "shared" / "data" / "jmultiwoz_tc" / "JMultiWOZ-TC_data.zip"
+
+
+# --- the stub server (runs in its own process: --serve) ----------------------------------------
+def digest(messages: list[dict[str, Any]]) -> str:
+    """Key of a chat history: role and text of every message."""
+    h = hashlib.sha1()
+    for m in messages:
+        h.update(str(m.get("role")).encode() + b"\0" + str(m.get("content") or "").encode() + b"\1")
+    return h.hexdigest()
+
+
+def completion(calls: list[dict[str, Any]], n: int) -> bytes:
+    """An OpenAI chat.completion answering with ``calls`` (or a short text when empty)."""
+    message: dict[str, Any] = {"role": "assistant", "content": None if calls else "承知しました。"}
+    if calls:
+        message["tool_calls"] = [
+            {"id": f"call_{n}_{i}", "type": "function",
+             "function": {"name": c["name"], "arguments": json.dumps(c["arguments"], ensure_ascii=False)}}
+            for i, c in enumerate(calls)
+        ]
+    body = {
+        "id": f"chatcmpl-stub-{n}", "object": "chat.completion", "created": 0, "model": "stub",
+        "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls" if calls else "stop"}],
+        "usage": {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0},
+    }
+    return json.dumps(body, ensure_ascii=False).encode()
+
+
+async def serve(port_file: Path, dataset: str, delay: float) -> None:
+    """Serve until killed; write the bound port to ``port_file`` once listening."""
+    from toolgym.data import load_examples
+    from toolgym.environments import get_environment
+
+    answers: dict[str, list[dict[str, Any]]] = {}
+    for ex in load_examples(dataset, get_environment("jmultiwoz_tc")):
+        answers.setdefault(digest(ex.input), [c.model_dump() for c in ex.expected_calls])
+    served = 0
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        nonlocal served
+        try:
+            while True:
+                head = await reader.readuntil(b"\r\n\r\n")
+                request_line, *header_lines = head.decode("latin-1").split("\r\n")
+                headers = {k.strip().lower(): v.strip() for k, _, v in (h.partition(":") for h in header_lines if h)}
+                body = await reader.readexactly(int(headers.get("content-length", 0)))
+                path = request_line.split(" ")[1]
+                if path.endswith("/chat/completions"):
+                    payload = json.loads(body)
+                    calls = answers.get(digest(payload["messages"]), [])
+                    if delay:
+                        await asyncio.sleep(delay)
+                    served += 1
+                    out, status = completion(calls, served), "200 OK"
+                else:
+                    out, status = b'{"error": {"message": "not found"}}', "404 Not Found"
+                writer.write(
+                    f"HTTP/1.1 {status}\r\ncontent-type: application/json\r\ncontent-length: {len(out)}\r\n\r\n".encode()
+                    + out
+                )
+                await writer.drain()
+                if headers.get("connection", "").lower() == "close":
+                    break
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        finally:
+            writer.close()
+
+    server = await asyncio.start_server(handle, "127.0.0.1", 0, backlog=4096)
+    port = server.sockets[0].getsockname()[1]
+    port_file.write_text(str(port))
+    async with server:
+        await server.serve_forever()
+
+
+def start_stub(dataset: str, delay: float) -> tuple[subprocess.Popen, int]:
+    """Start the stub process and wait until it listens."""
+    port_file = Path(tempfile.mkstemp(prefix="stub-port-")[1])
+    port_file.write_text("")
+    proc = subprocess.Popen(
+        [sys.executable, __file__, "--serve", str(port_file), "--dataset", dataset, "--delay", str(delay)],
+        cwd=ROOT,
+    )
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        text = port_file.read_text().strip()
+        if text:
+            port = int(text)
+            with socket.create_connection(("127.0.0.1", port), timeout=5):
+                pass
+            port_file.unlink()
+            return proc, port
+        if proc.poll() is not None:
+            raise RuntimeError("stub server exited")
+        time.sleep(0.1)
+    proc.kill()
+    raise RuntimeError("stub server did not start")
+
+
+# --- the harness ---------------------------------------------------------------------------
+def run_harness(dataset: str, port: int, concurrency: int, limit: int | None, out: Path, client: str) -> dict[str, Any]:
+    """One real run through ``toolgym.runner.run``; returns timings and the five rows.
+
+    ``client`` is ``lean`` (:class:`toolgym.providers._lean_openai.LeanChatOpenAI`, a
+    ChatOpenAI subclass) or ``stock`` (``langchain_openai.ChatOpenAI`` as it comes).
+    """
+    from langchain_openai import ChatOpenAI
+
+    from toolgym import runner
+    from toolgym.providers import register_provider
+    from toolgym.providers._lean_openai import LeanChatOpenAI
+    from toolgym.runner import RunConfig, run
+
+    cls = LeanChatOpenAI if client == "lean" else ChatOpenAI
+
+    @register_provider("stub-bench")
+    def stub_bench(name: str, settings) -> ChatOpenAI:
+        return cls(
+            model=name or "stub", base_url=f"http://127.0.0.1:{port}/v1", api_key="stub",
+            temperature=settings.temperature, timeout=60, max_retries=2,
+        )
+
+    config = RunConfig(env="jmultiwoz_tc", out=out, model="stub-bench:stub", dataset=dataset,
+                       limit=limit, concurrency=concurrency)
+    generation: dict[str, float] = {}
+    play_all = runner.play_all
+
+    async def timed_play_all(*args: Any, **kwargs: Any) -> None:  # times exactly the generation phase
+        cpu0, wall0 = time.process_time(), time.perf_counter()
+        try:
+            await play_all(*args, **kwargs)
+        finally:
+            generation.update(wall=time.perf_counter() - wall0, cpu=time.process_time() - cpu0)
+
+    runner.play_all = timed_play_all
+    cpu0, wall0 = time.process_time(), time.perf_counter()
+    try:
+        run(config, progress=False)
+    finally:
+        runner.play_all = play_all
+    wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
+    info = json.loads((out / "run.json").read_text())
+    rows = [json.loads(x) for x in (out / "score_stub-bench_stub.json").read_text().splitlines()]
+    with open(out / "trajectories.jsonl", encoding="utf-8") as fh:
+        trajectories = sum(1 for _ in fh)
+    return {"generation_s": generation["wall"], "generation_cpu_s": generation["cpu"], "total_s": wall, "cpu_s": cpu,
+            "turns": info["dataset"]["n_examples"], "trajectories": trajectories, "rows": rows}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--dataset", default=str(DEFAULT))
+    parser.add_argument("--delay", type=float, default=0.1, help="stub answer delay in seconds")
+    parser.add_argument("--concurrency", type=int, default=64)
+    parser.add_argument("--limit", type=int, help="only the first N turns")
+    parser.add_argument("--client", choices=["lean", "stock"], default="lean",
+                        help="LeanChatOpenAI (default) or langchain_openai.ChatOpenAI as it comes")
+    parser.add_argument("--serve", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.serve:
+        signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
+        asyncio.run(serve(Path(args.serve), args.dataset, args.delay))
+        return 0
+
+    load_before = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+    proc, port = start_stub(args.dataset, args.delay)
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            result = run_harness(args.dataset, port, args.concurrency, args.limit, Path(tmp) / "run", args.client)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+    n = result["turns"]
+    rate = n / result["generation_s"]
+    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+    print(f"client: {args.client}  turns: {n}  concurrency: {args.concurrency}  "
+          f"stub delay: {args.delay * 1000:.0f} ms  load average before: {load_before}, after: {load}")
+    print(f"generation: {result['generation_s']:.1f} s = {rate:.0f} turns/s; harness CPU in generation "
+          f"{result['generation_cpu_s']:.1f} s = {result['generation_cpu_s'] / n * 1000:.2f} ms/turn "
+          f"(whole run incl. loading and grading: {result['total_s']:.1f} s)")
+    for row in result["rows"]:
+        print("  ", json.dumps(row, ensure_ascii=False))
+    if args.delay > 0:
+        ideal = n * args.delay / args.concurrency
+        ratio = result["generation_s"] / ideal
+        print(f"ideal {ideal:.1f} s; ratio {ratio:.2f} (target <= 1.25): {'met' if ratio <= 1.25 else 'NOT met'}")
+        return 0 if ratio <= 1.25 else 1
+    print(f"target >= 300 turns/s: {'met' if rate >= 300 else 'NOT met'}")
+    return 0 if rate >= 300 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
