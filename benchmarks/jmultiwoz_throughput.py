@@ -14,10 +14,8 @@ greeting, may get the other turn's answer).
 
 The harness is the real one: ``toolgym.runner.run`` with the ``tool_calling`` agent, the
 ``jmultiwoz_tc`` environment, the result/trajectory files and the final grading. The model is
-``LeanChatOpenAI(base_url=<stub>)`` (a ``langchain_openai.ChatOpenAI`` subclass that skips the
-OpenAI SDK's per-request parameter transform and uses an O(1) keep-alive pool; see
-``toolgym/providers/_lean_openai.py``), or with ``--client stock`` the stock ``ChatOpenAI``,
-registered for this script as the provider ``stub-bench``. Generation time is the wall time of the episodes
+``langchain_openai.ChatOpenAI(base_url=<stub>)`` as it comes, registered for this script as the
+provider ``stub-bench``. Generation time is the wall time of the episodes
 (dataset loading and grading excluded), timed around ``toolgym.runner.play_all``, with the
 harness process's CPU time over the same span.
 
@@ -145,24 +143,17 @@ def start_stub(dataset: str, delay: float) -> tuple[subprocess.Popen, int]:
 
 
 # --- the harness ---------------------------------------------------------------------------
-def run_harness(dataset: str, port: int, concurrency: int, limit: int | None, out: Path, client: str) -> dict[str, Any]:
-    """One real run through ``toolgym.runner.run``; returns timings and the five rows.
-
-    ``client`` is ``lean`` (:class:`toolgym.providers._lean_openai.LeanChatOpenAI`, a
-    ChatOpenAI subclass) or ``stock`` (``langchain_openai.ChatOpenAI`` as it comes).
-    """
+def run_harness(dataset: str, port: int, concurrency: int, limit: int | None, out: Path) -> dict[str, Any]:
+    """One real run through ``toolgym.runner.run``; returns timings and the five rows."""
     from langchain_openai import ChatOpenAI
 
     from toolgym import runner
     from toolgym.providers import register_provider
-    from toolgym.providers._lean_openai import LeanChatOpenAI
     from toolgym.runner import RunConfig, run
-
-    cls = LeanChatOpenAI if client == "lean" else ChatOpenAI
 
     @register_provider("stub-bench")
     def stub_bench(name: str, settings) -> ChatOpenAI:
-        return cls(
+        return ChatOpenAI(
             model=name or "stub", base_url=f"http://127.0.0.1:{port}/v1", api_key="stub",
             temperature=settings.temperature, timeout=60, max_retries=2,
         )
@@ -200,8 +191,6 @@ def main() -> int:
     parser.add_argument("--delay", type=float, default=0.1, help="stub answer delay in seconds")
     parser.add_argument("--concurrency", type=int, default=64)
     parser.add_argument("--limit", type=int, help="only the first N turns")
-    parser.add_argument("--client", choices=["lean", "stock"], default="lean",
-                        help="LeanChatOpenAI (default) or langchain_openai.ChatOpenAI as it comes")
     parser.add_argument("--serve", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve:
@@ -213,14 +202,14 @@ def main() -> int:
     proc, port = start_stub(args.dataset, args.delay)
     try:
         with tempfile.TemporaryDirectory() as tmp:
-            result = run_harness(args.dataset, port, args.concurrency, args.limit, Path(tmp) / "run", args.client)
+            result = run_harness(args.dataset, port, args.concurrency, args.limit, Path(tmp) / "run")
     finally:
         proc.terminate()
         proc.wait(timeout=10)
     n = result["turns"]
     rate = n / result["generation_s"]
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
-    print(f"client: {args.client}  turns: {n}  concurrency: {args.concurrency}  "
+    print(f"client: ChatOpenAI  turns: {n}  concurrency: {args.concurrency}  "
           f"stub delay: {args.delay * 1000:.0f} ms  load average before: {load_before}, after: {load}")
     print(f"generation: {result['generation_s']:.1f} s = {rate:.0f} turns/s; harness CPU in generation "
           f"{result['generation_cpu_s']:.1f} s = {result['generation_cpu_s'] / n * 1000:.2f} ms/turn "

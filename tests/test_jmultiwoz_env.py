@@ -156,7 +156,7 @@ def test_sample_flag(tmp_path, dataset):
     assert main([*args, "--sample", "3", "--seed", "5"]) == 0
     result = lines(out / "result_oracle.jsonl")
     assert len(result) == 3
-    assert json.loads((out / "run.json").read_text())["env_options"] == {"sample": 3, "seed": 5}
+    assert json.loads((out / "run.json").read_text())["env_options"] == {"sample": 3, "sample_seed": 5}
 
 
 def test_trials_other_than_one_are_refused(tmp_path, dataset):
