@@ -32,7 +32,12 @@ _TAGGED = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|$)", re.DOTALL)
 
 def message_text(message: BaseMessage) -> str:
     """The plain text of a message (text blocks joined for list content)."""
-    content = message.content
+    return content_text(message.content)
+
+
+def content_text(content: str | list[Any]) -> str:
+    """The plain text of message content: a string, or a list of blocks whose text blocks are
+    joined."""
     if isinstance(content, str):
         return content
     parts = []

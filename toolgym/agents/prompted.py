@@ -19,15 +19,16 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass, field
-from typing import Any, TypedDict
+from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, SystemMessage
 from langchain_core.runnables import RunnableConfig
 from langchain_core.utils.function_calling import convert_to_openai_tool
-from langgraph.graph import END, START, StateGraph
+from langgraph.graph import END
 
 from toolgym.agents import Agent, Episode
 from toolgym.agents.parsing import OBSERVATION_MARK, message_text, observation_message
+from toolgym.agents.tool_calling import AgentState, model_tool_loop
 from toolgym.environments import Environment
 from toolgym.records import ModelStep, ToolCall, ToolStep
 
@@ -56,13 +57,6 @@ class Parsed:
 
     calls: list[ToolCall] = field(default_factory=list)
     final_answer: str | None = None
-
-
-class AgentState(TypedDict):
-    """Graph state: the number of model turns so far (the chat history lives in
-    ``Episode.messages``, extended in place; see ``tool_calling.AgentState``)."""
-
-    turns: int
 
 
 class PromptedAgent(Agent):
@@ -122,13 +116,7 @@ class PromptedAgent(Agent):
 
     def build_graph(self):
         """Compile the model → tools loop once; each episode travels in the run config."""
-        graph = StateGraph(AgentState)
-        graph.add_node("model", self._model_node)
-        graph.add_node("tools", self._tools_node)
-        graph.add_edge(START, "model")
-        graph.add_conditional_edges("model", self._after_model, ["tools", END])
-        graph.add_conditional_edges("tools", self._after_tools, ["model", END])
-        return graph.compile()
+        return model_tool_loop(self)
 
     async def _model_node(self, state: AgentState, config: RunnableConfig) -> dict:
         episode: Episode = config["configurable"]["episode"]

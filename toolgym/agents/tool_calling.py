@@ -25,6 +25,19 @@ class AgentState(TypedDict):
     turns: int
 
 
+def model_tool_loop(agent: Any) -> Any:
+    """Compile the graph shared by the architectures: START → model; model → tools or END;
+    tools → model or END. ``agent`` supplies the async nodes ``_model_node`` and
+    ``_tools_node`` and the async routes ``_after_model`` and ``_after_tools``."""
+    graph = StateGraph(AgentState)
+    graph.add_node("model", agent._model_node)
+    graph.add_node("tools", agent._tools_node)
+    graph.add_edge(START, "model")
+    graph.add_conditional_edges("model", agent._after_model, ["tools", END])
+    graph.add_conditional_edges("tools", agent._after_tools, ["model", END])
+    return graph.compile()
+
+
 @register_agent("tool_calling")
 class ToolCallingAgent(Agent):
     """Native tool calling: the model is bound to the environment's tools; every call of a
@@ -44,13 +57,7 @@ class ToolCallingAgent(Agent):
 
     def build_graph(self):
         """Compile the model → tools loop once; each episode travels in the run config."""
-        graph = StateGraph(AgentState)
-        graph.add_node("model", self._model_node)
-        graph.add_node("tools", self._tools_node)
-        graph.add_edge(START, "model")
-        graph.add_conditional_edges("model", self._after_model, ["tools", END])
-        graph.add_conditional_edges("tools", self._after_tools, ["model", END])
-        return graph.compile()
+        return model_tool_loop(self)
 
     def model_for(self, episode: Episode) -> Any:
         """The runnable called for each model turn: the model bound to the environment's

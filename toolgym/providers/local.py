@@ -51,6 +51,7 @@ from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import Field
 
+from toolgym.agents.parsing import content_text
 from toolgym.providers import ModelSettings, register_provider
 
 __all__ = [
@@ -369,17 +370,6 @@ def chat_template(source: str) -> Any:
         raise LocalModelError(f"the model's chat template does not compile: {exc}") from None
 
 
-def _text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    parts = []
-    for block in content:
-        if isinstance(block, str):
-            parts.append(block)
-        elif isinstance(block, dict) and block.get("type") == "text":
-            parts.append(str(block.get("text", "")))
-    return "".join(parts)
-
 
 def template_messages(messages: Iterable[BaseMessage]) -> list[dict[str, Any]]:
     """LangChain messages → the ``{"role", "content", "tool_calls"}`` dicts chat templates read.
@@ -391,7 +381,7 @@ def template_messages(messages: Iterable[BaseMessage]) -> list[dict[str, Any]]:
     """
     out: list[dict[str, Any]] = []
     for message in messages:
-        text = _text(message.content)
+        text = content_text(message.content)
         if isinstance(message, SystemMessage):
             out.append({"role": "system", "content": text})
         elif isinstance(message, HumanMessage):
