@@ -28,21 +28,12 @@ from toolgym.environments.typewriter import Typewriter1  # noqa: E402
 from toolgym.graders import get_grader  # noqa: E402
 from toolgym.records import Example, ModelStep, ToolCall, ToolStep, Trajectory  # noqa: E402
 from toolgym.report import build_report  # noqa: E402
+from toolgym.report.browser import CHROMIUM_ARGS  # noqa: E402
 from toolgym.runio import JsonlAppender, write_json_atomic, write_jsonl_atomic  # noqa: E402
 from toolgym.runner import grade, grade_trajectories  # noqa: E402
 
 JMWOZ_ZIP = ROOT.parent / "shared" / "data" / "jmultiwoz_tc" / "JMultiWOZ-TC_data.zip"
 
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 THOUGHTS = [
     "I will type the next letter.",
     "次の文字を入力します。",

@@ -18,17 +18,7 @@ from playwright.sync_api import sync_playwright  # noqa: E402
 from report_runs import make_runs  # noqa: E402
 
 from toolgym.report import build_report  # noqa: E402
-
-ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
+from toolgym.report.browser import CHROMIUM_ARGS as ARGS  # noqa: E402
 
 
 def main() -> None:

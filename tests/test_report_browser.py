@@ -5,24 +5,12 @@ pointed at ``/usr/bin/chromium``. Skipped, with the reason, when either is missi
 from __future__ import annotations
 
 import shutil
-from pathlib import Path
 
 import pytest
 from report_runs import ID_PAYLOAD, IMG_PAYLOAD, SCRIPT_PAYLOAD, make_runs
 
 from toolgym.report import build_report
-
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
+from toolgym.report.browser import CHROMIUM, CHROMIUM_ARGS
 
 sync_api = pytest.importorskip(
     "playwright.sync_api", reason="Playwright for Python is not installed (pip install playwright)"
