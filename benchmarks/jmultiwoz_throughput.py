@@ -13,9 +13,10 @@ rows must all be 100.0 (turns whose history is identical to another turn's, such
 greeting, may get the other turn's answer).
 
 The harness is the real one: ``toolgym.runner.run`` with the ``tool_calling`` agent, the
-``jmultiwoz_tc`` environment, the result/trajectory files and the final grading. The model is
-``langchain_openai.ChatOpenAI(base_url=<stub>)`` as it comes, registered for this script as the
-provider ``stub-bench``. Generation time is the wall time of the episodes
+``jmultiwoz_tc`` environment, the result/trajectory files and the final grading. The model is the
+``openai-compatible`` provider a user would run (``--model openai-compatible:stub --base-url
+<stub>``: toolgym's ``ChatOpenAI`` with retries, per-attempt timeout and the SDK's aiohttp
+transport). Generation time is the wall time of the episodes
 (dataset loading and grading excluded), timed around ``toolgym.runner.play_all``, with the
 harness process's CPU time over the same span.
 
@@ -145,21 +146,14 @@ def start_stub(dataset: str, delay: float) -> tuple[subprocess.Popen, int]:
 # --- the harness ---------------------------------------------------------------------------
 def run_harness(dataset: str, port: int, concurrency: int, limit: int | None, out: Path) -> dict[str, Any]:
     """One real run through ``toolgym.runner.run``; returns timings and the five rows."""
-    from langchain_openai import ChatOpenAI
-
     from toolgym import runner
-    from toolgym.providers import register_provider
+    from toolgym.providers import ModelSettings
     from toolgym.runner import RunConfig, run
 
-    @register_provider("stub-bench")
-    def stub_bench(name: str, settings) -> ChatOpenAI:
-        return ChatOpenAI(
-            model=name or "stub", base_url=f"http://127.0.0.1:{port}/v1", api_key="stub",
-            temperature=settings.temperature, timeout=60, max_retries=2,
-        )
-
-    config = RunConfig(env="jmultiwoz_tc", out=out, model="stub-bench:stub", dataset=dataset,
-                       limit=limit, concurrency=concurrency)
+    settings = ModelSettings(timeout_s=60, max_retries=2)
+    settings.extra["base_url"] = f"http://127.0.0.1:{port}/v1"
+    config = RunConfig(env="jmultiwoz_tc", out=out, model="openai-compatible:stub", dataset=dataset,
+                       limit=limit, concurrency=concurrency, settings=settings)
     generation: dict[str, float] = {}
     play_all = runner.play_all
 
@@ -178,7 +172,8 @@ def run_harness(dataset: str, port: int, concurrency: int, limit: int | None, ou
         runner.play_all = play_all
     wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
     info = json.loads((out / "run.json").read_text())
-    rows = [json.loads(x) for x in (out / "score_stub-bench_stub.json").read_text().splitlines()]
+    (score_file,) = out.glob("score_*.json")
+    rows = [json.loads(x) for x in score_file.read_text().splitlines()]
     with open(out / "trajectories.jsonl", encoding="utf-8") as fh:
         trajectories = sum(1 for _ in fh)
     return {"generation_s": generation["wall"], "generation_cpu_s": generation["cpu"], "total_s": wall, "cpu_s": cpu,
@@ -209,7 +204,7 @@ def main() -> int:
     n = result["turns"]
     rate = n / result["generation_s"]
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
-    print(f"client: ChatOpenAI  turns: {n}  concurrency: {args.concurrency}  "
+    print(f"model: openai-compatible:stub  turns: {n}  concurrency: {args.concurrency}  "
           f"stub delay: {args.delay * 1000:.0f} ms  load average before: {load_before}, after: {load}")
     print(f"generation: {result['generation_s']:.1f} s = {rate:.0f} turns/s; harness CPU in generation "
           f"{result['generation_cpu_s']:.1f} s = {result['generation_cpu_s'] / n * 1000:.2f} ms/turn "
