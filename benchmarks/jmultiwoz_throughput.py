@@ -143,8 +143,16 @@ def start_stub(dataset: str, delay: float) -> tuple[subprocess.Popen, int]:
     raise RuntimeError("stub server did not start")
 
 
+def process_cpu_s(pid: int) -> float:
+    """User + system CPU seconds a running process has used (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 # --- the harness ---------------------------------------------------------------------------
-def run_harness(dataset: str, port: int, concurrency: int, limit: int | None, out: Path) -> dict[str, Any]:
+def run_harness(
+    dataset: str, port: int, concurrency: int, limit: int | None, out: Path, workers: int = 1
+) -> dict[str, Any]:
     """One real run through ``toolgym.runner.run``; returns timings and the five rows."""
     from toolgym import runner
     from toolgym.providers import ModelSettings
@@ -153,23 +161,43 @@ def run_harness(dataset: str, port: int, concurrency: int, limit: int | None, ou
     settings = ModelSettings(timeout_s=60, max_retries=2)
     settings.extra["base_url"] = f"http://127.0.0.1:{port}/v1"
     config = RunConfig(env="jmultiwoz_tc", out=out, model="openai-compatible:stub", dataset=dataset,
-                       limit=limit, concurrency=concurrency, settings=settings)
+                       limit=limit, concurrency=concurrency, workers=workers, settings=settings)
     generation: dict[str, float] = {}
-    play_all = runner.play_all
 
-    async def timed_play_all(*args: Any, **kwargs: Any) -> None:  # times exactly the generation phase
-        cpu0, wall0 = time.process_time(), time.perf_counter()
+    def cpu_now() -> float:  # this process and its finished (joined) worker processes
+        t = os.times()
+        return t.user + t.system + t.children_user + t.children_system
+
+    name = "play_in_processes" if workers > 1 else "play_all"
+    original = getattr(runner, name)
+    start: list[float] = []
+
+    def started() -> None:
+        start[:] = [cpu_now(), time.perf_counter()]
+
+    def finished() -> None:
+        generation.update(cpu=cpu_now() - start[0], wall=time.perf_counter() - start[1])
+
+    def timed_processes(*args: Any, **kwargs: Any) -> None:  # times exactly the generation phase
+        started()
         try:
-            await play_all(*args, **kwargs)
+            original(*args, **kwargs)
         finally:
-            generation.update(wall=time.perf_counter() - wall0, cpu=time.process_time() - cpu0)
+            finished()
 
-    runner.play_all = timed_play_all
+    async def timed_play_all(*args: Any, **kwargs: Any) -> None:
+        started()
+        try:
+            await original(*args, **kwargs)
+        finally:
+            finished()
+
+    setattr(runner, name, timed_processes if workers > 1 else timed_play_all)
     cpu0, wall0 = time.process_time(), time.perf_counter()
     try:
         run(config, progress=False)
     finally:
-        runner.play_all = play_all
+        setattr(runner, name, original)
     wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
     info = json.loads((out / "run.json").read_text())
     (score_file,) = out.glob("score_*.json")
@@ -186,6 +214,7 @@ def main() -> int:
     parser.add_argument("--delay", type=float, default=0.1, help="stub answer delay in seconds")
     parser.add_argument("--concurrency", type=int, default=64)
     parser.add_argument("--limit", type=int, help="only the first N turns")
+    parser.add_argument("--workers", type=int, default=1, help="harness worker processes (run --workers)")
     parser.add_argument("--serve", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve:
@@ -195,20 +224,23 @@ def main() -> int:
 
     load_before = ", ".join(f"{x:.1f}" for x in os.getloadavg())
     proc, port = start_stub(args.dataset, args.delay)
+    stub_cpu0 = process_cpu_s(proc.pid)  # after loading its answers
     try:
         with tempfile.TemporaryDirectory() as tmp:
-            result = run_harness(args.dataset, port, args.concurrency, args.limit, Path(tmp) / "run")
+            result = run_harness(args.dataset, port, args.concurrency, args.limit, Path(tmp) / "run", args.workers)
+        stub_cpu = process_cpu_s(proc.pid) - stub_cpu0
     finally:
         proc.terminate()
         proc.wait(timeout=10)
     n = result["turns"]
     rate = n / result["generation_s"]
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
-    print(f"model: openai-compatible:stub  turns: {n}  concurrency: {args.concurrency}  "
+    print(f"model: openai-compatible:stub  turns: {n}  concurrency: {args.concurrency}  workers: {args.workers}  "
           f"stub delay: {args.delay * 1000:.0f} ms  load average before: {load_before}, after: {load}")
     print(f"generation: {result['generation_s']:.1f} s = {rate:.0f} turns/s; harness CPU in generation "
           f"{result['generation_cpu_s']:.1f} s = {result['generation_cpu_s'] / n * 1000:.2f} ms/turn "
-          f"(whole run incl. loading and grading: {result['total_s']:.1f} s)")
+          f"(whole run incl. loading and grading: {result['total_s']:.1f} s); stub server CPU "
+          f"{stub_cpu:.1f} s = {stub_cpu / n * 1000:.2f} ms/turn")
     for row in result["rows"]:
         print("  ", json.dumps(row, ensure_ascii=False))
     if args.delay > 0:

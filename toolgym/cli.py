@@ -72,7 +72,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     config = RunConfig(
         env=args.env, agent=args.agent, model=args.model, dataset=args.dataset, out=out,
         limit=args.limit, trials=args.trials, max_steps=args.max_steps,
-        concurrency=concurrency, resume=args.resume, graders=args.grader or None,
+        concurrency=concurrency, workers=args.workers, resume=args.resume, graders=args.grader or None,
         settings=settings, grader_settings=judge_settings(args), env_options=env_options(args),
     )
     check_resume(config)
@@ -233,6 +233,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-steps", type=positive_int, default=40, help="model turns before step_limit")
     p.add_argument(
         "--concurrency", type=positive_int, help="episodes in flight (default: the environment's; 1 for most, 32 for jmultiwoz_tc)"
+    )
+    p.add_argument(
+        "--workers", type=positive_int, default=1,
+        help="processes playing episodes, sharing --concurrency (one per core when a fast hosted or "
+        "served model makes this process the bottleneck)",
     )
     p.add_argument("--temperature", type=float, default=0.0)
     p.add_argument("--seed", type=int, default=0)

@@ -29,7 +29,7 @@ from typing import Any
 from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage
-from langchain_core.outputs import ChatGeneration, ChatResult
+from langchain_core.outputs import ChatResult
 from langchain_core.rate_limiters import InMemoryRateLimiter
 from pydantic import ConfigDict, Field, PrivateAttr
 
@@ -170,7 +170,9 @@ class ResilientChatModel(BaseChatModel):
     """A chat model that retries, bounds each attempt in time and limits the request rate.
 
     Every attempt (retries included) first takes a token from the rate limiter, then calls
-    ``inner`` with a deadline of ``timeout_s``.
+    ``inner`` with a deadline of ``timeout_s``. The attempt calls ``inner._agenerate`` (the
+    provider's request and response handling) directly: callbacks, message normalisation and
+    ids are this model's own ``ainvoke``'s, and are not done twice.
 
     Attributes:
         inner: The provider's chat model, built with its SDK retries off.
@@ -274,15 +276,12 @@ class ResilientChatModel(BaseChatModel):
             if self._limiter is not None:
                 await self._limiter.aacquire()
             try:
-                message = await asyncio.wait_for(
-                    self.inner_for_loop().ainvoke(messages, stop=stop, **kwargs), timeout=self.timeout_s
-                )
+                async with asyncio.timeout(self.timeout_s):
+                    return await self.inner_for_loop()._agenerate(messages, stop=stop, run_manager=run_manager, **kwargs)
             except Exception as exc:  # CancelledError (Ctrl-C) is not an Exception: it propagates
                 error: BaseException = exc
-                if isinstance(exc, TimeoutError) and not str(exc):  # the deadline of wait_for
+                if isinstance(exc, TimeoutError) and not str(exc):  # the deadline of asyncio.timeout
                     error = ModelTimeout(f"model call exceeded {self.timeout_s:g} s")
-            else:
-                return ChatResult(generations=[ChatGeneration(message=message)])
             reason = classify(error)
             delay = self._next_delay(error, attempt, reason)
             if delay is None:
@@ -304,11 +303,9 @@ class ResilientChatModel(BaseChatModel):
             if self._limiter is not None:
                 self._limiter.acquire()
             try:
-                message = self.inner.invoke(messages, stop=stop, **kwargs)
+                return self.inner._generate(messages, stop=stop, run_manager=run_manager, **kwargs)
             except Exception as exc:
                 error: BaseException = exc
-            else:
-                return ChatResult(generations=[ChatGeneration(message=message)])
             reason = classify(error)
             delay = self._next_delay(error, attempt, reason)
             if delay is None:
