@@ -1,0 +1,74 @@
+"""``run --workers N``: episodes played in forked processes give the same files as one process;
+a worker that dies loses nothing it finished, and ``--resume`` plays the rest."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from tests.jmultiwoz_helpers import write_dataset
+from tests.test_jmultiwoz_env import script, scripted_answers
+from toolgym.agents import Agent, register_agent
+from toolgym.cli import main
+from toolgym.graders.jmultiwoz import safe_model_name
+from toolgym.records import ToolCall
+from toolgym.runio import read_trajectories
+from toolgym.runner import RunConfig, run
+
+
+def comparable(directory):
+    """Trajectories by key, without timings."""
+    return {t.key: t.model_dump(exclude={"duration_s"}) | {"steps": [s.model_dump(exclude={"latency_s"}) for s in t.steps]}
+            for t in read_trajectories(directory)}
+
+
+def test_workers_write_what_one_process_writes(tmp_path):
+    dataset = write_dataset(tmp_path / "data", "zip")
+    model = script(tmp_path, scripted_answers())
+    name = safe_model_name(model)
+    out = {}
+    for workers in (1, 3):
+        out[workers] = tmp_path / f"run{workers}"
+        run(RunConfig(env="jmultiwoz_tc", out=out[workers], model=model, dataset=str(dataset), concurrency=4,
+                      workers=workers), progress=False)
+    for filename in (f"result_{name}.jsonl", f"score_{name}.json", f"incorrect_{name}.json"):
+        assert (out[3] / filename).read_bytes() == (out[1] / filename).read_bytes(), filename
+    assert comparable(out[3]) == comparable(out[1])
+    assert len(comparable(out[1])) == 7
+    assert json.loads((out[3] / "run.json").read_text())["workers"] == 3
+
+
+@register_agent("dies_on_c")
+class DiesOnC(Agent):
+    """Types the input letter by letter; its worker process dies on the example 'c'
+    (registered here, in the test's own code: forked workers inherit it)."""
+
+    needs_model = False
+
+    async def play(self, episode):
+        if episode.example.input == "c" and os.environ.get("TOOLGYM_TEST_DIE") == "1":
+            os._exit(7)
+        for letter in episode.example.input:
+            episode.execute(ToolCall(id=letter, name="type_letter", arguments={"letter": letter}))
+
+
+def test_a_dead_worker_loses_nothing_and_resume_finishes(tmp_path, monkeypatch, capsys):
+    data = tmp_path / "words.jsonl"
+    words = ["a", "b", "c", "d", "e", "f"]
+    data.write_text("".join(json.dumps({"id": w, "input": w, "expected_state": {"paper": w}}) + "\n" for w in words))
+    out = tmp_path / "run"
+    argv = ["run", "--env", "typewriter_1", "--agent", "dies_on_c", "--dataset", str(data), "--out", str(out),
+            "--workers", "2", "--no-progress"]
+    monkeypatch.setenv("TOOLGYM_TEST_DIE", "1")
+    # the worker given a, c, e dies on c (after a); the other plays b, d, f
+    with pytest.raises(RuntimeError, match=r"toolgym-worker-0 \(exit code 7\)"):
+        run(RunConfig(env="typewriter_1", agent="dies_on_c", dataset=str(data), out=out, concurrency=1, workers=2),
+            progress=False)
+    assert sorted(t.example_id for t in read_trajectories(out)) == ["a", "b", "d", "f"]
+    monkeypatch.setenv("TOOLGYM_TEST_DIE", "0")
+    assert main([*argv, "--resume"]) == 0
+    trajectories = read_trajectories(out)
+    assert sorted(t.example_id for t in trajectories) == words and all(t.status == "completed" for t in trajectories)
+    assert all(t.final_state == {"paper": t.example_id} for t in trajectories)
