@@ -8,21 +8,24 @@ turns at concurrency 64 take at most 1.25 × the ideal 31,303 × 0.1 s / 64 (= 4
 The stub is a minimal HTTP/1.1 server (stdlib asyncio, keep-alive) in a separate process on
 127.0.0.1, so that it does not share the harness's interpreter lock. It answers
 ``POST /v1/chat/completions`` with the gold calls of the turn whose history it receives (looked
-up by a digest of the messages), so the run is also checked end to end: its five published
-rows must all be 100.0 (turns whose history is identical to another turn's, such as a bare
-greeting, may get the other turn's answer).
+up by a digest of the messages), so the run is also checked end to end: every turn is right
+except those whose history is also the history of an earlier turn with other gold calls (13
+of the 31,303; they get that turn's answer); the stub counts them and the script compares.
 
 The harness is the real one: ``toolgym.runner.run`` with the ``tool_calling`` agent, the
 ``jmultiwoz_tc`` environment, the result/trajectory files and the final grading. The model is the
 ``openai-compatible`` provider a user would run (``--model openai-compatible:stub --base-url
 <stub>``: toolgym's ``ChatOpenAI`` with retries, per-attempt timeout and the SDK's aiohttp
 transport). Generation time is the wall time of the episodes
-(dataset loading and grading excluded), timed around ``toolgym.runner.play_all``, with the
-harness process's CPU time over the same span.
+(dataset loading and grading excluded), timed around ``toolgym.runner.play_all`` (or
+``play_in_processes`` with ``--workers``), with the CPU time of the harness process and its
+workers over the same span, and the stub's CPU time apart.
 
 Usage:
     python benchmarks/jmultiwoz_throughput.py [--delay 0.1] [--concurrency 64] [--limit N]
     python benchmarks/jmultiwoz_throughput.py --delay 0           # the "answers at once" case
+    python benchmarks/jmultiwoz_throughput.py --workers 2         # two harness processes
+    python benchmarks/jmultiwoz_throughput.py --stock             # baseline: stock ChatOpenAI
 """
 
 from __future__ import annotations
@@ -72,14 +75,20 @@ def completion(calls: list[dict[str, Any]], n: int) -> bytes:
     return json.dumps(body, ensure_ascii=False).encode()
 
 
-async def serve(port_file: Path, dataset: str, delay: float) -> None:
-    """Serve until killed; write the bound port to ``port_file`` once listening."""
+async def serve(port_file: Path, dataset: str, delay: float, limit: int | None) -> None:
+    """Serve until killed; once listening, write to ``port_file`` the bound port and the
+    number of the first ``limit`` turns the stub must answer wrongly (their history is also
+    the history of an earlier turn with other gold calls)."""
     from toolgym.data import load_examples
     from toolgym.environments import get_environment
 
     answers: dict[str, list[dict[str, Any]]] = {}
-    for ex in load_examples(dataset, get_environment("jmultiwoz_tc")):
-        answers.setdefault(digest(ex.input), [c.model_dump() for c in ex.expected_calls])
+    shadowed = 0
+    for i, ex in enumerate(load_examples(dataset, get_environment("jmultiwoz_tc"))):
+        calls = [c.model_dump() for c in ex.expected_calls]
+        first = answers.setdefault(digest(ex.input), calls)
+        if limit is None or i < limit:
+            shadowed += sorted(map(canonical, first)) != sorted(map(canonical, calls))
     served = 0
 
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -114,28 +123,35 @@ async def serve(port_file: Path, dataset: str, delay: float) -> None:
 
     server = await asyncio.start_server(handle, "127.0.0.1", 0, backlog=4096)
     port = server.sockets[0].getsockname()[1]
-    port_file.write_text(str(port))
+    tmp = port_file.with_suffix(".tmp")
+    tmp.write_text(f"{port} {shadowed}")
+    tmp.replace(port_file)  # the reader never sees half of it
     async with server:
         await server.serve_forever()
 
 
-def start_stub(dataset: str, delay: float) -> tuple[subprocess.Popen, int]:
+def canonical(call: dict[str, Any]) -> str:
+    return json.dumps(call, sort_keys=True, ensure_ascii=False)
+
+
+def start_stub(dataset: str, delay: float, limit: int | None = None) -> tuple[subprocess.Popen, int, int]:
     """Start the stub process and wait until it listens."""
     port_file = Path(tempfile.mkstemp(prefix="stub-port-")[1])
     port_file.write_text("")
     proc = subprocess.Popen(
-        [sys.executable, __file__, "--serve", str(port_file), "--dataset", dataset, "--delay", str(delay)],
+        [sys.executable, __file__, "--serve", str(port_file), "--dataset", dataset, "--delay", str(delay)]
+        + (["--limit", str(limit)] if limit else []),
         cwd=ROOT,
     )
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         text = port_file.read_text().strip()
         if text:
-            port = int(text)
+            port, shadowed = map(int, text.split())
             with socket.create_connection(("127.0.0.1", port), timeout=5):
                 pass
             port_file.unlink()
-            return proc, port
+            return proc, port, shadowed
         if proc.poll() is not None:
             raise RuntimeError("stub server exited")
         time.sleep(0.1)
@@ -151,7 +167,7 @@ def process_cpu_s(pid: int) -> float:
 
 # --- the harness ---------------------------------------------------------------------------
 def run_harness(
-    dataset: str, port: int, concurrency: int, limit: int | None, out: Path, workers: int = 1
+    dataset: str, port: int, concurrency: int, limit: int | None, out: Path, workers: int = 1, stock: bool = False
 ) -> dict[str, Any]:
     """One real run through ``toolgym.runner.run``; returns timings and the five rows."""
     from toolgym import runner
@@ -160,7 +176,18 @@ def run_harness(
 
     settings = ModelSettings(timeout_s=60, max_retries=2)
     settings.extra["base_url"] = f"http://127.0.0.1:{port}/v1"
-    config = RunConfig(env="jmultiwoz_tc", out=out, model="openai-compatible:stub", dataset=dataset,
+    model = "openai-compatible:stub"
+    if stock:  # the baseline: langchain-openai's ChatOpenAI as it comes (SDK transform, httpx)
+        from langchain_openai import ChatOpenAI
+
+        from toolgym.providers import register_provider
+
+        @register_provider("stock-chatopenai")
+        def stock_chatopenai(name: str, settings: ModelSettings) -> ChatOpenAI:
+            return ChatOpenAI(model=name, base_url=settings.extra["base_url"], api_key="stub", timeout=60, max_retries=2)
+
+        model = "stock-chatopenai:stub"
+    config = RunConfig(env="jmultiwoz_tc", out=out, model=model, dataset=dataset,
                        limit=limit, concurrency=concurrency, workers=workers, settings=settings)
     generation: dict[str, float] = {}
 
@@ -215,19 +242,20 @@ def main() -> int:
     parser.add_argument("--concurrency", type=int, default=64)
     parser.add_argument("--limit", type=int, help="only the first N turns")
     parser.add_argument("--workers", type=int, default=1, help="harness worker processes (run --workers)")
+    parser.add_argument("--stock", action="store_true", help="baseline: langchain-openai's ChatOpenAI as it comes")
     parser.add_argument("--serve", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve:
         signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
-        asyncio.run(serve(Path(args.serve), args.dataset, args.delay))
+        asyncio.run(serve(Path(args.serve), args.dataset, args.delay, args.limit))
         return 0
 
     load_before = ", ".join(f"{x:.1f}" for x in os.getloadavg())
-    proc, port = start_stub(args.dataset, args.delay)
+    proc, port, shadowed = start_stub(args.dataset, args.delay, args.limit)
     stub_cpu0 = process_cpu_s(proc.pid)  # after loading its answers
     try:
         with tempfile.TemporaryDirectory() as tmp:
-            result = run_harness(args.dataset, port, args.concurrency, args.limit, Path(tmp) / "run", args.workers)
+            result = run_harness(args.dataset, port, args.concurrency, args.limit, Path(tmp) / "run", args.workers, args.stock)
         stub_cpu = process_cpu_s(proc.pid) - stub_cpu0
     finally:
         proc.terminate()
@@ -235,7 +263,7 @@ def main() -> int:
     n = result["turns"]
     rate = n / result["generation_s"]
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
-    print(f"model: openai-compatible:stub  turns: {n}  concurrency: {args.concurrency}  workers: {args.workers}  "
+    print(f"model: {'stock ChatOpenAI' if args.stock else 'openai-compatible'}  turns: {n}  concurrency: {args.concurrency}  workers: {args.workers}  "
           f"stub delay: {args.delay * 1000:.0f} ms  load average before: {load_before}, after: {load}")
     print(f"generation: {result['generation_s']:.1f} s = {rate:.0f} turns/s; harness CPU in generation "
           f"{result['generation_cpu_s']:.1f} s = {result['generation_cpu_s'] / n * 1000:.2f} ms/turn "
@@ -243,6 +271,9 @@ def main() -> int:
           f"{stub_cpu:.1f} s = {stub_cpu / n * 1000:.2f} ms/turn")
     for row in result["rows"]:
         print("  ", json.dumps(row, ensure_ascii=False))
+    correct = result["rows"][0]["正解数"]
+    print(f"end to end: {correct} of {n} turns right; expected {n - shadowed} ({shadowed} turns share their history "
+          f"with an earlier turn whose gold differs, and get its answer): {'ok' if correct == n - shadowed else 'MISMATCH'}")
     if args.delay > 0:
         ideal = n * args.delay / args.concurrency
         ratio = result["generation_s"] / ideal

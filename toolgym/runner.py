@@ -234,10 +234,13 @@ def play_in_processes(
     Raises:
         RuntimeError: when a worker dies (killed, out of memory) before playing its share;
             every trajectory it sent was passed to ``on_done`` (``--resume`` plays the rest).
+        ValueError: on a platform without ``fork`` (Windows).
     """
     import multiprocessing as mp
     from multiprocessing.connection import wait
 
+    if "fork" not in mp.get_all_start_methods():
+        raise ValueError("--workers above 1 needs the fork start method (Linux, macOS); use --workers 1")
     ctx = mp.get_context("fork")
     shares = [jobs[i::workers] for i in range(workers)]
     slots = [concurrency // workers + (i < concurrency % workers) for i in range(workers)]

@@ -100,16 +100,17 @@ def chat_openai_class() -> type[BaseChatModel]:
 
     class ToolgymChatOpenAI(ChatOpenAI):
         """ChatOpenAI whose malformed tool arguments are recorded, never raised, and whose
-        chat-completion requests cost about a quarter of the CPU.
+        chat-completion requests cost the client much less CPU.
 
         ``ChatOpenAI`` sends each request through ``chat.completions.create``, where the SDK
         walks every parameter (the whole history, every tool schema) against its TypedDict
-        annotations, then builds the message in a worker thread: about 3 ms of CPU per call
-        with a 17-message history and 9 tools. Chat-completion parameters carry no aliases or
-        formats, so that walk returns the payload unchanged (``tests/test_providers.py``
-        checks it on this SDK); here the payload goes straight to the SDK's
-        ``AsyncOpenAI.post`` (same client, headers, auth and errors) and the result is built
-        inline. Structured output and the Responses API take ``ChatOpenAI``'s own path.
+        annotations, then builds the message in a worker thread: most of the harness's CPU
+        per JMultiWOZ-TC turn (a 17-message history and 9 tools; BENCHMARKS.md).
+        Chat-completion parameters carry no aliases or formats, so that walk returns the
+        payload unchanged (``tests/test_providers_openai_requests.py`` checks it on the
+        installed SDK); here the payload goes straight to the SDK's ``AsyncOpenAI.post``
+        (same client, headers, auth and errors) and the result is built inline. Structured
+        output and the Responses API take ``ChatOpenAI``'s own path.
         """
 
         async def _agenerate(
@@ -250,8 +251,9 @@ def _need_name(provider: str, name: str) -> None:
 def _openai_client(name: str, settings: ModelSettings, key: str, base_url: str | None, **kw: Any) -> BaseChatModel:
     """A ChatOpenAI with its own async HTTP client (langchain-openai shares a cached one per
     address, whose connections belong to the first event loop that used them): the SDK's
-    aiohttp transport (``openai[aiohttp]``, a third of httpx's CPU per request at 64 requests
-    in flight), or its httpx one when aiohttp is not installed."""
+    aiohttp transport (``openai[aiohttp]``, which the SDK recommends for concurrency; about
+    0.8 ms less CPU per request than httpx at 64 in flight), or its httpx one when aiohttp
+    is not installed."""
     cls = chat_openai_class()
     import openai
 
