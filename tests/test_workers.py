@@ -1,13 +1,20 @@
 """``run --workers N``: episodes played in forked processes give the same files as one process;
-a worker that dies loses nothing it finished, and ``--resume`` plays the rest."""
+a worker that dies, or a Ctrl-C, loses nothing finished, and ``--resume`` plays the rest."""
 
 from __future__ import annotations
 
 import json
 import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
 
 import pytest
 
+from benchmarks.faults import write_dataset as write_words
+from tests.fakeserver import FakeModelServer
 from tests.jmultiwoz_helpers import write_dataset
 from tests.test_jmultiwoz_env import script, scripted_answers
 from toolgym.agents import Agent, register_agent
@@ -72,3 +79,32 @@ def test_a_dead_worker_loses_nothing_and_resume_finishes(tmp_path, monkeypatch, 
     trajectories = read_trajectories(out)
     assert sorted(t.example_id for t in trajectories) == words and all(t.status == "completed" for t in trajectories)
     assert all(t.final_state == {"paper": t.example_id} for t in trajectories)
+
+
+def test_ctrl_c_stops_every_worker_and_resume_finishes(tmp_path):
+    """SIGINT to the process group (a terminal's Ctrl-C) during a run with two workers: exit
+    status 130, no process left, every finished episode saved once; --resume plays the rest."""
+    root = Path(__file__).resolve().parents[1]
+    dataset = tmp_path / "data.jsonl"
+    write_words(dataset, 60, seed=5)
+    out = tmp_path / "run"
+    with FakeModelServer(delay_s=0.05) as server:
+        argv = ["run", "--env", "typewriter_1", "--model", "vllm:fake", "--base-url", server.url + "/v1",
+                "--dataset", str(dataset), "--out", str(out), "--concurrency", "4", "--workers", "2", "--no-progress"]
+        proc = subprocess.Popen([sys.executable, "run_agent.py", *argv], cwd=root, start_new_session=True,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        path = out / "trajectories.jsonl"
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not (path.exists() and path.read_bytes().count(b"\n") >= 8):
+            time.sleep(0.02)
+        os.killpg(proc.pid, signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+        assert proc.returncode == 130, err.decode()[-500:]
+        assert b"--resume" in err
+        with pytest.raises(ProcessLookupError):  # the group is gone: no worker outlived the run
+            os.killpg(proc.pid, 0)
+        saved = [t.example_id for t in read_trajectories(out)]
+        assert 8 <= len(saved) < 60 and len(set(saved)) == len(saved)
+        assert main([*argv, "--resume"]) == 0
+    ids = [t.example_id for t in read_trajectories(out)]
+    assert len(ids) == 60 == len(set(ids))
