@@ -22,7 +22,7 @@ from toolgym.cli import main
 from toolgym.graders.jmultiwoz import safe_model_name
 from toolgym.records import ToolCall
 from toolgym.runio import read_trajectories
-from toolgym.runner import RunConfig, run
+from toolgym.runner import RunConfig, WorkerDied, run
 
 
 def comparable(directory):
@@ -70,10 +70,12 @@ def test_a_dead_worker_loses_nothing_and_resume_finishes(tmp_path, monkeypatch, 
             "--workers", "2", "--no-progress"]
     monkeypatch.setenv("TOOLGYM_TEST_DIE", "1")
     # the worker given a, c, e dies on c (after a); the other plays b, d, f
-    with pytest.raises(RuntimeError, match=r"toolgym-worker-0 \(exit code 7\)"):
+    with pytest.raises(WorkerDied, match=r"toolgym-worker-0 \(exit code 7\)"):
         run(RunConfig(env="typewriter_1", agent="dies_on_c", dataset=str(data), out=out, concurrency=1, workers=2),
             progress=False)
     assert sorted(t.example_id for t in read_trajectories(out)) == ["a", "b", "d", "f"]
+    assert main([*argv, "--resume"]) == 1  # the same worker dies again on c: a message, not a traceback
+    assert "error: worker process died: toolgym-worker-0 (exit code 7)" in capsys.readouterr().err
     monkeypatch.setenv("TOOLGYM_TEST_DIE", "0")
     assert main([*argv, "--resume"]) == 0
     trajectories = read_trajectories(out)

@@ -20,7 +20,7 @@ from toolgym.providers import PROVIDERS
 from toolgym.providers.options import add_provider_arguments, record_accounting, serve_for, settings_from_args
 from toolgym.registry import UnknownNameError
 from toolgym.runio import RunDirError, locked_run_dir, read_trajectories
-from toolgym.runner import RunConfig, SummaryRow, check_resume, grade, run, status_counts
+from toolgym.runner import RunConfig, SummaryRow, WorkerDied, check_resume, grade, run, status_counts
 
 console = Console()
 
@@ -300,7 +300,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point; returns the exit status (2 for bad input, 130 on Ctrl-C)."""
+    """Entry point; returns the exit status (2 for bad input, 1 when a worker process died,
+    130 on Ctrl-C)."""
     args = build_parser().parse_args(argv)
     warnings.simplefilter("default")
     warnings.formatwarning = lambda message, category, *rest, **kw: f"warning: {message}\n"
@@ -309,6 +310,9 @@ def main(argv: list[str] | None = None) -> int:
     except (DatasetError, RunDirError, UnknownNameError, ValueError, FileNotFoundError) as exc:
         print(f"error: {exc}", file=sys.stderr)  # plain: never wrapped, easy to grep
         return 2
+    except WorkerDied as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print(
             "interrupted; finished episodes are saved: continue with the same command plus "

@@ -211,6 +211,10 @@ async def play_all(
         await aclose()
 
 
+class WorkerDied(RuntimeError):
+    """A worker process of ``--workers`` ended before playing its share of the episodes."""
+
+
 def play_in_processes(
     agent: Agent,
     env_cls: type[Environment],
@@ -224,15 +228,15 @@ def play_in_processes(
     process, in the order trajectories arrive, so this process stays the only writer of the
     run's files.
 
-    One Python process tops out at a few hundred episodes a second against a fast server
-    (each model call costs about 2 ms of CPU in the SDK, langchain and langgraph); one worker
-    per core lifts that limit. The agent and its model are inherited through ``fork``, so
+    One Python process tops out at a few hundred model calls a second against a fast server
+    (each costs about 2.3 ms of CPU in the SDK, langchain and langgraph on a JMultiWOZ-TC
+    turn; BENCHMARKS.md); one worker per core lifts that limit. The agent and its model are inherited through ``fork``, so
     agents, environments and providers registered by the caller's own code work unchanged;
     each worker opens its own HTTP connections on its own event loop. A per-process request
     rate (``--rps``) applies in each worker; the runner divides it between them.
 
     Raises:
-        RuntimeError: when a worker dies (killed, out of memory) before playing its share;
+        WorkerDied: when a worker dies (killed, out of memory) before playing its share;
             every trajectory it sent was passed to ``on_done`` (``--resume`` plays the rest).
         ValueError: on a platform without ``fork`` (Windows).
     """
@@ -274,7 +278,7 @@ def play_in_processes(
             process.join()
     dead = [f"{p.name} (exit code {p.exitcode})" for p in processes if p.exitcode != 0]
     if dead:
-        raise RuntimeError(f"worker process died: {', '.join(dead)}; --resume plays the episodes it did not finish")
+        raise WorkerDied(f"worker process died: {', '.join(dead)}; finished episodes are saved, --resume plays the rest")
 
 
 def _worker(
@@ -359,8 +363,8 @@ def run(config: RunConfig, progress: bool = True) -> list[SummaryRow]:
 
         # Everything loaded so far (the dataset: millions of objects for a large one) lives
         # until the run ends; frozen, the cycle collector stops rescanning it while episodes
-        # allocate (a quarter of the CPU per episode on JMultiWOZ-TC), and forked workers
-        # share its pages instead of copying them.
+        # allocate, and forked workers stop copying its pages when it would (with two workers
+        # on JMultiWOZ-TC, CPU per turn 2.98 -> 2.52 ms; BENCHMARKS.md).
         gc.freeze()
         try:
             if workers > 1:
