@@ -67,11 +67,11 @@ def test_a_dead_worker_loses_nothing_and_resume_finishes(tmp_path, monkeypatch, 
     data.write_text("".join(json.dumps({"id": w, "input": w, "expected_state": {"paper": w}}) + "\n" for w in words))
     out = tmp_path / "run"
     argv = ["run", "--env", "typewriter_1", "--agent", "dies_on_c", "--dataset", str(data), "--out", str(out),
-            "--workers", "2", "--no-progress"]
+            "--workers", "2", "--concurrency", "2", "--no-progress"]
     monkeypatch.setenv("TOOLGYM_TEST_DIE", "1")
     # the worker given a, c, e dies on c (after a); the other plays b, d, f
     with pytest.raises(WorkerDied, match=r"toolgym-worker-0 \(exit code 7\)"):
-        run(RunConfig(env="typewriter_1", agent="dies_on_c", dataset=str(data), out=out, concurrency=1, workers=2),
+        run(RunConfig(env="typewriter_1", agent="dies_on_c", dataset=str(data), out=out, concurrency=2, workers=2),
             progress=False)
     assert sorted(t.example_id for t in read_trajectories(out)) == ["a", "b", "d", "f"]
     assert main([*argv, "--resume"]) == 1  # the same worker dies again on c: a message, not a traceback
@@ -110,3 +110,43 @@ def test_ctrl_c_stops_every_worker_and_resume_finishes(tmp_path):
         assert main([*argv, "--resume"]) == 0
     ids = [t.example_id for t in read_trajectories(out)]
     assert len(ids) == 60 == len(set(ids))
+
+
+def test_workers_are_never_more_than_the_concurrency(tmp_path):
+    out = tmp_path / "run"
+    run(RunConfig(env="typewriter_1", agent="oracle", out=out, limit=5, concurrency=2, workers=4), progress=False)
+    assert json.loads((out / "run.json").read_text())["workers"] == 2
+    assert len(read_trajectories(out)) == 5
+
+
+def test_workers_end_when_the_run_process_is_killed(tmp_path):
+    """kill -9 of the run process: its workers end too (none keeps playing or holds the run
+    directory's lock), and --resume finishes the run."""
+    root = Path(__file__).resolve().parents[1]
+    dataset = tmp_path / "data.jsonl"
+    write_words(dataset, 40, seed=7)
+    out = tmp_path / "run"
+    with FakeModelServer(delay_s=0.2) as server:
+        argv = ["run", "--env", "typewriter_1", "--model", "vllm:fake", "--base-url", server.url + "/v1",
+                "--dataset", str(dataset), "--out", str(out), "--concurrency", "4", "--workers", "2", "--no-progress"]
+        proc = subprocess.Popen([sys.executable, "run_agent.py", *argv], cwd=root, start_new_session=True,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        path = out / "trajectories.jsonl"
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not (path.exists() and path.read_bytes().count(b"\n") >= 4):
+            time.sleep(0.02)
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            try:
+                os.killpg(proc.pid, 0)  # a worker of the group still alive
+            except ProcessLookupError:
+                break
+            time.sleep(0.05)
+        else:
+            os.killpg(proc.pid, signal.SIGKILL)
+            pytest.fail("a worker outlived the run process by 10 s")
+        assert main([*argv, "--resume"]) == 0
+    ids = [t.example_id for t in read_trajectories(out)]
+    assert len(ids) == 40 == len(set(ids))

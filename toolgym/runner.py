@@ -6,6 +6,7 @@ import asyncio
 import dataclasses
 import datetime as dt
 import gc
+import os
 import platform
 import subprocess
 import sys
@@ -205,10 +206,12 @@ async def play_all(
                 env.close()
             on_done(traj)
 
-    await asyncio.gather(*(one(ex, trial) for ex, trial in jobs))
-    aclose = getattr(agent.model, "aclose", None)  # hosted models: close their HTTP clients
-    if aclose is not None:
-        await aclose()
+    try:
+        await asyncio.gather(*(one(ex, trial) for ex, trial in jobs))
+    finally:  # also on Ctrl-C: hosted models close their HTTP clients
+        aclose = getattr(agent.model, "aclose", None)
+        if aclose is not None:
+            await aclose()
 
 
 class WorkerDied(RuntimeError):
@@ -223,31 +226,50 @@ def play_in_processes(
     workers: int,
     on_done: Callable[[Trajectory], None],
 ) -> None:
-    """Play the jobs in ``workers`` forked processes, each running :func:`play_all` on every
-    ``workers``-th job with its share of ``concurrency``; ``on_done`` is called in this
-    process, in the order trajectories arrive, so this process stays the only writer of the
-    run's files.
+    """Play the jobs in ``workers`` forked processes, each running :func:`play_all` on its
+    share of the jobs with its share of ``concurrency`` (jobs are dealt in proportion to the
+    slots); ``on_done`` is called in this process, in the order trajectories arrive, so this
+    process stays the only writer of the run's files.
 
     One Python process tops out at a few hundred model calls a second against a fast server
     (each costs about 2.3 ms of CPU in the SDK, langchain and langgraph on a JMultiWOZ-TC
-    turn; BENCHMARKS.md); one worker per core lifts that limit. The agent and its model are inherited through ``fork``, so
-    agents, environments and providers registered by the caller's own code work unchanged;
-    each worker opens its own HTTP connections on its own event loop. A per-process request
-    rate (``--rps``) applies in each worker; the runner divides it between them.
+    turn; BENCHMARKS.md); one worker per core lifts that limit. The agent and its model are
+    inherited through ``fork``, so agents, environments and providers registered by the
+    caller's own code work unchanged; each worker opens its own HTTP connections on its own
+    event loop. A per-process request rate (``--rps``) applies in each worker; the runner
+    divides it between them.
+
+    Ctrl-C is taken between two trajectories, never in the middle of ``on_done``; the
+    workers are then terminated. A worker also ends when this process dies (Linux), so none
+    is left holding the run directory.
 
     Raises:
         WorkerDied: when a worker dies (killed, out of memory) before playing its share;
-            every trajectory it sent was passed to ``on_done`` (``--resume`` plays the rest).
-        ValueError: on a platform without ``fork`` (Windows).
+            every trajectory it sent whole was passed to ``on_done`` (``--resume`` plays the
+            rest).
+        ValueError: on a platform without ``fork`` (Windows), or with ``workers`` above
+            ``concurrency``.
+        KeyboardInterrupt: on Ctrl-C.
     """
     import multiprocessing as mp
+    import signal
+    import threading
     from multiprocessing.connection import wait
 
     if "fork" not in mp.get_all_start_methods():
         raise ValueError("--workers above 1 needs the fork start method (Linux, macOS); use --workers 1")
+    if not 1 <= workers <= concurrency:
+        raise ValueError(f"--workers {workers} must be between 1 and --concurrency ({concurrency})")
     ctx = mp.get_context("fork")
-    shares = [jobs[i::workers] for i in range(workers)]
     slots = [concurrency // workers + (i < concurrency % workers) for i in range(workers)]
+    deal = [w for w in range(workers) for _ in range(slots[w])]  # one entry per slot
+    shares: list[list[tuple[Example, int]]] = [[] for _ in range(workers)]
+    for k, job in enumerate(jobs):
+        shares[deal[k % len(deal)]].append(job)
+
+    interrupted = threading.Event()
+    in_main_thread = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGINT, lambda *_: interrupted.set()) if in_main_thread else None
     processes, readers = [], {}
     try:
         for i, share in enumerate(shares):
@@ -255,20 +277,25 @@ def play_in_processes(
                 continue
             reader, writer = ctx.Pipe(duplex=False)
             process = ctx.Process(
-                target=_worker, args=(writer, agent, env_cls, share, max(1, slots[i])), name=f"toolgym-worker-{i}"
+                target=_worker, args=(writer, list(readers) + [reader], os.getpid(), agent, env_cls, share, slots[i]),
+                name=f"toolgym-worker-{i}",
             )
             process.start()
             writer.close()
             processes.append(process)
             readers[reader] = process
         while readers:
-            for reader in wait(list(readers)):
+            if interrupted.is_set():
+                raise KeyboardInterrupt
+            for reader in wait(list(readers), timeout=0.2):
                 try:
                     data = reader.recv_bytes()
-                except EOFError:
+                except (EOFError, OSError):  # the worker ended (a message cut short is dropped)
                     del readers[reader]
                     continue
                 on_done(Trajectory.model_validate_json(data))
+        if interrupted.is_set():
+            raise KeyboardInterrupt
     except BaseException:  # Ctrl-C or a failing on_done: stop the workers
         for process in processes:
             process.terminate()
@@ -276,18 +303,31 @@ def play_in_processes(
     finally:
         for process in processes:
             process.join()
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
     dead = [f"{p.name} (exit code {p.exitcode})" for p in processes if p.exitcode != 0]
     if dead:
         raise WorkerDied(f"worker process died: {', '.join(dead)}; finished episodes are saved, --resume plays the rest")
 
 
 def _worker(
-    writer: Any, agent: Agent, env_cls: type[Environment], jobs: list[tuple[Example, int]], concurrency: int
+    writer: Any, inherited_readers: list[Any], parent: int, agent: Agent, env_cls: type[Environment],
+    jobs: list[tuple[Example, int]], concurrency: int,
 ) -> None:
     """Body of a worker process: play ``jobs``, sending each trajectory as JSON."""
     import signal
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's; it terminates us
+    for reader in inherited_readers:  # only the parent reads: a write after its death fails
+        reader.close()
+    try:  # Linux: SIGTERM when the parent dies, whatever this process is waiting for
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):  # not Linux: the closed pipe ends it at its next write
+        pass
+    if os.getppid() != parent:  # the parent died before prctl
+        os._exit(1)
     asyncio.run(play_all(agent, env_cls, jobs, concurrency, lambda t: writer.send_bytes(t.model_dump_json().encode())))
     writer.close()
 
@@ -318,7 +358,7 @@ def run(config: RunConfig, progress: bool = True) -> list[SummaryRow]:
         done |= {(i, k) for i in outputs.done_ids() for k in range(config.trials)}
     jobs = [(ex, k) for ex in examples for k in range(config.trials) if (ex.id, k) not in done]
 
-    workers = max(1, min(config.workers, len(jobs)))
+    workers = max(1, min(config.workers, len(jobs), config.concurrency))
     settings = config.settings
     if workers > 1 and settings.rps is not None:  # the limit holds for the run, not per worker
         settings = dataclasses.replace(settings, rps=settings.rps / workers)
@@ -335,7 +375,7 @@ def run(config: RunConfig, progress: bool = True) -> list[SummaryRow]:
         "env_options": config.env_options,
         "trials": config.trials,
         "concurrency": config.concurrency,
-        "workers": config.workers,
+        "workers": workers,
         "graders": [g.name for g in graders],
         "grader_settings": config.grader_settings,
         "versions": _versions(),
