@@ -269,7 +269,9 @@ def play_in_processes(
 
     interrupted = threading.Event()
     in_main_thread = threading.current_thread() is threading.main_thread()
-    previous = signal.signal(signal.SIGINT, lambda *_: interrupted.set()) if in_main_thread else None
+    previous = signal.getsignal(signal.SIGINT)
+    if in_main_thread:
+        signal.signal(signal.SIGINT, lambda *_: interrupted.set())
     processes, readers = [], {}
     try:
         for i, share in enumerate(shares):
@@ -303,8 +305,8 @@ def play_in_processes(
     finally:
         for process in processes:
             process.join()
-        if previous is not None:
-            signal.signal(signal.SIGINT, previous)
+        if in_main_thread:
+            signal.signal(signal.SIGINT, previous if previous is not None else signal.default_int_handler)
     dead = [f"{p.name} (exit code {p.exitcode})" for p in processes if p.exitcode != 0]
     if dead:
         raise WorkerDied(f"worker process died: {', '.join(dead)}; finished episodes are saved, --resume plays the rest")
