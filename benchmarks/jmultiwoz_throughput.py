@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import hashlib
 import json
 import os
@@ -41,6 +42,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -197,27 +199,22 @@ def run_harness(
 
     name = "play_in_processes" if workers > 1 else "play_all"
     original = getattr(runner, name)
-    start: list[float] = []
 
-    def started() -> None:
-        start[:] = [cpu_now(), time.perf_counter()]
-
-    def finished() -> None:
-        generation.update(cpu=cpu_now() - start[0], wall=time.perf_counter() - start[1])
-
-    def timed_processes(*args: Any, **kwargs: Any) -> None:  # times exactly the generation phase
-        started()
+    @contextlib.contextmanager
+    def timed() -> Iterator[None]:  # times exactly the generation phase
+        cpu0, wall0 = cpu_now(), time.perf_counter()
         try:
-            original(*args, **kwargs)
+            yield
         finally:
-            finished()
+            generation.update(cpu=cpu_now() - cpu0, wall=time.perf_counter() - wall0)
+
+    def timed_processes(*args: Any, **kwargs: Any) -> None:
+        with timed():
+            original(*args, **kwargs)
 
     async def timed_play_all(*args: Any, **kwargs: Any) -> None:
-        started()
-        try:
+        with timed():
             await original(*args, **kwargs)
-        finally:
-            finished()
 
     setattr(runner, name, timed_processes if workers > 1 else timed_play_all)
     cpu0, wall0 = time.process_time(), time.perf_counter()

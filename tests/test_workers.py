@@ -32,6 +32,24 @@ def comparable(directory):
             for t in read_trajectories(directory)}
 
 
+def start_run(argv: list[str], lines: int, stderr: int = subprocess.DEVNULL) -> subprocess.Popen:
+    """Start ``run_agent.py`` with ``argv`` in a new process group; return once the run
+    directory's trajectories file has ``lines`` lines (or after 60 s)."""
+    out = Path(argv[argv.index("--out") + 1])
+    proc = subprocess.Popen([sys.executable, "run_agent.py", *argv], cwd=Path(__file__).resolve().parents[1],
+                            start_new_session=True, stdout=subprocess.DEVNULL, stderr=stderr)
+    path = out / "trajectories.jsonl"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not (path.exists() and path.read_bytes().count(b"\n") >= lines):
+        time.sleep(0.02)
+    return proc
+
+
+def server_argv(server: FakeModelServer, dataset: Path, out: Path) -> list[str]:
+    return ["run", "--env", "typewriter_1", "--model", "vllm:fake", "--base-url", server.url + "/v1",
+            "--dataset", str(dataset), "--out", str(out), "--concurrency", "4", "--workers", "2", "--no-progress"]
+
+
 def test_workers_write_what_one_process_writes(tmp_path):
     dataset = write_dataset(tmp_path / "data", "zip")
     model = script(tmp_path, scripted_answers())
@@ -88,19 +106,12 @@ def test_a_dead_worker_loses_nothing_and_resume_finishes(tmp_path, monkeypatch, 
 def test_ctrl_c_stops_every_worker_and_resume_finishes(tmp_path):
     """SIGINT to the process group (a terminal's Ctrl-C) during a run with two workers: exit
     status 130, no process left, every finished episode saved once; --resume plays the rest."""
-    root = Path(__file__).resolve().parents[1]
     dataset = tmp_path / "data.jsonl"
     write_words(dataset, 60, seed=5)
     out = tmp_path / "run"
     with FakeModelServer(delay_s=0.05) as server:
-        argv = ["run", "--env", "typewriter_1", "--model", "vllm:fake", "--base-url", server.url + "/v1",
-                "--dataset", str(dataset), "--out", str(out), "--concurrency", "4", "--workers", "2", "--no-progress"]
-        proc = subprocess.Popen([sys.executable, "run_agent.py", *argv], cwd=root, start_new_session=True,
-                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        path = out / "trajectories.jsonl"
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and not (path.exists() and path.read_bytes().count(b"\n") >= 8):
-            time.sleep(0.02)
+        argv = server_argv(server, dataset, out)
+        proc = start_run(argv, lines=8, stderr=subprocess.PIPE)
         os.killpg(proc.pid, signal.SIGINT)
         _, err = proc.communicate(timeout=60)
         assert proc.returncode == 130, err.decode()[-500:]
@@ -124,19 +135,12 @@ def test_workers_are_never_more_than_the_concurrency(tmp_path):
 def test_workers_end_when_the_run_process_is_killed(tmp_path):
     """kill -9 of the run process: its workers end too (none keeps playing or holds the run
     directory's lock), and --resume finishes the run."""
-    root = Path(__file__).resolve().parents[1]
     dataset = tmp_path / "data.jsonl"
     write_words(dataset, 40, seed=7)
     out = tmp_path / "run"
     with FakeModelServer(delay_s=0.2) as server:
-        argv = ["run", "--env", "typewriter_1", "--model", "vllm:fake", "--base-url", server.url + "/v1",
-                "--dataset", str(dataset), "--out", str(out), "--concurrency", "4", "--workers", "2", "--no-progress"]
-        proc = subprocess.Popen([sys.executable, "run_agent.py", *argv], cwd=root, start_new_session=True,
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        path = out / "trajectories.jsonl"
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and not (path.exists() and path.read_bytes().count(b"\n") >= 4):
-            time.sleep(0.02)
+        argv = server_argv(server, dataset, out)
+        proc = start_run(argv, lines=4)
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait()
         deadline = time.monotonic() + 10

@@ -272,28 +272,28 @@ def play_in_processes(
     previous = signal.getsignal(signal.SIGINT)
     if in_main_thread:
         signal.signal(signal.SIGINT, lambda *_: interrupted.set())
-    processes, readers = [], {}
+    processes, readers = [], []
     try:
         for i, share in enumerate(shares):
             if not share:
                 continue
             reader, writer = ctx.Pipe(duplex=False)
             process = ctx.Process(
-                target=_worker, args=(writer, list(readers) + [reader], os.getpid(), agent, env_cls, share, slots[i]),
+                target=_worker, args=(writer, [*readers, reader], os.getpid(), agent, env_cls, share, slots[i]),
                 name=f"toolgym-worker-{i}",
             )
             process.start()
             writer.close()
             processes.append(process)
-            readers[reader] = process
+            readers.append(reader)
         while readers:
             if interrupted.is_set():
                 raise KeyboardInterrupt
-            for reader in wait(list(readers), timeout=0.2):
+            for reader in wait(readers, timeout=0.2):
                 try:
                     data = reader.recv_bytes()
                 except (EOFError, OSError):  # the worker ended (a message cut short is dropped)
-                    del readers[reader]
+                    readers.remove(reader)
                     continue
                 on_done(Trajectory.model_validate_json(data))
         if interrupted.is_set():
