@@ -62,8 +62,8 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
 
-    from toolgym.environments.jmultiwoz_tc import JMultiWOZTC
-    from toolgym.environments.jmultiwoz_tc.data import load_turns
+    from toolgym.suites.jmultiwoz_tc.environment import JMultiWOZTC
+    from toolgym.suites.jmultiwoz_tc.data import load_turns
 
     turns, _, _ = load_turns(args.dataset)
     with tempfile.TemporaryDirectory() as tmp:

@@ -20,7 +20,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from toolgym.environments.multiple_choice import ExamVi  # noqa: E402
+from toolgym.suites.vietnamese.multiple_choice import ExamVi  # noqa: E402
 from toolgym.logprobs.llama import LlamaCppScorer  # noqa: E402
 
 

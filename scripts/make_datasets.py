@@ -15,8 +15,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from toolgym.data import DATASETS_DIR, write_examples
-from toolgym.environments.multiverse_math import MultiverseMath
-from toolgym.environments.relational_data import make_example
+from toolgym.suites.multiverse_math.environment import MultiverseMath
+from toolgym.suites.relational_data.environment import make_example
 from toolgym.generators import generate
 
 

@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 from toolgym.data import write_examples
-from toolgym.environments.typewriter import Typewriter1
+from toolgym.suites.typewriter.environment import Typewriter1
 from toolgym.records import Example
 from toolgym.runner import RunConfig, run
 

@@ -9,9 +9,9 @@ import math
 import pytest
 from rich.console import Console
 
-from toolgym.analysis import compare_runs, load_run, run_report
+from toolgym.views.analysis import compare_runs, load_run, run_report
 from toolgym.cli import main
-from toolgym.tables import print_comparison, print_run_report
+from toolgym.views.tables import print_comparison, print_run_report
 
 # The scripted model types "a" whatever it is asked, then stops.
 SCRIPT = {"turns": [{"content": "", "tool_calls": [{"name": "type_letter", "args": {"letter": "a"}}]}, {"content": "done"}]}

@@ -7,7 +7,7 @@ from __future__ import annotations
 import time
 
 from toolgym.agents import Agent, Episode, register_agent
-from toolgym.agents.parsing import model_step
+from toolgym.parsing import model_step
 
 
 @register_agent("single_turn")

@@ -87,7 +87,7 @@ def test_builtin_test_sets_have_the_promised_shape():
 
 
 def test_multiverse_answer_expressions_match_references():
-    from toolgym.environments.multiverse_math import MultiverseMath
+    from toolgym.suites.multiverse_math.environment import MultiverseMath
 
     for name in ("test", "ladder"):
         for ex in load_examples(DATASETS_DIR / "multiverse_math" / f"{name}.jsonl"):

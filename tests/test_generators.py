@@ -45,7 +45,7 @@ def test_levels_increase_the_number_of_steps(env):
 
 
 def test_multiverse_depth_is_the_tree_depth():
-    from toolgym.environments.multiverse_math import _tree_shape
+    from toolgym.suites.multiverse_math.environment import _tree_shape
 
     for ex in generate("multiverse_math", seed=5, per_level=2, levels=[1, 4, 8]):
         assert _tree_shape(ex.metadata["answer_expression"])["depth"] == ex.metadata["difficulty"]

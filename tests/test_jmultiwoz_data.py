@@ -12,7 +12,7 @@ import pytest
 from tests.jmultiwoz_helpers import HOTEL, REAL_ZIP, TAXI, WEATHER, ndjson, records, write_dataset
 from toolgym.data import DatasetError, load_examples
 from toolgym.environments import get_environment
-from toolgym.environments.jmultiwoz_tc.data import load_turns, stratified_sample
+from toolgym.suites.jmultiwoz_tc.data import load_turns, stratified_sample
 
 ENV = get_environment("jmultiwoz_tc")
 

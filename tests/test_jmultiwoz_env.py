@@ -15,7 +15,7 @@ from toolgym.agents.tool_calling import ToolCallingAgent
 from toolgym.cli import main
 from toolgym.data import load_examples
 from toolgym.environments import get_environment
-from toolgym.graders.jmultiwoz import PUBLISHED_ROWS, safe_model_name
+from toolgym.suites.jmultiwoz_tc.scoring import PUBLISHED_ROWS, safe_model_name
 from toolgym.providers.scripted import ScriptedChatModel
 from toolgym.runio import RunDirError, read_trajectories
 from toolgym.runner import RunConfig, run

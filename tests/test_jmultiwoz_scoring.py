@@ -10,7 +10,7 @@ import random
 import pytest
 
 from tests.jmultiwoz_helpers import HOTEL, TAXI, TOOLS, WEATHER
-from toolgym.graders.jmultiwoz import (
+from toolgym.suites.jmultiwoz_tc.scoring import (
     PUBLISHED_KEYS,
     PUBLISHED_ROWS,
     ResultFileError,

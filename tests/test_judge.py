@@ -8,14 +8,14 @@ import math
 
 import pytest
 
-from toolgym.analysis import agreement
+from toolgym.views.analysis import agreement
 from toolgym.cli import main
 from toolgym.environments import Environment, register_environment, tool
 from toolgym.graders import get_grader
 from toolgym.graders.answer import AnswerMatch, last_number
+from toolgym.suites.multiverse_math.graders import MultiverseCorrectness
 from toolgym.graders.judge import (
     Correctness,
-    MultiverseCorrectness,
     numbers_match,
     parse_verdict,
 )

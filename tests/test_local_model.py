@@ -19,7 +19,7 @@ import pytest
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
-from toolgym.agents.parsing import model_step
+from toolgym.parsing import model_step
 from toolgym.environments import get_environment
 from toolgym.providers import PROVIDERS, ModelSettings, build_model
 from toolgym.providers import local as L

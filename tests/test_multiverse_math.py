@@ -11,7 +11,7 @@ import pytest
 from tests.conftest import REFERENCE_DATA
 from toolgym.cli import main
 from toolgym.data import DatasetError, load_examples
-from toolgym.environments.multiverse_math import MultiverseMath
+from toolgym.suites.multiverse_math.environment import MultiverseMath
 from toolgym.records import Example
 from toolgym.runio import read_scores, read_trajectories
 

@@ -13,7 +13,7 @@ from tests.conftest import REFERENCE_DATA
 from toolgym.cli import main
 from toolgym.data import DatasetError, load_examples
 from toolgym.environments import get_environment
-from toolgym.environments.relational_data import (
+from toolgym.suites.relational_data.environment import (
     DEFAULT_TABLES,
     RelationalData,
     Tables,

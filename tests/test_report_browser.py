@@ -9,8 +9,8 @@ import shutil
 import pytest
 from report_runs import ID_PAYLOAD, IMG_PAYLOAD, SCRIPT_PAYLOAD, make_runs
 
-from toolgym.report import build_report
-from toolgym.report.browser import CHROMIUM, CHROMIUM_ARGS
+from toolgym.views.report import build_report
+from toolgym.views.report.browser import CHROMIUM, CHROMIUM_ARGS
 
 sync_api = pytest.importorskip(
     "playwright.sync_api", reason="Playwright for Python is not installed (pip install playwright)"

@@ -12,10 +12,10 @@ import pytest
 from report_runs import ARG_PAYLOAD, ID_PAYLOAD, IMG_PAYLOAD, SCRIPT_PAYLOAD, make_runs
 
 from toolgym import cli
-from toolgym.report import build_report, success_series
-from toolgym.report.payload import clip, script_json
-from toolgym.report.tables import find_result_files, render_json
-from toolgym.rundata import load_runs
+from toolgym.views.report import build_report, success_series
+from toolgym.views.report.payload import clip, script_json
+from toolgym.views.report.tables import find_result_files, render_json
+from toolgym.views.rundata import load_runs
 
 JMWOZ_ROWS = [
     {
@@ -229,7 +229,7 @@ def test_report_cli(runs, tmp_path, capsys):
 
 
 def test_long_arguments_and_states_are_clipped_in_the_payload():
-    from toolgym.report.payload import _clip_json
+    from toolgym.views.report.payload import _clip_json
 
     small = {"letter": "a", "nested": [1, 2, {"x": "y"}]}
     assert _clip_json(small, 100) is small

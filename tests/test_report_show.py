@@ -11,10 +11,10 @@ from rich.console import Console
 
 from toolgym import cli
 from toolgym.records import ToolCallSpec, ToolStep
-from toolgym.rundata import first_call_divergence, is_failed, load_run, load_runs, run_label
-from toolgym.runner import summarize
-from toolgym.show import show
-from toolgym.summary import COLUMNS, Column, add_column, summary_cells, summary_records
+from toolgym.views.rundata import first_call_divergence, is_failed, load_run, load_runs, run_label
+from toolgym.stats import summarize
+from toolgym.views.show import show
+from toolgym.views.summary import COLUMNS, Column, add_column, summary_cells, summary_records
 
 
 @pytest.fixture(scope="module")
@@ -133,7 +133,7 @@ def test_summary_cells_match_runner_summarize(runs):
 
 def test_added_column_shows_in_summary_cli(runs, monkeypatch, capsys):
     monkeypatch.setattr(cli, "console", Console(file=io.StringIO(), width=250))
-    monkeypatch.setattr("toolgym.summary.COLUMNS", list(COLUMNS))
+    monkeypatch.setattr("toolgym.views.summary.COLUMNS", list(COLUMNS))
     add_column(Column("scored ids", lambda c: str(len({s.example_id for s in c.scores}))), after="n")
     with pytest.raises(ValueError, match="already exists"):
         add_column(Column("n", lambda c: ""))

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from toolgym.analysis import breakdown, grader_stats
+from toolgym.views.analysis import breakdown, grader_stats
 from toolgym.records import Example, Score
 from toolgym.stats import (
     clustered_estimate,

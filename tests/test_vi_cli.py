@@ -10,8 +10,8 @@ from toolgym.agents.direct import DirectAgent
 from toolgym.agents.tool_calling import ToolCallingAgent
 from toolgym.cli import main
 from toolgym.data import load_examples
-from toolgym.environments.multiple_choice import ExamVi
-from toolgym.graders.choice import ChoiceAccuracy
+from toolgym.suites.vietnamese.multiple_choice import ExamVi
+from toolgym.suites.vietnamese.graders import ChoiceAccuracy
 from toolgym.providers.scripted import ScriptedChatModel
 from toolgym.runio import read_scores, read_trajectories
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from toolgym.graders.choice import extract_letter, normalize_word
+from toolgym.suites.vietnamese.graders import extract_letter, normalize_word
 
 
 @pytest.mark.parametrize(

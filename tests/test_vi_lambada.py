@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from toolgym.data import DatasetError, load_examples
-from toolgym.environments.lambada_vi import (
+from toolgym.suites.vietnamese.lambada_vi import (
     LambadaVi,
     LastWordItem,
     build_lambada,

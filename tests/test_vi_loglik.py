@@ -10,9 +10,9 @@ import pytest
 from toolgym.agents.loglik import Backend, LoglikAgent
 from toolgym.cli import main
 from toolgym.data import load_examples
-from toolgym.environments.lambada_vi import LambadaVi
-from toolgym.environments.multiple_choice import ExamVi
-from toolgym.graders.choice import (
+from toolgym.suites.vietnamese.lambada_vi import LambadaVi
+from toolgym.suites.vietnamese.multiple_choice import ExamVi
+from toolgym.suites.vietnamese.graders import (
     ChoiceAccuracy,
     ChoiceAccuracyNorm,
     LastWordAccuracy,

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from toolgym.data import DatasetError, load_examples
-from toolgym.environments.multiple_choice import (
+from toolgym.suites.vietnamese.multiple_choice import (
     ExamVi,
     Question,
     XcopaVi,

@@ -6,8 +6,8 @@ import pytest
 from tests.conftest import REFERENCE_DATA
 from toolgym.cli import main
 from toolgym.data import load_examples
-from toolgym.environments.lambada_vi import build_lambada, read_xquad
-from toolgym.environments.multiple_choice import ExamVi, XcopaVi
+from toolgym.suites.vietnamese.lambada_vi import build_lambada, read_xquad
+from toolgym.suites.vietnamese.multiple_choice import ExamVi, XcopaVi
 from toolgym.runio import read_scores
 
 VI = REFERENCE_DATA / "vietnamese"

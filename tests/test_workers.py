@@ -20,7 +20,7 @@ from tests.jmultiwoz_helpers import write_dataset
 from tests.test_jmultiwoz_env import script, scripted_answers
 from toolgym.agents import Agent, register_agent
 from toolgym.cli import main
-from toolgym.graders.jmultiwoz import safe_model_name
+from toolgym.suites.jmultiwoz_tc.scoring import safe_model_name
 from toolgym.records import ToolCall
 from toolgym.runio import read_trajectories
 from toolgym.runner import RunConfig, WorkerDied, run

@@ -16,35 +16,29 @@ from pydantic import ValidationError
 from toolgym.records import Example
 
 if TYPE_CHECKING:
-    from toolgym.environments import Environment
-
-DATASETS_DIR = Path(__file__).parent / "datasets"
+    from toolgym.benchmark import Benchmark
 
 
 class DatasetError(ValueError):
     """A dataset file or record is invalid; the message names the file and line."""
 
 
-def builtin_datasets(env: str) -> list[str]:
-    """Names of the datasets shipped for ``env`` (files ``toolgym/datasets/<env>/<name>.jsonl``)."""
-    folder = DATASETS_DIR / env
-    return sorted(p.stem for p in folder.glob("*.jsonl")) if folder.is_dir() else []
-
-
-def resolve_dataset(env: str, dataset: str | None) -> Path:
+def resolve_dataset(benchmark: Benchmark | None, dataset: str | None) -> Path:
     """Turn ``--dataset`` (a path, a built-in name, or ``None`` for ``test``) into a file path.
 
     Raises:
-        DatasetError: if it is neither an existing file nor a built-in dataset of ``env``.
+        DatasetError: if it is neither an existing file nor a built-in dataset of the
+            benchmark.
     """
     name = dataset or "test"
     path = Path(name)
     if path.exists():
         return path
-    builtin = DATASETS_DIR / env / f"{name}.jsonl"
-    if builtin.exists():
-        return builtin
-    known = builtin_datasets(env)
+    folder = benchmark.datasets if benchmark is not None else None
+    if folder is not None and (folder / f"{name}.jsonl").exists():
+        return folder / f"{name}.jsonl"
+    known = benchmark.builtin_datasets() if benchmark is not None else []
+    env = benchmark.name if benchmark is not None else "?"
     raise DatasetError(
         f"dataset {name!r} is neither a file nor a built-in dataset of {env!r} "
         f"(built-in: {', '.join(known) or 'none'})"
@@ -67,7 +61,7 @@ def _describe(exc: ValidationError) -> str:
 
 
 def load_examples(
-    path: str | Path, env: type[Environment] | None = None, options: dict[str, Any] | None = None
+    path: str | Path, benchmark: Benchmark | None = None, options: dict[str, Any] | None = None
 ) -> list[Example]:
     """Read and validate every example of a dataset file.
 
@@ -76,17 +70,17 @@ def load_examples(
     * JSON Lines, one :class:`~toolgym.records.Example` per line (blank lines skipped);
     * the LangChain tool-usage JSON form: an object with ``examples``, each with
       ``question``, ``reference`` or ``answer``, ``expected_steps`` and optional
-      ``order_matters``; ``env.from_langchain`` (when given) adds what the environment can
-      derive (expected calls, expected state);
-    * any format the environment reads itself (:meth:`Environment.load_dataset`).
+      ``order_matters``; the benchmark's ``from_langchain`` (when given) adds what the
+      environment can derive (expected calls, expected state);
+    * any format the benchmark reads itself (its ``load_dataset``).
 
     Raises:
         DatasetError: naming the file and line (JSONL) or example index (JSON) of the first
             invalid record, or a duplicate id.
     """
     path = Path(path)
-    if env is not None:
-        special = env.load_dataset(path, options or {})
+    if benchmark is not None and benchmark.load_dataset is not None:
+        special = benchmark.load_dataset(path, options or {})
         if special is not None:
             return special
     try:
@@ -95,7 +89,7 @@ def load_examples(
         raise DatasetError(f"{path}: cannot read: {exc}") from exc
     stripped = text.lstrip()
     if stripped.startswith("{") and '"examples"' in stripped[:200_000] and _is_single_json(text):
-        examples = _load_langchain(path, json.loads(text), env)
+        examples = _load_langchain(path, json.loads(text), benchmark)
     else:
         examples = []
         for lineno, line in enumerate(text.splitlines(), 1):
@@ -133,7 +127,7 @@ def _is_single_json(text: str) -> bool:
         return False
 
 
-def _load_langchain(path: Path, doc: dict[str, Any], env: type[Environment] | None) -> list[Example]:
+def _load_langchain(path: Path, doc: dict[str, Any], benchmark: Benchmark | None) -> list[Example]:
     records = doc.get("examples")
     if not isinstance(records, list):
         raise DatasetError(f"{path}: field 'examples' must be a list")
@@ -152,8 +146,8 @@ def _load_langchain(path: Path, doc: dict[str, Any], env: type[Environment] | No
             "metadata": {"n_steps": len(record.get("expected_steps", [])), "source": "langchain"},
         }
         try:
-            if env is not None:
-                fields = env.from_langchain(record, fields)
+            if benchmark is not None and benchmark.from_langchain is not None:
+                fields = benchmark.from_langchain(record, fields)
             examples.append(Example.model_validate(fields))
         except (ValidationError, ValueError, KeyError, TypeError) as exc:
             detail = _describe(exc) if isinstance(exc, ValidationError) else str(exc)
@@ -165,3 +159,24 @@ def write_examples(path: str | Path, examples: list[Example]) -> None:
     """Write examples as JSON Lines (used by the generators)."""
     with open(path, "w", encoding="utf-8") as fh:
         fh.writelines(ex.model_dump_json(exclude_none=True, exclude_defaults=False) + "\n" for ex in examples)
+
+
+def check_tools(benchmark: Benchmark, examples: list[Example], where: str | Path) -> None:
+    """Refuse examples whose ``expected_steps`` name tools the environment does not have.
+
+    Raises:
+        DatasetError: naming the file, the first such example and tool, and how many examples
+            are affected.
+    """
+    try:
+        tools = set(benchmark.environment().tool_functions())
+    except Exception:  # an environment whose tools depend on the example: checked per episode
+        return
+    bad = [(ex.id, name) for ex in examples for name in ex.expected_steps if name not in tools]
+    if bad:
+        n_examples = len({ex_id for ex_id, _ in bad})
+        ex_id, name = bad[0]
+        raise DatasetError(
+            f"{where}: example {ex_id!r} expects tool {name!r}, which {benchmark.name} does not have "
+            f"({n_examples} example(s) affected; is this a dataset of another environment?)"
+        )

@@ -1,16 +1,13 @@
 """Seeded difficulty-ladder generators: the common entry point behind ``toolgym generate``.
 
-An environment that can generate examples provides a classmethod
-``generate(seed: int, per_level: int, levels: list[int] | None) -> list[Example]`` and a
-``default_levels`` tuple; each example's ``metadata`` carries ``n_steps`` (tool calls of the
-reference solution) and ``difficulty`` (its level). The level means string length for the
-typewriters, number of hops for ``relational_data`` and operation-tree depth for
-``multiverse_math``.
+A benchmark that can generate examples declares a :class:`toolgym.Generator`; each example's
+``metadata`` carries ``n_steps`` (tool calls of the reference solution) and ``difficulty`` (its
+level). What a level means is the generator's own (string length, hops, tree depth).
 """
 
 from __future__ import annotations
 
-from toolgym.environments import get_environment
+from toolgym.plugins import get_benchmark
 from toolgym.records import Example
 
 
@@ -39,17 +36,16 @@ def parse_levels(text: str | None) -> list[int] | None:
 
 
 def generate(env: str, seed: int, per_level: int, levels: list[int] | None = None) -> list[Example]:
-    """Generate a ladder for the environment registered as ``env``.
+    """Generate a ladder for the environment named by ``env`` (a name or spec).
 
     Raises:
         UnknownNameError: for an unknown environment.
         ValueError: if the environment has no generator, ``per_level`` is below 1, or a level
             is invalid for it.
     """
-    cls = get_environment(env)
+    generator = get_benchmark(env).generator
     if per_level < 1:
         raise ValueError(f"--per-level must be at least 1, got {per_level}")
-    make = getattr(cls, "generate", None)
-    if make is None:
+    if generator is None:
         raise ValueError(f"environment {env!r} has no generator")
-    return make(seed, per_level, levels)
+    return generator.make(seed, per_level, list(levels or generator.default_levels))

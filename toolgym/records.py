@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 SCHEMA_VERSION = 1
 
@@ -32,7 +32,8 @@ class Example(BaseModel):
         id: Unique within the dataset.
         input: The user's request: a string, or a chat history as a list of
             ``{"role": "user"|"assistant"|"system", "content": str}`` messages.
-        expected_steps: Tool names the reference solution calls, in order.
+        expected_steps: Tool names the reference solution calls, in order; derived from
+            ``expected_calls`` when only those are given.
         expected_calls: The reference solution's calls with arguments (lets the ``oracle``
             agent replay it); when given, its names must equal ``expected_steps``.
         order_matters: When false, ``steps_exact`` compares the tool names as multisets.
@@ -58,13 +59,17 @@ class Example(BaseModel):
     def _id_to_str(cls, value: Any) -> Any:
         return str(value) if isinstance(value, int) else value
 
-    @field_validator("expected_calls")
-    @classmethod
-    def _calls_match_steps(cls, calls, info):
-        steps = info.data.get("expected_steps")
-        if calls is not None and steps and [c.name for c in calls] != steps:
-            raise ValueError("expected_calls names must equal expected_steps")
-        return calls
+    @model_validator(mode="after")
+    def _steps_from_calls(self) -> Example:
+        """``expected_steps`` are the names of ``expected_calls`` when only calls are given;
+        when both are given they must agree."""
+        if self.expected_calls is not None:
+            names = [c.name for c in self.expected_calls]
+            if not self.expected_steps:
+                self.expected_steps = names
+            elif names != self.expected_steps:
+                raise ValueError("expected_calls names must equal expected_steps")
+        return self
 
 
 class ToolCall(BaseModel):
@@ -190,3 +195,54 @@ class Score(BaseModel):
         if isinstance(value, float) and math.isnan(value):
             return None
         return value
+
+
+class Measure(BaseModel):
+    """What a grader measures, declared once and read by every view (summary, ``show
+    --failed``, ``compare``, statistics, report) and recorded in ``run.json``.
+
+    Attributes:
+        kind: ``binary`` (values 0 or 1), ``continuous`` (any real, e.g. a ratio or a
+            log-likelihood) or ``categorical`` (a small set of coded outcomes).
+        direction: ``higher`` or ``lower`` is better.
+        pass_if: The pass rule: the value compared with ``threshold`` by ``>=``, ``<=`` or
+            ``==``; ``None`` when the grader has no pass/fail reading (a log-likelihood).
+        threshold: The number ``pass_if`` compares with.
+        aggregation: ``mean`` (mean with the standard error clustered by example,
+            :func:`toolgym.stats.clustered_estimate`) or the name of a published formula that
+            the suite computes over the whole run (for example the JMultiWOZ-TC rows).
+        reference: Where the definition or the aggregation comes from.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    kind: Literal["binary", "continuous", "categorical"] = "binary"
+    direction: Literal["higher", "lower"] = "higher"
+    pass_if: Literal[">=", "<=", "=="] | None = ">="
+    threshold: float = 1.0
+    aggregation: str = "mean"
+    reference: str = ""
+
+    @property
+    def pass_fail(self) -> bool:
+        """Whether the grader gives a pass/fail reading (it has a pass rule)."""
+        return self.pass_if is not None
+
+    def passed(self, value: float | None) -> bool | None:
+        """Whether ``value`` passes (``None`` for an unscored value or a grader without a
+        pass rule)."""
+        if value is None or self.pass_if is None or (isinstance(value, float) and math.isnan(value)):
+            return None
+        if self.pass_if == ">=":
+            return value >= self.threshold
+        if self.pass_if == "<=":
+            return value <= self.threshold
+        return value == self.threshold
+
+    def better(self, a: float, b: float) -> bool:
+        """Whether ``a`` is strictly better than ``b`` in this grader's direction."""
+        return a > b if self.direction == "higher" else a < b
+
+
+BINARY = Measure()
+"""A pass/fail grader: 1 passes, 0 fails; mean ± clustered standard error."""

@@ -1,19 +1,43 @@
-"""Name → object registries with "did you mean" errors.
+"""Name → object registries that load extensions from outside the package.
 
-Environments, agents, graders and model providers register themselves by decorator at import
-time; :func:`load_plugins` imports every module of a subpackage so that adding one is a new
-module and no edit to existing files.
+Three sources fill a registry, in this order:
+
+* built-ins: what toolgym's own modules and suite folders register (loaded on first use);
+* entry points of the registry's group (``toolgym.environments``, ``toolgym.agents``,
+  ``toolgym.graders``, ``toolgym.models``), loaded lazily: an installed plugin is imported only
+  when one of its names is used;
+* specs, accepted wherever a name is: ``module.path:Name`` or ``path/to/file.py:Name``.
+
+Two extensions that claim one name are an error naming both sources. Every lookup returns an
+:class:`Entry` that says where the object came from, which ``run.json`` records so that a run
+can be read again later (``toolgym.runio.ExtensionRef``).
 """
 
 from __future__ import annotations
 
 import difflib
+import hashlib
 import importlib
-import pkgutil
+import importlib.util
+import re
+import sys
 from collections.abc import Callable, Iterator
-from typing import Generic, TypeVar
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+from typing import Any, Generic, TypeVar
 
 T = TypeVar("T")
+
+__all__ = [
+    "DuplicateNameError",
+    "Entry",
+    "ExtensionError",
+    "Registry",
+    "UnknownNameError",
+    "is_spec",
+    "load_object",
+]
 
 
 class UnknownNameError(KeyError):
@@ -23,76 +47,270 @@ class UnknownNameError(KeyError):
         return str(self.args[0])
 
 
-class Registry(Generic[T]):
-    """A mapping from lowercase snake-case names to registered objects.
+class DuplicateNameError(ValueError):
+    """Two extensions claim the same name; the message names both sources."""
 
-    Args:
-        kind: What the registry holds ("environment", "agent", ...), used in error messages.
-        package: Dotted name of the subpackage whose modules register into it; they are imported
-            on first lookup.
+
+class ExtensionError(ValueError):
+    """A ``module:Name`` or ``file.py:Name`` spec, or an entry point, cannot be loaded (the
+    message says which and why)."""
+
+
+@dataclass(frozen=True)
+class Entry(Generic[T]):
+    """One registered object and where it came from.
+
+    Attributes:
+        name: The name it is registered under.
+        obj: The object (after the registry's ``coerce``).
+        spec: What loads it again: the name, or the ``module:Name`` / ``file.py:Name`` spec.
+        source: For people: ``built-in``, ``suite NAME``, ``entry point GROUP``, ``module`` or
+            ``file``.
+        distribution: The installed distribution providing it (entry points, and modules of an
+            installed distribution), else ``None``.
+        version: That distribution's version.
     """
 
-    def __init__(self, kind: str, package: str | None = None) -> None:
-        self.kind = kind
-        self.package = package
-        self._items: dict[str, T] = {}
-        self._loaded = package is None
+    name: str
+    obj: T
+    spec: str
+    source: str
+    distribution: str | None = None
+    version: str | None = None
 
-    def register(self, name: str) -> Callable[[T], T]:
-        """Decorator that registers an object under ``name``.
+    def describe(self) -> str:
+        """``source (distribution version)`` for tables."""
+        dist = f" ({self.distribution} {self.version})" if self.distribution else ""
+        return f"{self.source}{dist}"
+
+
+_SPEC = re.compile(r"^(?P<target>[^:]+(?:\.py)|[A-Za-z_][\w.]*):(?P<attr>[A-Za-z_][\w.]*)$")
+
+
+def is_spec(text: str) -> bool:
+    """Whether ``text`` is a ``module.path:Name`` or ``file.py:Name`` spec."""
+    return bool(_SPEC.match(text))
+
+
+def _distribution_of(module: str) -> tuple[str | None, str | None]:
+    top = module.split(".")[0]
+    names = metadata.packages_distributions().get(top) or []
+    if not names:
+        return None, None
+    try:
+        return names[0], metadata.version(names[0])
+    except metadata.PackageNotFoundError:
+        return names[0], None
+
+
+def load_object(spec: str) -> tuple[Any, str, str, str | None, str | None]:
+    """Import the object a spec names.
+
+    Args:
+        spec: ``module.path:Name`` (``Name`` may be dotted: ``mod:Class.attr``) or
+            ``path/to/file.py:Name`` (relative to the working directory).
+
+    Returns:
+        ``(object, spec to record, source, distribution, version)``; a file spec is recorded
+        with its absolute path so the run can be read from another directory.
+
+    Raises:
+        ExtensionError: naming the spec when the module or file cannot be imported or has no
+            such attribute.
+    """
+    m = _SPEC.match(spec)
+    if not m:
+        raise ExtensionError(f"{spec!r} is not a spec (expected module.path:Name or path/to/file.py:Name)")
+    target, attr = m.group("target"), m.group("attr")
+    if target.endswith(".py"):
+        path = Path(target).expanduser().resolve()
+        if not path.is_file():
+            raise ExtensionError(f"{spec}: file {path} not found")
+        name = f"toolgym_ext_{path.stem}_{hashlib.sha1(str(path).encode()).hexdigest()[:10]}"
+        module = sys.modules.get(name)
+        if module is None:
+            module_spec = importlib.util.spec_from_file_location(name, path)
+            if module_spec is None or module_spec.loader is None:
+                raise ExtensionError(f"{spec}: cannot import {path}")
+            module = importlib.util.module_from_spec(module_spec)
+            sys.modules[name] = module
+            try:
+                module_spec.loader.exec_module(module)
+            except Exception as exc:
+                del sys.modules[name]
+                raise ExtensionError(f"{spec}: importing {path} failed: {type(exc).__name__}: {exc}") from exc
+        recorded, source, dist, version = f"{path}:{attr}", "file", None, None
+    else:
+        if "" not in sys.path and str(Path.cwd()) not in sys.path:  # the user's own modules
+            sys.path.append(str(Path.cwd()))
+        try:
+            module = importlib.import_module(target)
+        except ImportError as exc:
+            raise ExtensionError(f"{spec}: cannot import module {target!r}: {exc}") from exc
+        recorded, source = spec, "module"
+        dist, version = _distribution_of(target)
+    obj: Any = module
+    for part in attr.split("."):
+        try:
+            obj = getattr(obj, part)
+        except AttributeError:
+            raise ExtensionError(f"{spec}: {target} has no attribute {attr!r}") from None
+    return obj, recorded, source, dist, version
+
+
+class Registry(Generic[T]):
+    """A mapping from names to objects, filled by built-ins, entry points and specs.
+
+    Args:
+        kind: What it holds ("environment", "agent", ...), used in messages.
+        group: The entry-point group plugins declare their objects in.
+        builtins: Called once, on first use, to register the built-ins (it imports the
+            modules whose decorators register into this registry).
+        coerce: Turns a loaded object into what the registry holds (for example an
+            ``Environment`` subclass into a ``Benchmark``), or raises ``TypeError`` saying
+            what was expected. Default: identity.
+    """
+
+    def __init__(
+        self,
+        kind: str,
+        group: str,
+        builtins: Callable[[], None] | None = None,
+        coerce: Callable[[Any, str], T] | None = None,
+    ) -> None:
+        self.kind = kind
+        self.group = group
+        self._builtins = builtins
+        self._coerce = coerce or (lambda obj, name: obj)
+        self._entries: dict[str, Entry[T]] = {}
+        self._raw: dict[str, Any] = {}
+        self._plugins: dict[str, metadata.EntryPoint] = {}
+        self._specs: dict[str, Entry[T]] = {}
+        self._loaded = False
+
+    # --- registration --------------------------------------------------------------------
+    def register(self, name: str, source: str = "built-in") -> Callable[[Any], Any]:
+        """Decorator registering an object under ``name`` (the decorated object is returned
+        unchanged; the registry holds its coerced form).
 
         Raises:
-            ValueError: if ``name`` is already taken by a different object.
+            DuplicateNameError: if ``name`` is already taken by a different object.
         """
 
-        def decorator(obj: T) -> T:
-            existing = self._items.get(name)
-            if existing is not None and existing is not obj:
-                raise ValueError(f"{self.kind} {name!r} is registered twice")
-            self._items[name] = obj
+        def decorator(obj: Any) -> Any:
+            self.add(name, obj, source)
             return obj
 
         return decorator
 
-    def _ensure_loaded(self) -> None:
-        if not self._loaded:
-            self._loaded = True
-            load_plugins(self.package)
-
-    def get(self, name: str) -> T:
-        """Return the object registered under ``name``.
+    def add(self, name: str, obj: Any, source: str = "built-in") -> None:
+        """Register ``obj`` under ``name``.
 
         Raises:
-            UnknownNameError: if nothing is registered under ``name``; the message suggests the
-                closest names and lists all known ones.
+            DuplicateNameError: if ``name`` is already taken by a different object.
+        """
+        existing = self._entries.get(name)
+        if existing is not None:
+            if _origin(self._raw[name]) == _origin(obj):  # the same definition imported again
+                return
+            raise DuplicateNameError(
+                f"{self.kind} {name!r} is registered twice: {_origin(self._raw[name])} "
+                f"({existing.describe()}) and {_origin(obj)} ({source})"
+            )
+        self._raw[name] = obj
+        self._entries[name] = Entry(name, self._coerce(obj, name), name, source)
+
+    def _ensure_loaded(self) -> None:
+        if self._loaded:
+            return
+        self._loaded = True
+        if self._builtins is not None:
+            self._builtins()
+        found: dict[str, list[metadata.EntryPoint]] = {}
+        for ep in metadata.entry_points(group=self.group):
+            found.setdefault(ep.name, []).append(ep)
+        for name, eps in found.items():
+            values = {ep.value for ep in eps}
+            if len(values) > 1:  # one distribution installed twice gives the same value twice
+                sources = " and ".join(f"{_ep_source(ep)} ({ep.value})" for ep in eps)
+                raise DuplicateNameError(f"{self.kind} {name!r} is declared by two plugins: {sources}")
+            ep = eps[0]
+            if name in self._entries:
+                raise DuplicateNameError(
+                    f"{self.kind} {name!r} is declared by {_ep_source(ep)} ({ep.value}) and is also "
+                    f"{self._entries[name].describe()}; uninstall or rename one"
+                )
+            self._plugins[name] = ep
+
+    # --- lookup --------------------------------------------------------------------------
+    def entry(self, name: str) -> Entry[T]:
+        """The entry for a name or a spec.
+
+        Raises:
+            UnknownNameError: for an unknown name ("did you mean" and the known names).
+            ExtensionError: when a spec or a plugin's entry point cannot be loaded.
+            DuplicateNameError: when two extensions claim ``name``.
+            TypeError: when the object is not of the kind this registry holds.
         """
         self._ensure_loaded()
-        try:
-            return self._items[name]
-        except KeyError:
-            known = sorted(self._items)
-            close = difflib.get_close_matches(name, known, n=3, cutoff=0.5)
-            hint = f" Did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
-            raise UnknownNameError(
-                f"unknown {self.kind} {name!r}.{hint} Known: {', '.join(known)}"
-            ) from None
+        if name in self._entries:
+            return self._entries[name]
+        if name in self._plugins:
+            ep = self._plugins[name]
+            try:
+                obj = ep.load()
+            except Exception as exc:
+                raise ExtensionError(
+                    f"{self.kind} {name!r} from {_ep_source(ep)} ({ep.value}) cannot be loaded: "
+                    f"{type(exc).__name__}: {exc}"
+                ) from exc
+            dist = ep.dist.name if ep.dist else None
+            version = ep.dist.version if ep.dist else None
+            entry = Entry(name, self._coerce(obj, name), name, f"entry point {self.group}", dist, version)
+            self._entries[name] = entry
+            return entry
+        if ":" in name and is_spec(name):
+            if name not in self._specs:
+                obj, recorded, source, dist, version = load_object(name)
+                self._specs[name] = Entry(name, self._coerce(obj, name), recorded, source, dist, version)
+            return self._specs[name]
+        known = self.names()
+        close = difflib.get_close_matches(name, known, n=3, cutoff=0.5)
+        hint = f" Did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
+        raise UnknownNameError(
+            f"unknown {self.kind} {name!r}.{hint} Known: {', '.join(known)} "
+            "(or give module.path:Name or path/to/file.py:Name)"
+        ) from None
+
+    def get(self, name: str) -> T:
+        """The object registered under ``name`` (or named by a spec); see :meth:`entry`."""
+        return self.entry(name).obj
 
     def names(self) -> list[str]:
-        """All registered names, sorted."""
+        """Every registered name (built-ins and installed plugins), sorted."""
         self._ensure_loaded()
-        return sorted(self._items)
+        return sorted({*self._entries, *self._plugins})
+
+    def sources(self) -> list[tuple[str, str]]:
+        """``(name, where it comes from)`` for every name, without importing plugins."""
+        self._ensure_loaded()
+        rows = [(n, e.describe()) for n, e in self._entries.items() if not e.source.startswith("entry point")]
+        for name, ep in self._plugins.items():
+            rows.append((name, f"entry point {self.group} ({_ep_source(ep)})"))
+        return sorted(rows)
 
     def __iter__(self) -> Iterator[str]:
         return iter(self.names())
 
     def __contains__(self, name: object) -> bool:
         self._ensure_loaded()
-        return name in self._items
+        return name in self._entries or name in self._plugins
 
 
-def load_plugins(package: str) -> None:
-    """Import every module of ``package`` (non-recursively) so their decorators run."""
-    pkg = importlib.import_module(package)
-    for info in pkgutil.iter_modules(pkg.__path__):
-        if not info.name.startswith("_"):
-            importlib.import_module(f"{package}.{info.name}")
+def _ep_source(ep: metadata.EntryPoint) -> str:
+    return f"{ep.dist.name} {ep.dist.version}" if ep.dist else "an unknown distribution"
+
+
+def _origin(obj: Any) -> str:
+    """``module.QualifiedName`` of a class or function (of its type for anything else)."""
+    return f"{getattr(obj, '__module__', '?')}.{getattr(obj, '__qualname__', type(obj).__qualname__)}"

@@ -1,5 +1,6 @@
-"""Run directories: ``run.json``, ``trajectories.jsonl`` (appended, flushed per line) and
-``scores.jsonl``; reading them back tolerates a torn last line left by a killed run."""
+"""Run directories: ``run.json`` (the typed :class:`RunRecord`, read and written here and
+nowhere else), ``trajectories.jsonl`` (appended, flushed per line) and ``scores.jsonl``;
+reading them back tolerates a torn last line left by a killed run."""
 
 from __future__ import annotations
 
@@ -8,12 +9,13 @@ import json
 import os
 import warnings
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from toolgym.records import Score, Trajectory
+from toolgym.records import Example, Measure, Score, Trajectory
 
 RUN_FILE = "run.json"
 TRAJECTORIES_FILE = "trajectories.jsonl"
@@ -95,21 +97,145 @@ def write_jsonl_atomic(path: Path, records: list[BaseModel]) -> None:
     os.replace(tmp, path)
 
 
-def read_run(directory: Path) -> dict[str, Any]:
-    """Parse ``run.json``.
+RUN_SCHEMA_VERSION = 2
+"""The ``schema_version`` of the ``run.json`` this toolgym writes. Version 1 (no
+``schema_version`` key; toolgym before the public API) is migrated on reading: its fields are
+the same, without ``extensions`` and ``measures``."""
+
+
+class ExtensionRef(BaseModel):
+    """How a run found one of its parts (environment, agent, model provider, grader), so that
+    ``grade``, ``show`` and ``--resume`` load the same one again.
+
+    Attributes:
+        spec: What to look up again: a registered name (``typewriter_1``), ``module.path:Name``
+            or ``/abs/path/file.py:Name``.
+        source: Where it came from, for people: ``built-in``, ``suite typewriter``,
+            ``entry point toolgym.environments (mycorp-envs 1.2)``, ``module``, ``file``.
+        distribution: The installed distribution that provides it, if any.
+        version: That distribution's version.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    spec: str
+    source: str = "built-in"
+    distribution: str | None = None
+    version: str | None = None
+
+
+class DatasetRef(BaseModel):
+    """The dataset a run read: its path (absolute), sha256 of the file and example count;
+    ``path`` is ``None`` for examples given in memory."""
+
+    path: str | None = None
+    sha256: str | None = None
+    n_examples: int = 0
+
+
+class RunRecord(BaseModel):
+    """``run.json``: everything needed to reproduce a run and to read it back.
+
+    Attributes:
+        schema_version: :data:`RUN_SCHEMA_VERSION` when written by this toolgym.
+        env: The environment's name (the one in every trajectory's ``env``).
+        agent: The agent's settings, ``{"agent": name, "max_steps": N, ...}``.
+        model: The model spec (``None`` for agents without a model).
+        model_settings: Temperature, seed, token limit, retries (never an API key).
+        dataset: The dataset read.
+        graders: Grader names run by default by ``grade``.
+        grader_settings: Grader settings (``judge_model``, ``judge_cache``).
+        measures: What each grader measures (:class:`~toolgym.records.Measure`), so views
+            read a run even where the grader is not installed.
+        extensions: How each part was found (keys ``env``, ``agent``, ``model`` and
+            ``grader:NAME``); see :class:`ExtensionRef`.
+        accounting: Token and cost totals (written after the run).
+    """
+
+    model_config = ConfigDict(extra="allow")
+
+    schema_version: int = RUN_SCHEMA_VERSION
+    env: str
+    agent: dict[str, Any] = Field(default_factory=dict)
+    model: str | None = None
+    model_settings: dict[str, Any] = Field(default_factory=dict)
+    dataset: DatasetRef = Field(default_factory=DatasetRef)
+    limit: int | None = None
+    env_options: dict[str, Any] = Field(default_factory=dict)
+    trials: int = 1
+    concurrency: int = 1
+    workers: int = 1
+    graders: list[str] = Field(default_factory=list)
+    grader_settings: dict[str, Any] = Field(default_factory=dict)
+    measures: dict[str, Measure] = Field(default_factory=dict)
+    extensions: dict[str, ExtensionRef] = Field(default_factory=dict)
+    versions: dict[str, str | None] = Field(default_factory=dict)
+    git_revision: str | None = None
+    command: list[str] = Field(default_factory=list)
+    started_at: str | None = None
+    finished_at: str | None = None
+    accounting: dict[str, Any] | None = None
+
+    @property
+    def agent_name(self) -> str:
+        """The agent's name (``?`` when not recorded)."""
+        return str(self.agent.get("agent") or "?")
+
+    def spec_of(self, part: str) -> str | None:
+        """The spec to load ``part`` (``env``, ``agent``, ``model``, ``grader:NAME``) again:
+        the recorded extension spec, else the recorded name."""
+        ref = self.extensions.get(part)
+        if ref is not None:
+            return ref.spec
+        if part == "env":
+            return self.env
+        if part == "agent":
+            return self.agent_name
+        if part == "model":
+            return self.model
+        return part.partition(":")[2] or None
+
+
+def read_run(directory: Path) -> RunRecord:
+    """Read ``run.json`` as a :class:`RunRecord` (a version-1 record is migrated).
 
     Raises:
-        RunDirError: if it is missing or not JSON.
+        RunDirError: if it is missing, not JSON, invalid (field named), or written by a newer
+            schema than this toolgym reads (the version is named).
     """
-    if Path(directory).exists() and not Path(directory).is_dir():
+    directory = Path(directory)
+    if directory.exists() and not directory.is_dir():
         raise RunDirError(f"{directory} is a file, not a run directory")
-    path = Path(directory) / RUN_FILE
+    path = directory / RUN_FILE
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise RunDirError(f"{path}: not found; is {directory} a run directory?") from None
     except json.JSONDecodeError as exc:
         raise RunDirError(f"{path}: not valid JSON: {exc.msg} (line {exc.lineno})") from None
+    if not isinstance(data, dict):
+        raise RunDirError(f"{path}: expected a JSON object")
+    version = data.get("schema_version", 1)
+    if not isinstance(version, int) or version < 1:
+        raise RunDirError(f"{path}: schema_version must be a positive integer, got {version!r}")
+    if version > RUN_SCHEMA_VERSION:
+        raise RunDirError(
+            f"{path}: written with run.json schema_version {version} by a newer toolgym; this one "
+            f"reads versions 1 to {RUN_SCHEMA_VERSION} (upgrade toolgym to read it)"
+        )
+    if version == 1:  # same fields, without the extension and measure records
+        data = {**data, "schema_version": RUN_SCHEMA_VERSION}
+    try:
+        return RunRecord.model_validate(data)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        field = ".".join(map(str, err["loc"])) or "(record)"
+        raise RunDirError(f"{path}: field {field}: {err['msg']}") from None
+
+
+def write_run(directory: Path, record: RunRecord) -> None:
+    """Write ``run.json`` atomically (never half-written)."""
+    write_json_atomic(Path(directory) / RUN_FILE, record.model_dump(mode="json"))
 
 
 def read_trajectories(directory: Path) -> list[Trajectory]:
@@ -163,3 +289,39 @@ def locked_run_dir(directory: Path) -> Iterator[None]:
             (directory / LOCK_FILE).unlink(missing_ok=True)
             if created:
                 directory.rmdir()
+
+
+@dataclass
+class Run:
+    """A run read back (or just played): its record, trajectories, scores and examples.
+
+    Attributes:
+        directory: The run directory (``None`` for a run kept in memory only).
+        record: ``run.json``.
+        trajectories: Every trajectory, in file order.
+        scores: Every score, in file order.
+        examples: The run's examples by id; ``None`` when the dataset could not be read
+            (``problem`` says why).
+        problem: Why the examples are missing, if they are.
+    """
+
+    directory: Path | None
+    record: RunRecord
+    trajectories: list[Trajectory]
+    scores: list[Score]
+    examples: dict[str, Example] | None = None
+    problem: str | None = None
+
+    @property
+    def env(self) -> str:
+        """The environment name."""
+        return self.record.env
+
+    @property
+    def graders(self) -> list[str]:
+        """Graders recorded in run.json, then any other grader found in the scores."""
+        names = list(self.record.graders)
+        for s in self.scores:
+            if s.grader not in names:
+                names.append(s.grader)
+        return names

@@ -1,4 +1,10 @@
-"""Running an agent over a dataset, grading stored trajectories, and summarising scores."""
+"""Running an agent over a dataset, grading stored trajectories, and exporting results.
+
+:func:`run` is the whole pipeline behind ``toolgym.evaluate`` and ``toolgym run``: resolve the
+parts (names, specs or objects), load and check the dataset, play every (example, trial)
+episode, append each trajectory as it finishes, grade, export. Data flows one way:
+dataset → episode → trajectory → scores → views and exporters.
+"""
 
 from __future__ import annotations
 
@@ -6,87 +12,208 @@ import asyncio
 import dataclasses
 import datetime as dt
 import gc
+import hashlib
+import json
 import os
 import platform
 import subprocess
 import sys
-from collections import Counter, defaultdict
-from collections.abc import Callable, Iterable
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from toolgym.agents import Agent, get_agent
-from toolgym.data import DatasetError, load_examples, resolve_dataset, sha256_file
-from toolgym.environments import Environment, get_environment
-from toolgym.graders import GRADERS, Grader, get_grader
+from langchain_core.language_models import BaseChatModel
+from pydantic import ValidationError
+
+from toolgym.agents import Agent, as_agent_class
+from toolgym.benchmark import Benchmark, as_benchmark
+from toolgym.data import DatasetError, check_tools, load_examples, resolve_dataset, sha256_file, write_examples
+from toolgym.environments import Environment
+from toolgym.graders import Grader, grader_name, measure_of
+from toolgym.plugins import agent_entry, benchmark_entry, grader_entry
 from toolgym.providers import ModelSettings
 from toolgym.records import Example, Score, Trajectory
+from toolgym.registry import Entry, ExtensionError, UnknownNameError
 from toolgym.runio import (
-    RUN_FILE,
+    RUN_FILE as RUN_FILE_NAME,
     SCORES_FILE,
     TRAJECTORIES_FILE,
+    DatasetRef,
+    ExtensionRef,
     JsonlAppender,
+    Run,
     RunDirError,
+    RunRecord,
     read_jsonl,
     read_run,
+    read_scores,
     read_trajectories,
-    write_json_atomic,
     write_jsonl_atomic,
+    write_run,
 )
-from toolgym.stats import Estimate, clustered_estimate
+from toolgym.stats import SummaryRow, summarize
+
+EXAMPLES_FILE = "examples.jsonl"
+"""Where a run given its examples in memory keeps them, so ``grade`` and ``show`` read them."""
 
 
 @dataclass
 class RunConfig:
     """Everything that defines a run; stored in ``run.json``.
 
+    Every part is a name, a ``module.path:Name`` / ``file.py:Name`` spec, or an object.
+
     Attributes:
-        env: Environment name.
-        agent: Agent architecture name.
-        model: Model spec (``local``, ``openai:gpt-4o-mini``, ``scripted:PATH``, ...).
-        dataset: Path or built-in dataset name (``None``: the environment's ``test`` set).
-        out: Run directory.
+        env: An environment name or spec, a :class:`~toolgym.Benchmark`, or an
+            :class:`~toolgym.Environment` subclass.
+        out: Run directory, or ``None`` to keep the run in memory only.
+        agent: An agent name or spec, an :class:`~toolgym.Agent` subclass or instance, or a
+            langgraph graph factory ``factory(model, tools, instructions)``.
+        model: A model spec (``local``, ``openai:gpt-4o-mini``, ``scripted:PATH``,
+            ``module:factory``) or a langchain-core ``BaseChatModel`` object.
+        dataset: A path, a built-in dataset name (``None``: the environment's ``test`` set), or
+            a list of :class:`~toolgym.Example` objects or dicts.
         limit: Run only the first N examples.
         trials: Episodes per example (fresh environment each).
         max_steps: Model turns before ``step_limit``.
-        concurrency: Episodes in flight at once (over all worker processes).
+        concurrency: Episodes in flight at once (over all worker processes); ``None``: the
+            benchmark's ``default_concurrency``.
         workers: Processes playing episodes (see :func:`play_in_processes`); 1 plays them in
             this process.
         resume: Continue a run directory, skipping finished (example, trial) pairs.
-        graders: Graders to run (default: the environment's own list).
+        graders: Grader names, specs, classes or instances (default: the benchmark's own).
         settings: Model settings (temperature, seed, ...).
-        env_options: Environment-specific options (``sample``, ``shots``, ...), passed to
-            ``Environment.load_dataset``.
+        env_options: Environment-specific options (``sample``, ``shots``, ...), passed to the
+            benchmark's dataset loader.
         grader_settings: Grader settings by field name (``judge_model``, ``judge_cache``);
             recorded in run.json so that ``grade`` reuses them (see :func:`make_graders`).
     """
 
-    env: str
-    out: Path
-    agent: str = "tool_calling"
-    model: str = "local"
-    dataset: str | None = None
+    env: Any
+    out: Path | None = None
+    agent: Any = "tool_calling"
+    model: Any = "local"
+    dataset: Any = None
     limit: int | None = None
     trials: int = 1
     max_steps: int = 40
-    concurrency: int = 1
+    concurrency: int | None = None
     workers: int = 1
     resume: bool = False
-    graders: list[str] | None = None
+    graders: list[Any] | None = None
     settings: ModelSettings = field(default_factory=ModelSettings)
     env_options: dict[str, Any] = field(default_factory=dict)
     grader_settings: dict[str, Any] = field(default_factory=dict)
 
 
-@dataclass(frozen=True)
-class SummaryRow:
-    """One line of a summary table: a grader's estimate on one environment."""
+@dataclass
+class RunResult:
+    """What :func:`run` returns: the run as played and graded.
 
-    env: str
-    grader: str
-    estimate: Estimate
+    Attributes:
+        run: The record, trajectories, scores and examples (``run.directory`` is ``None`` for
+            a run kept in memory).
+        summary: Mean ± standard error per grader.
+    """
+
+    run: Run
+    summary: list[SummaryRow]
+
+    @property
+    def trajectories(self) -> list[Trajectory]:
+        """Every trajectory, in the order they finished."""
+        return self.run.trajectories
+
+    @property
+    def scores(self) -> list[Score]:
+        """Every score."""
+        return self.run.scores
+
+    @property
+    def record(self) -> RunRecord:
+        """The run's ``run.json`` record."""
+        return self.run.record
+
+
+# --- resolving the parts --------------------------------------------------------------------
+
+
+def _object_ref(obj: Any) -> ExtensionRef:
+    """How an object given in Python is recorded: ``module:QualName`` when another process
+    can import it again, else ``<object>`` (such a run is read back without it)."""
+    module, qualname = getattr(obj, "__module__", None), getattr(obj, "__qualname__", None)
+    if module and qualname and module != "__main__" and "<" not in qualname:
+        return ExtensionRef(spec=f"{module}:{qualname}", source="object")
+    return ExtensionRef(spec=f"<object {qualname or type(obj).__name__}>", source="object")
+
+
+def _ref(entry: Entry[Any]) -> ExtensionRef:
+    return ExtensionRef(spec=entry.spec, source=entry.source, distribution=entry.distribution, version=entry.version)
+
+
+def resolve_benchmark(env: Any) -> tuple[Benchmark, ExtensionRef]:
+    """A benchmark and its record from a name, spec, ``Benchmark`` or ``Environment`` class.
+
+    Raises:
+        UnknownNameError / ExtensionError: for a name or spec that cannot be found.
+        TypeError: for anything else.
+    """
+    if isinstance(env, str):
+        entry = benchmark_entry(env)
+        return entry.obj, _ref(entry)
+    benchmark = as_benchmark(env)
+    return benchmark, _object_ref(benchmark.environment)
+
+
+def resolve_agent(agent: Any) -> tuple[type[Agent] | Agent, ExtensionRef]:
+    """An agent class (or instance) and its record from a name, spec, class, instance or
+    graph factory."""
+    if isinstance(agent, str):
+        entry = agent_entry(agent)
+        return entry.obj, _ref(entry)
+    if isinstance(agent, Agent):
+        return agent, _object_ref(type(agent))
+    return as_agent_class(agent, getattr(agent, "__name__", "")), _object_ref(agent)
+
+
+def make_graders(
+    benchmark: Benchmark, names: Sequence[Any] | None, settings: dict[str, Any] | None = None
+) -> list[tuple[Grader, ExtensionRef]]:
+    """Instantiate the requested graders.
+
+    Args:
+        benchmark: Without ``names`` its ``graders`` are used, plus its ``judge_graders``
+            when ``settings`` name a ``judge_model``.
+        names: Grader names or specs, classes or instances, or ``None`` for the defaults.
+        settings: Grader settings by field name; each grader (a dataclass) receives only the
+            settings it declares as fields, so one ``--judge-model`` reaches every judge.
+            ``None`` values are dropped (the grader's default applies).
+
+    Raises:
+        UnknownNameError / ExtensionError: for an unknown grader.
+        ValueError: when a grader rejects its settings (a judge without a judge model).
+    """
+    settings = {k: v for k, v in (settings or {}).items() if v is not None}
+    if names is None:
+        names = list(benchmark.graders)
+        if settings.get("judge_model"):
+            names += [n for n in benchmark.judge_graders if n not in names]
+    graders = []
+    for item in names:
+        if isinstance(item, str):
+            entry = grader_entry(item)
+            cls, ref = entry.obj, _ref(entry)
+        else:
+            cls, ref = item, _object_ref(item if isinstance(item, type) else type(item))
+        if not isinstance(cls, type):  # an instance: used as it is
+            graders.append((cls, ref))
+            continue
+        accepted = {f.name for f in dataclasses.fields(cls)} if dataclasses.is_dataclass(cls) else set()
+        graders.append((cls(**{k: v for k, v in settings.items() if k in accepted}), ref))
+    return graders
 
 
 def _git_revision() -> str | None:
@@ -111,71 +238,34 @@ def _versions() -> dict[str, str | None]:
 
 
 def load_run_examples(
-    env_cls: type[Environment], dataset: str | None, limit: int | None, options: dict[str, Any] | None = None
-) -> tuple[Path, list[Example]]:
+    benchmark: Benchmark, dataset: Any, limit: int | None, options: dict[str, Any] | None = None
+) -> tuple[Path | None, list[Example]]:
     """Resolve and load a run's examples (validated before any model is called).
 
-    Raises:
-        DatasetError: for an invalid record, or an example whose expected steps name tools the
-            environment does not have (a dataset made for another environment).
-    """
-    path = resolve_dataset(env_cls.name, dataset)
-    examples = load_examples(path, env_cls, options)
-    check_tools(env_cls, examples, path)
-    return path, examples[:limit] if limit else examples
-
-
-def check_tools(env_cls: type[Environment], examples: list[Example], path: Path) -> None:
-    """Refuse examples whose ``expected_steps`` name tools ``env_cls`` does not have.
-
-    Raises:
-        DatasetError: naming the file, the first such example and tool, and how many examples
-            are affected.
-    """
-    try:
-        tools = set(env_cls().tool_functions())
-    except Exception:  # an environment whose tools depend on the example: checked per episode
-        return
-    bad = [(ex.id, name) for ex in examples for name in ex.expected_steps if name not in tools]
-    if bad:
-        n_examples = len({ex_id for ex_id, _ in bad})
-        ex_id, name = bad[0]
-        raise DatasetError(
-            f"{path}: example {ex_id!r} expects tool {name!r}, which {env_cls.name} does not have "
-            f"({n_examples} example(s) affected; is this a dataset of another environment?)"
-        )
-
-
-def make_graders(
-    env_cls: type[Environment], names: list[str] | None, settings: dict[str, Any] | None = None
-) -> list[Grader]:
-    """Instantiate the requested graders.
-
     Args:
-        env_cls: The environment; without ``names`` its ``graders`` are used, plus its judge
-            graders (:func:`toolgym.graders.judge.judge_graders_for`) when ``settings`` name a
-            ``judge_model``.
-        names: Grader names, or ``None`` for the defaults.
-        settings: Grader settings by field name; each grader (a dataclass) receives only the
-            settings it declares as fields, so one ``--judge-model`` reaches every judge.
-            ``None`` values are dropped (the grader's default applies).
+        dataset: A path, a built-in dataset name, ``None`` (the ``test`` set), or a list of
+            :class:`Example` objects or dicts (then the returned path is ``None``).
 
     Raises:
-        UnknownNameError: for an unknown grader.
-        ValueError: when a grader rejects its settings (a judge without a judge model).
+        DatasetError: for an invalid record (file and line, or list index, named), or an
+            example whose expected steps name tools the environment does not have.
     """
-    from toolgym.graders.judge import judge_graders_for
-
-    settings = {k: v for k, v in (settings or {}).items() if v is not None}
-    if names is None:
-        names = list(env_cls.graders)
-        if settings.get("judge_model"):
-            names += [n for n in judge_graders_for(env_cls) if n not in names]
-    graders = []
-    for name in names:
-        accepted = {f.name for f in dataclasses.fields(cls)} if dataclasses.is_dataclass(cls := GRADERS.get(name)) else set()
-        graders.append(get_grader(name, **{k: v for k, v in settings.items() if k in accepted}))
-    return graders
+    if isinstance(dataset, (list, tuple)):
+        examples = []
+        for i, item in enumerate(dataset):
+            try:
+                examples.append(item if isinstance(item, Example) else Example.model_validate(item))
+            except ValidationError as exc:
+                err = exc.errors()[0]
+                raise DatasetError(f"dataset[{i}]: field {'.'.join(map(str, err['loc'])) or '(record)'}: {err['msg']}") from None
+        if not examples:
+            raise DatasetError("dataset: no examples")
+        path = None
+    else:
+        path = resolve_dataset(benchmark, None if dataset is None else str(dataset))
+        examples = load_examples(path, benchmark, options)
+    check_tools(benchmark, examples, path or "dataset")
+    return path, examples[:limit] if limit else examples
 
 
 async def play_all(
@@ -334,71 +424,114 @@ def _worker(
     writer.close()
 
 
-def run(config: RunConfig, progress: bool = True) -> list[SummaryRow]:
+def _versions_of(*refs: ExtensionRef) -> dict[str, str | None]:
+    found = _versions()
+    for ref in refs:
+        if ref.distribution:
+            found[ref.distribution] = ref.version
+    return found
+
+
+def run(config: RunConfig, progress: bool = True) -> RunResult:
     """Run ``config``: write run.json, append each trajectory to trajectories.jsonl as it
-    finishes (and to the environment's own files, see ``Environment.run_outputs``), then grade
-    everything into scores.jsonl.
+    finishes, then grade everything into scores.jsonl and export (see :func:`grade`). With
+    ``config.out`` of ``None`` nothing is written and the run is returned in memory.
 
     Raises:
         DatasetError: for an invalid dataset (before any model is called).
         RunDirError: when ``out`` already holds trajectories and ``resume`` is off.
-        UnknownNameError: for an unknown environment, agent, grader or provider.
+        UnknownNameError / ExtensionError: for an environment, agent, grader or model that
+            cannot be found.
     """
-    env_cls = get_environment(config.env)
-    agent_cls = get_agent(config.agent)
-    dataset_path, examples = load_run_examples(env_cls, config.dataset, config.limit, config.env_options)
-    graders = make_graders(env_cls, config.graders, config.grader_settings)
-    out = Path(config.out)
-    traj_path = out / TRAJECTORIES_FILE
-    if traj_path.exists() and traj_path.stat().st_size and not config.resume:
-        raise RunDirError(f"{traj_path} already exists; pass --resume to continue it or choose another --out")
-    out.mkdir(parents=True, exist_ok=True)
-    done = {t.key for t in read_jsonl(traj_path, Trajectory, repair=True)} if config.resume else set()
-    label = config.model if agent_cls.needs_model else config.agent
-    outputs = env_cls.run_outputs(out, examples, label, config.resume, config.trials)
-    if outputs is not None:  # the environment's own files (e.g. a published result format)
-        done |= {(i, k) for i in outputs.done_ids() for k in range(config.trials)}
+    benchmark, env_ref = resolve_benchmark(config.env)
+    env_cls = benchmark.environment
+    agent_obj, agent_ref = resolve_agent(config.agent)
+    agent_cls = agent_obj if isinstance(agent_obj, type) else type(agent_obj)
+    if benchmark.max_trials is not None and config.trials > benchmark.max_trials:
+        raise ValueError(f"{benchmark.name} allows at most {benchmark.max_trials} trial(s) per example, got --trials {config.trials}")
+    dataset_path, examples = load_run_examples(benchmark, config.dataset, config.limit, config.env_options)
+    graders = make_graders(benchmark, config.graders, config.grader_settings)
+    concurrency = config.concurrency if config.concurrency is not None else benchmark.default_concurrency
+    out = Path(config.out) if config.out is not None else None
+    done: set[tuple[str, int]] = set()
+    previous: list[Trajectory] = []
+    if out is not None:
+        traj_path = out / TRAJECTORIES_FILE
+        if traj_path.exists() and traj_path.stat().st_size and not config.resume:
+            raise RunDirError(f"{traj_path} already exists; pass --resume to continue it or choose another --out")
+        out.mkdir(parents=True, exist_ok=True)
+        if config.resume:
+            previous = read_jsonl(traj_path, Trajectory, repair=True)
+            done = {t.key for t in previous}
+        if dataset_path is None:  # examples given in memory: kept beside the run
+            dataset_path = out / EXAMPLES_FILE
+            write_examples(dataset_path, examples)
     jobs = [(ex, k) for ex in examples for k in range(config.trials) if (ex.id, k) not in done]
 
-    workers = max(1, min(config.workers, len(jobs), config.concurrency))
+    workers = max(1, min(config.workers, len(jobs), concurrency))
     settings = config.settings
     if workers > 1 and settings.rps is not None:  # the limit holds for the run, not per worker
         settings = dataclasses.replace(settings, rps=settings.rps / workers)
-    model = agent_cls.make_model(config.model, settings) if agent_cls.needs_model and jobs else None
-    agent = agent_cls(model=model, model_spec=config.model if agent_cls.needs_model else None, max_steps=config.max_steps)
-    started = dt.datetime.now(dt.UTC).isoformat()
-    record = {
-        "env": config.env,
-        "agent": agent.describe(),
-        "model": config.model if agent_cls.needs_model else None,
-        "model_settings": config.settings.record(),
-        "dataset": {"path": str(dataset_path.resolve()), "sha256": sha256_file(dataset_path), "n_examples": len(examples)},
-        "limit": config.limit,
-        "env_options": config.env_options,
-        "trials": config.trials,
-        "concurrency": config.concurrency,
-        "workers": workers,
-        "graders": [g.name for g in graders],
-        "grader_settings": config.grader_settings,
-        "versions": _versions(),
-        "git_revision": _git_revision(),
-        "command": sys.argv,
-        "started_at": started,
-    }
-    write_json_atomic(out / RUN_FILE, record)
+    model_ref: ExtensionRef | None = None
+    if isinstance(agent_obj, Agent):
+        agent = agent_obj
+        model_label = agent.model_spec
+    else:
+        model_label = None
+        model: Any = None
+        if agent_cls.needs_model:
+            if isinstance(config.model, BaseChatModel):
+                model, model_label = config.model, f"object:{type(config.model).__name__}"
+                model_ref = _object_ref(type(config.model))
+            else:
+                model_label = str(config.model)
+                model = agent_cls.make_model(model_label, settings) if jobs else None
+        agent = agent_cls(model=model, model_spec=model_label, max_steps=config.max_steps)
+    record = RunRecord(
+        env=benchmark.name,
+        agent=agent.describe(),
+        model=model_label,
+        model_settings=config.settings.record(),
+        dataset=DatasetRef(
+            path=str(dataset_path.resolve()) if dataset_path else None,
+            sha256=sha256_file(dataset_path) if dataset_path else _examples_sha256(examples),
+            n_examples=len(examples),
+        ),
+        limit=config.limit,
+        env_options=config.env_options,
+        trials=config.trials,
+        concurrency=concurrency,
+        workers=workers,
+        graders=[grader_name(g) for g, _ in graders],
+        grader_settings=config.grader_settings,
+        measures={grader_name(g): measure_of(g) for g, _ in graders},
+        extensions={
+            "env": env_ref, "agent": agent_ref,
+            **({"model": model_ref} if model_ref else {}),
+            **{f"grader:{grader_name(g)}": ref for g, ref in graders},
+        },
+        versions=_versions_of(env_ref, agent_ref, *(ref for _, ref in graders)),
+        git_revision=_git_revision(),
+        command=sys.argv,
+        started_at=dt.datetime.now(dt.UTC).isoformat(),
+    )
+    if out is not None:
+        write_run(out, record)
 
+    finished: list[Trajectory] = list(previous)
     bar = None
     if progress and jobs:
         from tqdm import tqdm
 
         # no monitor thread: the process may fork its workers while the bar is shown
         tqdm.monitor_interval = 0
-        bar = tqdm(total=len(jobs), desc=f"{config.env}/{config.agent}", unit="episode", file=sys.stderr)
-    with JsonlAppender(traj_path) as writer:
+        bar = tqdm(total=len(jobs), desc=f"{benchmark.name}/{agent.name}", unit="episode", file=sys.stderr)
+    writer = JsonlAppender(out / TRAJECTORIES_FILE) if out is not None else None
+    try:
         def on_done(traj: Trajectory) -> None:
-            if outputs is not None:
-                outputs.write(traj)
-            writer.write(traj)
+            if writer is not None:
+                writer.write(traj)
+            finished.append(traj)
             if bar is not None:
                 bar.update(1)
                 bar.set_postfix_str(traj.status)
@@ -410,57 +543,143 @@ def run(config: RunConfig, progress: bool = True) -> list[SummaryRow]:
         gc.freeze()
         try:
             if workers > 1:
-                play_in_processes(agent, env_cls, jobs, config.concurrency, workers, on_done)
+                play_in_processes(agent, env_cls, jobs, concurrency, workers, on_done)
             else:
-                asyncio.run(play_all(agent, env_cls, jobs, config.concurrency, on_done))
+                asyncio.run(play_all(agent, env_cls, jobs, concurrency, on_done))
         finally:
             gc.unfreeze()
-            if bar is not None:
-                bar.close()
-            if outputs is not None:
-                outputs.close()
-    if outputs is not None:
-        outputs.finish()
-    record["finished_at"] = dt.datetime.now(dt.UTC).isoformat()
-    write_json_atomic(out / RUN_FILE, record)
-    return grade(out, graders=config.graders)
+    finally:
+        if bar is not None:
+            bar.close()
+        if writer is not None:
+            writer.close()
+    record.finished_at = dt.datetime.now(dt.UTC).isoformat()
+    by_id = {ex.id: ex for ex in examples}
+    scores = grade_trajectories(by_id, finished, [g for g, _ in graders])
+    result = Run(out, record, finished, scores, by_id)
+    if out is not None:
+        write_run(out, record)
+        write_jsonl_atomic(out / SCORES_FILE, scores)
+        export(benchmark, result)
+    return RunResult(result, summarize(benchmark.name, finished, scores, record.graders))
+
+
+def _examples_sha256(examples: list[Example]) -> str:
+    digest = hashlib.sha256()
+    for ex in examples:
+        digest.update(ex.model_dump_json().encode() + b"\n")
+    return digest.hexdigest()
+
+
+def export(benchmark: Benchmark, graded: Run) -> list[Path]:
+    """Run the benchmark's exporters on a graded run directory; returns the files written."""
+    written: list[Path] = []
+    for exporter in benchmark.exporters:
+        written += exporter(graded)
+    return written
+
+
+def benchmark_of(record: RunRecord, directory: Path | None = None) -> Benchmark:
+    """The benchmark a run was made with, found again from its recorded spec.
+
+    Raises:
+        RunDirError: when it can no longer be found (the spec, where it came from and why are
+            named).
+    """
+    ref = record.extensions.get("env")
+    spec = record.spec_of("env") or record.env
+    try:
+        return benchmark_entry(spec).obj
+    except (UnknownNameError, ExtensionError, TypeError) as exc:
+        where = f" ({ref.source}{f', {ref.distribution} {ref.version}' if ref and ref.distribution else ''})" if ref else ""
+        raise RunDirError(
+            f"{directory or 'run'}: run.json names environment {spec!r}{where}, which can no longer be "
+            f"found: {exc}"
+        ) from None
 
 
 def grade(
     directory: Path,
-    graders: list[str] | None = None,
+    graders: list[Any] | None = None,
     dataset: str | None = None,
     grader_settings: dict[str, Any] | None = None,
 ) -> list[SummaryRow]:
-    """Re-grade a run directory offline from its stored trajectories; rewrites scores.jsonl.
+    """Re-grade a run directory offline from its stored trajectories; rewrites scores.jsonl
+    and run.json's grader record, then runs the benchmark's exporters.
 
     Args:
-        graders: Grader names (default: those recorded in run.json).
+        graders: Grader names or specs (default: those recorded in run.json).
         dataset: Override the dataset path recorded in run.json.
         grader_settings: Override the grader settings recorded in run.json (``None`` values
             keep the recorded ones); a ``judge_model`` given here also switches on the
-            environment's judge graders when ``graders`` is not given.
+            benchmark's judge graders when ``graders`` is not given.
 
     Raises:
-        RunDirError / DatasetError: for a missing or invalid run.json, trajectories or dataset.
+        RunDirError / DatasetError: for a missing or invalid run.json, trajectories or dataset,
+            or an environment or grader that can no longer be found.
     """
     directory = Path(directory)
-    info = read_run(directory)
-    env_cls = get_environment(info["env"])
-    path = dataset or info["dataset"]["path"]
-    examples = {ex.id: ex for ex in load_examples(path, env_cls, info.get("env_options"))}
+    record = read_run(directory)
+    benchmark = benchmark_of(record, directory)
+    path = dataset or record.dataset.path
+    if path is None:
+        raise RunDirError(f"{directory}: run.json records no dataset file; pass --dataset")
+    examples = {ex.id: ex for ex in load_examples(path, benchmark, record.env_options)}
     overrides = {k: v for k, v in (grader_settings or {}).items() if v is not None}
-    settings = {**info.get("grader_settings", {}), **overrides}
-    names = graders or info.get("graders")
+    settings = {**record.grader_settings, **overrides}
+    names: list[Any] | None = graders or [record.spec_of(f"grader:{n}") or n for n in record.graders] or None
     if not graders and names is not None and overrides.get("judge_model"):
-        from toolgym.graders.judge import judge_graders_for
-
-        names = [*names, *(n for n in judge_graders_for(env_cls) if n not in names)]
-    grader_objs = make_graders(env_cls, names, settings)
+        names = [*names, *(n for n in benchmark.judge_graders if n not in names)]
+    try:
+        made = make_graders(benchmark, names, settings)
+    except (UnknownNameError, ExtensionError) as exc:
+        raise RunDirError(f"{directory}: a grader of this run can no longer be found: {exc}") from None
     trajectories = read_trajectories(directory)
-    scores = grade_trajectories(examples, trajectories, grader_objs)
+    scores = grade_trajectories(examples, trajectories, [g for g, _ in made])
     write_jsonl_atomic(directory / SCORES_FILE, scores)
-    return summarize(info["env"], trajectories, scores, [g.name for g in grader_objs])
+    record.graders = [grader_name(g) for g, _ in made]
+    record.measures = {**record.measures, **{grader_name(g): measure_of(g) for g, _ in made}}
+    record.extensions = {**record.extensions, **{f"grader:{grader_name(g)}": ref for g, ref in made}}
+    write_run(directory, record)
+    export(benchmark, Run(directory, record, trajectories, scores, examples))
+    return summarize(record.env, trajectories, scores, record.graders)
+
+
+def import_results(env: Any, result: Path, dataset: str | None, out: Path) -> list[SummaryRow]:
+    """Read a result file written by another tool into a run directory, then grade and export
+    it like a run of toolgym's own (``grade --env ENV --result FILE``).
+
+    ``out`` gets ``run.json`` (agent ``imported``), ``trajectories.jsonl`` (rewritten),
+    ``scores.jsonl`` and the benchmark's exports.
+
+    Raises:
+        ValueError: when the benchmark has no importer, or the result file is invalid (the
+            file and line named; nothing is written).
+        DatasetError: for an invalid dataset.
+    """
+    benchmark, env_ref = resolve_benchmark(env)
+    if benchmark.importer is None:
+        raise ValueError(f"environment {benchmark.name!r} has no result-file format to import (--result)")
+    path = resolve_dataset(benchmark, dataset)
+    examples = load_examples(path, benchmark, {})
+    trajectories = benchmark.importer(Path(result), examples)
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    record = RunRecord(
+        env=benchmark.name,
+        agent={"agent": "imported", "result_file": str(Path(result).resolve())},
+        model=trajectories[0].model if trajectories else None,
+        dataset=DatasetRef(path=str(path.resolve()), sha256=sha256_file(path), n_examples=len(examples)),
+        graders=list(benchmark.graders),
+        extensions={"env": env_ref},
+        versions=_versions_of(env_ref),
+        git_revision=_git_revision(),
+        command=sys.argv,
+        started_at=dt.datetime.now(dt.UTC).isoformat(),
+    )
+    write_jsonl_atomic(out / TRAJECTORIES_FILE, trajectories)
+    write_run(out, record)
+    return grade(out)
 
 
 def grade_trajectories(
@@ -485,25 +704,6 @@ def grade_trajectories(
     return scores
 
 
-def summarize(env: str, trajectories: list[Trajectory], scores: list[Score], graders: list[str]) -> list[SummaryRow]:
-    """Mean ± standard error per grader; error trajectories counted apart (``n_errors``).
-
-    With several trials per example the standard error is clustered by example
-    (:func:`toolgym.stats.clustered_estimate`); with one trial it is the plain estimate.
-    """
-    n_errors = sum(t.status == "error" for t in trajectories)
-    by_grader: dict[str, list[Score]] = defaultdict(list)
-    for s in scores:
-        by_grader[s.grader].append(s)
-    rows = []
-    for g in graders:
-        found = by_grader.get(g, [])
-        rows.append(
-            SummaryRow(env, g, clustered_estimate([s.value for s in found], [s.example_id for s in found], n_errors))
-        )
-    return rows
-
-
 def status_counts(trajectories: list[Trajectory]) -> Counter:
     """How many trajectories ended in each status."""
     return Counter(t.status for t in trajectories)
@@ -517,26 +717,28 @@ def check_resume(config: RunConfig) -> None:
         RunDirError: naming the fields that differ.
         DatasetError: for an invalid dataset (reported before any difference).
     """
-    out = Path(config.out)
-    if not config.resume or not (out / RUN_FILE).exists():
+    if config.out is None:
         return
-    info = read_run(out)
-    env_cls = get_environment(config.env)
-    path = resolve_dataset(env_cls.name, config.dataset)
-    now = {
-        "env": config.env,
-        "agent": config.agent,
-        "model": config.model if get_agent(config.agent).needs_model else None,
-        "dataset sha256": sha256_file(path),
+    out = Path(config.out)
+    if not config.resume or not (out / RUN_FILE_NAME).exists():
+        return
+    record = read_run(out)
+    benchmark, _ = resolve_benchmark(config.env)
+    agent_obj, _ = resolve_agent(config.agent)
+    agent_cls = agent_obj if isinstance(agent_obj, type) else type(agent_obj)
+    now: dict[str, Any] = {
+        "env": benchmark.name,
+        "agent": agent_cls.name,
+        "model": (config.model if isinstance(config.model, str) else f"object:{type(config.model).__name__}")
+        if agent_cls.needs_model else None,
     }
-    before = {
-        "env": info.get("env"),
-        "agent": (info.get("agent") or {}).get("agent"),
-        "model": info.get("model"),
-        "dataset sha256": (info.get("dataset") or {}).get("sha256"),
-    }
+    before: dict[str, Any] = {"env": record.env, "agent": record.agent_name, "model": record.model}
+    if not isinstance(config.dataset, (list, tuple)):
+        path = resolve_dataset(benchmark, None if config.dataset is None else str(config.dataset))
+        now["dataset sha256"] = sha256_file(path)
+        before["dataset sha256"] = record.dataset.sha256
     differ = [f"{k}: {before[k]!r} before, {now[k]!r} now" for k in now if before[k] != now[k]]
-    if differ and before["dataset sha256"] != now["dataset sha256"]:
-        load_examples(path, env_cls, config.env_options)  # an invalid file: report that first
+    if differ and before.get("dataset sha256") != now.get("dataset sha256"):
+        load_examples(path, benchmark, config.env_options)  # an invalid file: report that first
     if differ:
-        raise RunDirError(f"{out / RUN_FILE}: cannot resume a different run ({'; '.join(differ)})")
+        raise RunDirError(f"{out / RUN_FILE_NAME}: cannot resume a different run ({'; '.join(differ)})")

@@ -11,9 +11,12 @@ from __future__ import annotations
 
 import math
 import random
+from collections import defaultdict
 from collections.abc import Hashable, Iterable
 from dataclasses import dataclass
 from statistics import NormalDist
+
+from toolgym.records import Score, Trajectory
 
 
 @dataclass(frozen=True)
@@ -246,3 +249,31 @@ def paired_bootstrap(
     below = sum(d <= 0 for d in means) / n_boot
     above = sum(d >= 0 for d in means) / n_boot
     return PairedTest("paired_bootstrap", observed, min(1.0, 2 * min(below, above)), low, high)
+
+
+@dataclass(frozen=True)
+class SummaryRow:
+    """One line of a summary table: a grader's estimate on one environment."""
+
+    env: str
+    grader: str
+    estimate: Estimate
+
+
+def summarize(env: str, trajectories: list[Trajectory], scores: list[Score], graders: list[str]) -> list[SummaryRow]:
+    """Mean ± standard error per grader; error trajectories counted apart (``n_errors``).
+
+    With several trials per example the standard error is clustered by example
+    (:func:`toolgym.stats.clustered_estimate`); with one trial it is the plain estimate.
+    """
+    n_errors = sum(t.status == "error" for t in trajectories)
+    by_grader: dict[str, list[Score]] = defaultdict(list)
+    for s in scores:
+        by_grader[s.grader].append(s)
+    rows = []
+    for g in graders:
+        found = by_grader.get(g, [])
+        rows.append(
+            SummaryRow(env, g, clustered_estimate([s.value for s in found], [s.example_id for s in found], n_errors))
+        )
+    return rows

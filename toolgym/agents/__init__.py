@@ -9,6 +9,7 @@ plays one episode and returns its :class:`~toolgym.records.Trajectory`. The
 from __future__ import annotations
 
 import asyncio
+import importlib
 import time
 from collections.abc import Callable
 from typing import Any, ClassVar
@@ -21,9 +22,36 @@ from toolgym.providers import ModelSettings, build_model
 from toolgym.records import Example, ModelStep, Status, Step, ToolCall, ToolStep, Trajectory
 from toolgym.registry import Registry
 
-__all__ = ["AGENTS", "Agent", "Episode", "get_agent", "register_agent"]
+__all__ = ["AGENTS", "Agent", "Episode", "as_agent_class", "register_agent"]
 
-AGENTS: Registry[type[Agent]] = Registry("agent", "toolgym.agents")
+_CORE = ("tool_calling", "oracle", "react_json", "xml_prompting", "direct", "loglik")
+
+
+def _builtin_agents() -> None:
+    for module in _CORE:
+        importlib.import_module(f"toolgym.agents.{module}")
+
+
+def as_agent_class(obj: Any, name: str = "") -> type[Agent]:
+    """An agent class from an :class:`Agent` subclass, or from a langgraph graph factory
+    ``factory(model, tools, instructions) -> compiled graph`` (run through
+    :class:`toolgym.agents.graph.GraphAgent`).
+
+    Raises:
+        TypeError: for anything else.
+    """
+    if isinstance(obj, type) and issubclass(obj, Agent):
+        return obj
+    if callable(obj) and not isinstance(obj, type):
+        from toolgym.agents.graph import graph_agent
+
+        return graph_agent(obj, name)
+    raise TypeError(f"agent {name!r}: expected an Agent subclass or a graph factory, got {obj!r}")
+
+
+AGENTS: Registry[type[Agent]] = Registry("agent", "toolgym.agents", _builtin_agents, as_agent_class)
+"""Agent classes by name: toolgym's architectures, the suites' and the ``toolgym.agents``
+entry points (an entry point may name a graph factory)."""
 
 
 def register_agent(name: str) -> Callable[[type[Agent]], type[Agent]]:
@@ -34,15 +62,6 @@ def register_agent(name: str) -> Callable[[type[Agent]], type[Agent]]:
         return AGENTS.register(name)(cls)
 
     return decorator
-
-
-def get_agent(name: str) -> type[Agent]:
-    """The agent class registered as ``name``.
-
-    Raises:
-        UnknownNameError: with "did you mean" suggestions.
-    """
-    return AGENTS.get(name)
 
 
 class Episode:

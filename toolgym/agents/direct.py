@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 
 from toolgym.agents import Agent, Episode, register_agent
-from toolgym.agents.parsing import message_text
+from toolgym.parsing import message_text
 from toolgym.records import ModelStep
 
 

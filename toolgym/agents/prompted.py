@@ -27,7 +27,7 @@ from langchain_core.utils.function_calling import convert_to_openai_tool
 from langgraph.graph import END
 
 from toolgym.agents import Agent, Episode
-from toolgym.agents.parsing import OBSERVATION_MARK, message_text, observation_message
+from toolgym.parsing import OBSERVATION_MARK, message_text, observation_message
 from toolgym.agents.tool_calling import AgentState, model_tool_loop
 from toolgym.environments import Environment
 from toolgym.records import ModelStep, ToolCall, ToolStep

@@ -10,7 +10,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END, START, StateGraph
 
 from toolgym.agents import Agent, Episode, register_agent
-from toolgym.agents.parsing import model_step, observation_message
+from toolgym.parsing import model_step, observation_message
 
 
 class AgentState(TypedDict):

@@ -18,52 +18,23 @@ from __future__ import annotations
 import difflib
 import json
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, ClassVar, Protocol
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 from langchain_core.tools import BaseTool, StructuredTool
 from pydantic import ValidationError
 
-from toolgym.records import Example, Trajectory
-from toolgym.registry import Registry
+from toolgym.records import Example
 
 __all__ = [
-    "ENVIRONMENTS",
     "Environment",
-    "ReportTable",
-    "RunOutputs",
     "ToolBug",
     "ToolError",
     "ToolResult",
-    "get_environment",
-    "register_environment",
     "schema_tool",
     "tool",
 ]
-
-ENVIRONMENTS: Registry[type[Environment]] = Registry("environment", "toolgym.environments")
-
-
-def register_environment(name: str) -> Callable[[type[Environment]], type[Environment]]:
-    """Class decorator registering an :class:`Environment` subclass under ``name``."""
-
-    def decorator(cls: type[Environment]) -> type[Environment]:
-        ENVIRONMENTS.register(name)(cls)
-        cls.name = name
-        return cls
-
-    return decorator
-
-
-def get_environment(name: str) -> type[Environment]:
-    """The environment class registered as ``name``.
-
-    Raises:
-        UnknownNameError: with "did you mean" suggestions.
-    """
-    return ENVIRONMENTS.get(name)
 
 
 class ToolError(Exception):
@@ -158,66 +129,29 @@ class ToolResult:
     error: bool = False
 
 
-@dataclass
-class ReportTable:
-    """A table an environment reports (printed by the CLI).
-
-    Attributes:
-        title: Shown above the table.
-        rows: One dict per row; the first row's keys are the columns.
-        notes: Warnings shown under the table (unknown ids, ...).
-    """
-
-    title: str
-    rows: list[dict[str, Any]]
-    notes: list[str] = field(default_factory=list)
-
-
-class RunOutputs(Protocol):
-    """Files an environment writes into a run directory beside ``trajectories.jsonl``
-    (see :meth:`Environment.run_outputs`)."""
-
-    def done_ids(self) -> set[str]:
-        """Example ids already finished in an earlier session (skipped on resume)."""
-        ...
-
-    def write(self, trajectory: Trajectory) -> None:
-        """Record one finished episode (called as each one finishes)."""
-        ...
-
-    def close(self) -> None:
-        """Flush and close open files (called even when the run is interrupted)."""
-        ...
-
-    def finish(self) -> None:
-        """Write the derived files (scores) once every episode has finished."""
-        ...
-
-
 class Environment:
     """Base class of all environments.
 
     Subclasses set ``instructions`` (the system prompt), mark tools with :func:`tool` (or
-    override :meth:`tool_functions` to make them dynamically), implement :meth:`reset` and
-    :meth:`read_state`, and list their default ``graders``.
+    override :meth:`tool_functions` to make them dynamically), and implement :meth:`reset`
+    and :meth:`read_state`. Everything else about running and grading it (default graders,
+    datasets, reports) is declared in a :class:`toolgym.Benchmark`.
 
     Class attributes:
-        name: Registry key, set by :func:`register_environment`.
+        name: The environment's name in trajectories (set from its benchmark; the class name
+            in snake case when none is given).
         instructions: System prompt given to the agent.
-        graders: Names of the graders run by default on this environment's trajectories.
-        default_dataset: Dataset name under ``toolgym/datasets/<env>/`` used without ``--dataset``.
         max_model_turns: Model turns an episode has by the environment's protocol (``None``:
             unlimited). An agent that reaches it stops with status ``completed`` once that
             turn's tool calls are executed; ``max_steps`` still bounds agents that loop.
-        default_concurrency: Episodes in flight when ``--concurrency`` is not given.
+        stop_sequences: Where a text-completing model should stop (the start of a next
+            question); empty for most environments.
     """
 
     name: ClassVar[str] = ""
     instructions: ClassVar[str] = ""
-    graders: ClassVar[tuple[str, ...]] = ("steps_exact", "step_ratio")
-    default_dataset: ClassVar[str | None] = None
     max_model_turns: ClassVar[int | None] = None
-    default_concurrency: ClassVar[int] = 1
+    stop_sequences: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self) -> None:
         self._functions: dict[str, Callable] | None = None
@@ -249,66 +183,6 @@ class Environment:
             for turn in example.input:
                 messages.append(kinds[turn.get("role", "user")](str(turn.get("content", ""))))
         return messages
-
-    @classmethod
-    def load_dataset(cls, path: Path, options: dict[str, Any]) -> list[Example] | None:
-        """Load a dataset in an environment-specific format, or return ``None`` to use the
-        generic loaders (JSONL of Examples, LangChain JSON).
-
-        Args:
-            path: The ``--dataset`` file.
-            options: Environment options from the command line (``--sample``, ``--shots``, ...).
-
-        Raises:
-            DatasetError: naming the file and line of an invalid record.
-        """
-        return None
-
-    @classmethod
-    def from_langchain(cls, record: dict[str, Any], fields: dict[str, Any]) -> dict[str, Any]:
-        """Complete an :class:`Example`'s fields from a LangChain tool-usage record.
-
-        Args:
-            record: The original JSON object (``question``, ``reference``/``answer``, ...).
-            fields: The generic conversion; return it with environment-specific additions
-                (``expected_calls``, ``expected_state``).
-        """
-        return fields
-
-    @classmethod
-    def run_outputs(
-        cls, out: Path, examples: list[Example], model: str, resume: bool, trials: int
-    ) -> RunOutputs | None:
-        """Extra files this environment writes into a run directory as episodes finish (for
-        example a result file in a published format), or ``None`` (the default).
-
-        Args:
-            out: The run directory (already created).
-            examples: The run's examples.
-            model: The model spec, or the agent name for agents without a model.
-            resume: Whether the run continues an earlier one.
-            trials: Episodes per example.
-
-        Raises:
-            RunDirError: when the files exist and ``resume`` is off, or cannot be continued.
-        """
-        return None
-
-    @classmethod
-    def report_tables(cls, out: Path) -> list[ReportTable]:
-        """Environment-specific result tables of a finished run directory, printed by the CLI
-        after a run. Default: none."""
-        return []
-
-    @classmethod
-    def grade_result_file(cls, result: Path, dataset: str, out: Path, options: dict[str, Any]) -> list[ReportTable]:
-        """Grade a result file in the environment's published format (``grade --result``),
-        write the score files into ``out`` and return the tables to print.
-
-        Raises:
-            ValueError: when the environment has no published result format (the default).
-        """
-        raise ValueError(f"environment {cls.name!r} has no result-file format to grade (--result)")
 
     # --- tools ---------------------------------------------------------------------------
     def tool_functions(self) -> dict[str, Callable]:

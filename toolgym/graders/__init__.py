@@ -1,51 +1,82 @@
 """Graders: read a finished trajectory (never a live environment) and return a Score.
 
-A grader is a small frozen dataclass with a ``grade(example, trajectory)`` method, registered
-by :func:`register_grader`; it returns ``None`` when it does not apply to an example (for
-instance ``final_state`` on an example without an expected state).
+A grader is a small frozen dataclass with a ``grade(example, trajectory)`` method and a
+``measure`` (:class:`~toolgym.records.Measure`: kind, direction, pass rule, aggregation) that
+every view reads; it returns ``None`` when it does not apply to an example (for instance
+``final_state`` on an example without an expected state). The dataclass fields are its
+settings (``judge_model``, ...).
 """
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any, ClassVar, Protocol
 
-from toolgym.records import Example, Score, Trajectory
+from toolgym.records import BINARY, Example, Measure, Score, Trajectory
 from toolgym.registry import Registry
 
-__all__ = ["GRADERS", "Grader", "get_grader", "make_score", "register_grader"]
+__all__ = ["GRADERS", "Grader", "grader_name", "make_score", "measure_of", "register_grader"]
 
 
 class Grader(Protocol):
-    """What every grader provides."""
+    """What every grader provides.
 
-    name: str
+    Attributes:
+        name: The name its scores carry.
+        measure: What it measures (default: :data:`toolgym.records.BINARY`).
+    """
+
+    name: ClassVar[str]
+    measure: ClassVar[Measure]
 
     def grade(self, example: Example, trajectory: Trajectory) -> Score | None:
         """Score one finished trajectory, or ``None`` when the grader does not apply."""
         ...
 
 
-GRADERS: Registry[Callable[..., Grader]] = Registry("grader", "toolgym.graders")
+_CORE = ("state", "steps", "answer", "judge")
+
+
+def _builtin_graders() -> None:
+    for module in _CORE:
+        importlib.import_module(f"toolgym.graders.{module}")
+
+
+def _as_grader(obj: Any, name: str) -> Any:
+    if not callable(getattr(obj, "grade", None)):
+        raise TypeError(f"grader {name!r}: expected a class or object with a grade(example, trajectory) method, got {obj!r}")
+    return obj
+
+
+GRADERS: Registry[Callable[..., Grader]] = Registry("grader", "toolgym.graders", _builtin_graders, _as_grader)
+"""Grader classes by name: toolgym's generic graders, the suites' and the ``toolgym.graders``
+entry points."""
 
 
 def register_grader(name: str) -> Callable[[type], type]:
-    """Class decorator registering a grader class under ``name`` (sets ``cls.name``)."""
+    """Class decorator registering a grader class under ``name`` (sets ``cls.name``; a class
+    without its own ``measure`` is :data:`~toolgym.records.BINARY`)."""
 
     def decorator(cls: type) -> type:
         cls.name = name
+        if "measure" not in vars(cls) and not hasattr(cls, "measure"):
+            cls.measure = BINARY
         return GRADERS.register(name)(cls)
 
     return decorator
 
 
-def get_grader(name: str, **settings: Any) -> Grader:
-    """Instantiate the grader registered as ``name`` with its settings.
+def grader_name(grader: Any) -> str:
+    """The name a grader's scores carry: its ``name``, else its class name."""
+    return str(vars(type(grader)).get("name") or getattr(grader, "name", "") or type(grader).__name__)
 
-    Raises:
-        UnknownNameError: with "did you mean" suggestions.
-    """
-    return GRADERS.get(name)(**settings)
+
+def measure_of(grader: Any) -> Measure:
+    """A grader's declared :class:`~toolgym.records.Measure` (:data:`BINARY` when it declares
+    none)."""
+    measure = getattr(grader, "measure", None)
+    return measure if isinstance(measure, Measure) else BINARY
 
 
 def make_score(

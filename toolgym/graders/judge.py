@@ -2,11 +2,11 @@
 
 ``correctness`` asks a judge model (any ``--judge-model`` spec) whether the agent's final
 answer matches the reference answer (the LangChain tool-usage benchmark's "correctness"
-criterion, graded by an LLM). ``multiverse_correctness`` tells the judge that arithmetic in
-the question's universe differs from the usual one. The deterministic ``answer_match`` grader
+criterion, graded by an LLM); suites derive their own judges from it (the multiverse-math
+suite's tells the judge that arithmetic in the question's universe differs). The deterministic ``answer_match`` grader
 (:mod:`toolgym.graders.answer`: for numbers, the last number of the answer against the
 reference, relative tolerance 1e-6) checks the same thing without a model, so the judge's
-agreement with it can be measured (:func:`toolgym.analysis.agreement`).
+agreement with it can be measured (:func:`toolgym.views.analysis.agreement`).
 
 Judge replies are parsed into CORRECT (1.0) / INCORRECT (0.0); a reply that cannot be parsed
 scores ``None`` (reported as unscored) with the raw text kept, and a failing judge call scores
@@ -28,45 +28,21 @@ from typing import Any, ClassVar
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 
-from toolgym.agents.parsing import message_text
+from toolgym.parsing import message_text
 from toolgym.graders import make_score, register_grader
 from toolgym.graders.answer import last_number
 from toolgym.providers import ModelSettings, build_model
 from toolgym.records import Example, Score, Trajectory
 
 __all__ = [
-    "JUDGED_ENVIRONMENTS",
     "Correctness",
     "JudgeCache",
-    "MultiverseCorrectness",
     "Verdict",
     "default_cache_dir",
-    "judge_graders_for",
     "last_number",
     "numbers_match",
     "parse_verdict",
 ]
-
-JUDGED_ENVIRONMENTS: dict[str, tuple[str, ...]] = {
-    "relational_data": ("correctness",),
-    "multiverse_math": ("multiverse_correctness",),
-}
-"""Graders added to an environment's defaults when a judge model is given. An environment
-class may instead declare its own ``judge_graders`` tuple."""
-
-
-def judge_graders_for(env_cls: type) -> tuple[str, ...]:
-    """Names of the judge graders switched on for ``env_cls`` when a judge model is given.
-
-    Args:
-        env_cls: An environment class; its ``judge_graders`` attribute wins over
-            :data:`JUDGED_ENVIRONMENTS`. Typewriters have none (final state only).
-    """
-    declared = getattr(env_cls, "judge_graders", None)
-    if declared is not None:
-        return tuple(declared)
-    return JUDGED_ENVIRONMENTS.get(getattr(env_cls, "name", ""), ())
-
 
 def default_cache_dir() -> Path:
     """``~/.cache/toolgym/judge``: where judge replies are cached unless told otherwise."""
@@ -198,20 +174,6 @@ Reply in exactly this format:
 VERDICT: CORRECT or INCORRECT
 REASON: one short sentence"""
 
-MULTIVERSE_SYSTEM = """\
-You grade an AI assistant's answer to an arithmetic question against a reference answer.
-The question was asked in a different universe, where arithmetic operations (addition,
-subtraction, multiplication, division, powers, logarithms, ...) are defined differently from the
-usual ones; the assistant had tools that compute this universe's operations, and the reference
-answer was computed with them. Do not recompute anything with ordinary arithmetic.
-The answer is CORRECT when its final number equals the reference answer (differences of rounding
-below one part in a million are fine), even if ordinary arithmetic gives something else. It is
-INCORRECT when its final number differs from the reference or it gives no number, even if the
-number is right in ordinary arithmetic.
-Reply in exactly this format:
-VERDICT: CORRECT or INCORRECT
-REASON: one short sentence"""
-
 USER_TEMPLATE = """\
 QUESTION:
 {question}
@@ -316,22 +278,6 @@ class Correctness:
             self, trajectory, verdict.value, explanation,
             reply=reply, verdict=verdict.verdict, reason=verdict.reason, cached=cached, **details,
         )
-
-
-@register_grader("multiverse_correctness")
-@dataclass(frozen=True)
-class MultiverseCorrectness(Correctness):
-    """:class:`Correctness` for Multiverse Math: the judge is told that the answer must equal
-    the reference in the question's universe, whose arithmetic differs from the usual one.
-    Each score's details also carry the deterministic checker's verdict (``answer_match``:
-    the last number in the answer within relative tolerance 1e-6 of the reference)."""
-
-    name: ClassVar[str] = "multiverse_correctness"
-    system_prompt: ClassVar[str] = MULTIVERSE_SYSTEM
-
-    def extra_details(self, example: Example, answer: str) -> dict[str, Any]:
-        found = last_number(answer)
-        return {"answer_number": found, "answer_match": numbers_match(found, example.reference)}
 
 
 # --- numeric comparison (the judge's details record the deterministic verdict) ---------------

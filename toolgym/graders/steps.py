@@ -3,11 +3,13 @@ and "# steps / # expected steps")."""
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from collections import Counter
 from dataclasses import dataclass
 
 from toolgym.graders import make_score, register_grader
-from toolgym.records import Example, Score, Trajectory
+from toolgym.records import Example, Measure, Score, Trajectory
 
 
 def first_divergence(expected: list[str], actual: list[str]) -> int | None:
@@ -69,6 +71,10 @@ class StepRatio:
     apply to examples that expect no tool call."""
 
     name = "step_ratio"
+    measure: ClassVar[Measure] = Measure(
+        kind="continuous", direction="lower", pass_if="==", threshold=1.0,
+        reference="LangChain tool-usage benchmark, '# steps / # expected steps'",
+    )
 
     def grade(self, example: Example, trajectory: Trajectory) -> Score | None:
         expected = len(example.expected_steps)

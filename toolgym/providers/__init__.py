@@ -8,13 +8,14 @@ package; it receives the model name and the run's model settings and returns a l
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from langchain_core.language_models import BaseChatModel
 
-from toolgym.registry import Registry
+from toolgym.registry import Registry, is_spec
 
 __all__ = ["PROVIDERS", "ModelSettings", "build_model", "register_provider", "split_spec"]
 
@@ -55,7 +56,27 @@ class ModelSettings:
 
 Factory = Callable[[str, ModelSettings], BaseChatModel]
 
-PROVIDERS: Registry[Factory] = Registry("model provider", "toolgym.providers")
+_CORE = ("local", "hosted", "scripted")
+
+
+def _builtin_providers() -> None:
+    for module in _CORE:
+        importlib.import_module(f"toolgym.providers.{module}")
+
+
+def _as_factory(obj: Any, name: str) -> Factory:
+    if isinstance(obj, BaseChatModel):  # a model object: the same one whatever the name
+        return lambda model_name, settings: obj
+    if isinstance(obj, type) and issubclass(obj, BaseChatModel):
+        return lambda model_name, settings: obj()
+    if callable(obj):
+        return obj
+    raise TypeError(f"model {name!r}: expected a factory (model_name, settings) -> BaseChatModel, got {obj!r}")
+
+
+PROVIDERS: Registry[Factory] = Registry("model provider", "toolgym.models", _builtin_providers, _as_factory)
+"""Model factories by prefix (``local``, ``openai``, ...) and the ``toolgym.models`` entry
+points."""
 
 
 def register_provider(name: str) -> Callable[[Factory], Factory]:
@@ -70,11 +91,17 @@ def split_spec(spec: str) -> tuple[str, str]:
 
 
 def build_model(spec: str, settings: ModelSettings | None = None) -> BaseChatModel:
-    """Build the chat model for ``spec``.
+    """Build the chat model for ``spec``: ``PREFIX[:MODEL]`` for a registered prefix (built-in
+    or a ``toolgym.models`` entry point), else ``module.path:Name`` / ``file.py:Name`` naming a
+    factory ``(model_name, settings) -> BaseChatModel`` (called with ``""``), a
+    ``BaseChatModel`` subclass or instance.
 
     Raises:
         UnknownNameError: for an unknown provider ("did you mean" included).
+        ExtensionError: when a spec cannot be imported.
         ValueError: when the provider rejects the model name or settings.
     """
     provider, name = split_spec(spec)
+    if provider not in PROVIDERS and is_spec(spec):
+        return PROVIDERS.get(spec)("", settings or ModelSettings())
     return PROVIDERS.get(provider)(name, settings or ModelSettings())

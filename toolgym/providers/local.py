@@ -51,7 +51,7 @@ from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import Field
 
-from toolgym.agents.parsing import content_text
+from toolgym.parsing import content_text
 from toolgym.providers import ModelSettings, register_provider
 
 __all__ = [

@@ -13,7 +13,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 from pydantic import Field
 
-from toolgym.agents.parsing import is_observation
+from toolgym.parsing import is_observation
 from toolgym.providers import ModelSettings, register_provider
 
 Turn = dict[str, Any]

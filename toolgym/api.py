@@ -1,0 +1,128 @@
+"""``toolgym.evaluate`` and ``toolgym.load_run``: the Python entry points; the command line is a
+thin layer over them."""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from toolgym.data import DatasetError, load_examples
+from toolgym.providers import ModelSettings
+from toolgym.records import Example
+from toolgym.registry import ExtensionError, UnknownNameError
+from toolgym.runio import Run, RunDirError, read_run, read_scores, read_trajectories
+from toolgym.runner import RunConfig, RunResult, benchmark_of, check_resume, run
+
+__all__ = ["EvalResult", "evaluate", "load_run"]
+
+EvalResult = RunResult
+"""What :func:`evaluate` returns: ``.trajectories``, ``.scores``, ``.summary`` (mean ±
+standard error per grader), ``.record`` (``run.json``) and ``.run`` (all of it as a
+:class:`~toolgym.Run`)."""
+
+
+def evaluate(
+    env: Any,
+    *,
+    agent: Any = "tool_calling",
+    model: Any = "local",
+    dataset: str | Path | Sequence[Example | dict[str, Any]] | None = None,
+    graders: Sequence[Any] | None = None,
+    trials: int = 1,
+    max_steps: int = 40,
+    concurrency: int | None = None,
+    out: str | Path | None = None,
+    limit: int | None = None,
+    resume: bool = False,
+    settings: ModelSettings | None = None,
+    env_options: dict[str, Any] | None = None,
+    grader_settings: dict[str, Any] | None = None,
+    workers: int = 1,
+    progress: bool = False,
+) -> EvalResult:
+    """Run an agent over a dataset, grade every trajectory, and return everything in memory.
+
+    Args:
+        env: An environment name (``"typewriter_1"``), a ``module.path:Name`` or
+            ``file.py:Name`` spec, an :class:`~toolgym.Environment` subclass (one defined in
+            the calling script works) or a :class:`~toolgym.Benchmark`.
+        agent: An agent name or spec, an :class:`~toolgym.Agent` subclass or instance, or a
+            langgraph graph factory ``factory(model, tools, instructions) -> compiled graph``
+            (for example a wrapper of ``langgraph.prebuilt.create_react_agent``).
+        model: A model spec (``"local"``, ``"openai:gpt-4o-mini"``, ``"scripted:FILE"``) or any
+            langchain-core ``BaseChatModel`` object (a ``ChatOpenAI``, a fake).
+        dataset: A dataset path, a built-in dataset name (``None``: the ``test`` set), or a
+            list of :class:`~toolgym.Example` objects or dicts with the same fields.
+        graders: Grader names, specs, classes or instances (default: the benchmark's).
+        trials: Episodes per example, each on a fresh environment.
+        max_steps: Model turns per episode before status ``step_limit``.
+        concurrency: Episodes in flight (default: the benchmark's, 1 for most).
+        out: A run directory to write (``run.json``, ``trajectories.jsonl``, ``scores.jsonl``,
+            the same files as ``toolgym run``), or ``None`` to write nothing.
+        limit: Only the first N examples.
+        resume: Continue ``out``, skipping finished (example, trial) pairs.
+        settings: Model settings (temperature, seed, max tokens, retries, rate limit).
+        env_options: Options of the benchmark's dataset loader (``sample``, ``shots``).
+        grader_settings: Grader settings by field name (``judge_model``, ``judge_cache``).
+        workers: Processes playing episodes (``fork``; see ``toolgym run --workers``).
+        progress: Show a progress bar on standard error.
+
+    Returns:
+        An :data:`EvalResult`.
+
+    Raises:
+        DatasetError: for an invalid dataset (file and line, or list index, named), before any
+            model is called.
+        RunDirError: when ``out`` already holds trajectories and ``resume`` is off.
+        UnknownNameError / ExtensionError: for a name or spec that cannot be found.
+        TypeError: for an object of the wrong kind.
+    """
+    config = RunConfig(
+        env=env, out=Path(out) if out is not None else None, agent=agent, model=model, dataset=dataset,
+        limit=limit, trials=trials, max_steps=max_steps, concurrency=concurrency, workers=workers,
+        resume=resume, graders=list(graders) if graders is not None else None,
+        settings=settings or ModelSettings(), env_options=dict(env_options or {}),
+        grader_settings=dict(grader_settings or {}),
+    )
+    check_resume(config)
+    return run(config, progress=progress)
+
+
+def load_run(directory: str | Path, dataset: str | Path | None = None, with_examples: bool = True) -> Run:
+    """Read a run directory back as a typed :class:`~toolgym.Run`.
+
+    The dataset recorded in ``run.json`` is read too (expected calls, example inputs); when it
+    cannot be read (moved, or its environment no longer installed), ``examples`` is ``None``,
+    ``problem`` says why and a warning is issued; the views go on without it.
+
+    Args:
+        directory: The run directory.
+        dataset: A dataset path overriding the one in ``run.json``.
+        with_examples: Read the dataset at all.
+
+    Raises:
+        RunDirError: if ``run.json`` is missing, invalid or of a newer schema, or a trajectory
+            or score line is invalid (file and line named).
+    """
+    directory = Path(directory)
+    record = read_run(directory)
+    trajectories = read_trajectories(directory)
+    scores = read_scores(directory)
+    result = Run(directory, record, trajectories, scores)
+    if not with_examples:
+        return result
+    path = dataset or record.dataset.path
+    try:
+        if not path:
+            raise DatasetError("run.json records no dataset file")
+        try:
+            benchmark = benchmark_of(record, directory)
+        except RunDirError:  # an environment this installation lacks: read generic formats
+            benchmark = None
+        result.examples = {ex.id: ex for ex in load_examples(path, benchmark, record.env_options)}
+    except (DatasetError, OSError, ValueError, UnknownNameError, ExtensionError) as exc:
+        result.problem = f"dataset {path} not read ({type(exc).__name__}: {exc})"
+        warnings.warn(f"{directory}: {result.problem}; expected calls come from the scores only", stacklevel=2)
+    return result

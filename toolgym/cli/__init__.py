@@ -1,0 +1,333 @@
+"""Command line: ``python run_agent.py {list,run,grade,show,summary,report,compare,generate}``
+(also the ``toolgym`` script)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import warnings
+from pathlib import Path
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from toolgym.benchmark import ReportTable
+from toolgym.cli.providers import add_provider_arguments, record_accounting, serve_for, settings_from_args
+from toolgym.data import DatasetError
+from toolgym.registry import DuplicateNameError, ExtensionError, UnknownNameError
+from toolgym.runio import RunDirError, locked_run_dir, read_trajectories
+from toolgym.runner import RunConfig, WorkerDied, check_resume, grade, run, status_counts
+from toolgym.stats import SummaryRow
+
+console = Console()
+
+
+def print_summary(rows: list[SummaryRow], title: str = "summary") -> None:
+    """Print the grader table: mean ± stderr, n, errors, unscored."""
+    table = Table(title=title)
+    for col in ("env", "grader", "mean ± stderr", "n", "errors", "unscored"):
+        table.add_column(col, justify="left" if col in ("env", "grader") else "right")
+    for row in rows:
+        e = row.estimate
+        table.add_row(row.env, row.grader, e.format(), str(e.n), str(e.n_errors), str(e.n_unscored))
+    console.print(table)
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    from toolgym.plugins import registries, suite_problems
+
+    regs = registries()
+    table = Table(title="toolgym: what can be named (NAME, module.path:Name or path/file.py:Name)")
+    for col in ("kind", "name", "from", "notes"):
+        table.add_column(col)
+    environments = regs["environments"]
+    for name, source in environments.sources():
+        notes = ""
+        if not source.startswith("entry point"):
+            benchmark = environments.get(name)
+            notes = f"datasets: {', '.join(benchmark.builtin_datasets()) or '-'}"
+        table.add_row("environment", name, source, notes)
+    for kind in ("agents", "graders", "models"):
+        for name, source in regs[kind].sources():
+            table.add_row(kind[:-1] if kind != "models" else "model", name, source,
+                          "spec: NAME[:MODEL]" if kind == "models" else "")
+    console.print(table)
+    for problem in suite_problems():
+        print(f"warning: {problem}", file=sys.stderr)
+    return 0
+
+
+def print_report_tables(tables: list[ReportTable]) -> None:
+    """Print an environment's own tables (published metrics, ...) and their notes."""
+    for t in tables:
+        table = Table(title=t.title)
+        columns = list(t.rows[0]) if t.rows else []
+        for i, col in enumerate(columns):
+            table.add_column(col, justify="left" if i == 0 else "right", no_wrap=True)
+        for row in t.rows:
+            table.add_row(*("—" if row.get(c) is None else str(row.get(c)) for c in columns))
+        wide = Console(width=max(console.width, 160), file=console.file)  # Japanese headers are wide
+        wide.print(table)
+        for note in t.notes:
+            print(f"note: {note}", file=sys.stderr)  # plain: never wrapped, easy to grep
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    out = Path(args.out or f"runs/{args.env}-{args.agent}")
+    settings = settings_from_args(args)
+    config = RunConfig(
+        env=args.env, agent=args.agent, model=args.model, dataset=args.dataset, out=out,
+        limit=args.limit, trials=args.trials, max_steps=args.max_steps,
+        concurrency=args.concurrency, workers=args.workers, resume=args.resume, graders=args.grader or None,
+        settings=settings, grader_settings=judge_settings(args), env_options=env_options(args),
+    )
+    check_resume(config)
+    with locked_run_dir(out), serve_for(args, settings, out):
+        result = run(config, progress=not args.no_progress)
+    counts = status_counts(read_trajectories(out))
+    print_summary(result.summary, title=f"{out} ({', '.join(f'{k}: {v}' for k, v in sorted(counts.items()))})")
+    for line in record_accounting(out, args.price_in, args.price_out).lines():
+        console.print(line, highlight=False, soft_wrap=True)
+    print_statistics(out)
+    print_suite_report(out)
+    return 0
+
+
+def env_options(args: argparse.Namespace) -> dict:
+    """Environment options given on the command line (``--shots``, ``--sample``, ...)."""
+    sample_seed = args.sample_seed if args.sample_seed is not None else args.seed
+    given = {"shots": args.shots, "shots_from": args.shots_from, "sample": args.sample}
+    if args.sample is not None:
+        given["sample_seed"] = sample_seed
+    return {k: v for k, v in given.items() if v is not None}
+
+
+def print_suite_report(directory: Path, dataset: str | None = None) -> None:
+    """Print the suite's own section of a graded run (per-subject accuracy, perplexity,
+    published metrics), if its benchmark declares one."""
+    from toolgym.api import load_run
+    from toolgym.runner import benchmark_of
+
+    graded = load_run(directory, dataset)
+    benchmark = benchmark_of(graded.record, directory)
+    if benchmark.report is not None and graded.examples is not None:
+        print_report_tables(benchmark.report(graded))
+
+
+def cmd_grade(args: argparse.Namespace) -> int:
+    if args.result:  # a result file in an environment's published format
+        if not (args.env and args.dataset):
+            raise ValueError("grade --result needs --env and --dataset")
+        from toolgym.runner import import_results
+
+        result = Path(args.result)
+        out = Path(args.out) if args.out else result.parent
+        rows = import_results(args.env, result, args.dataset, out)
+        print_summary(rows, title=str(out))
+        print_suite_report(out)
+        return 0
+    if not args.dir:
+        raise ValueError("grade needs a run directory, or --result FILE with --env and --dataset")
+    rows = grade(
+        Path(args.dir), graders=args.grader or None, dataset=args.dataset,
+        grader_settings=judge_settings(args),
+    )
+    print_summary(rows, title=str(args.dir))
+    print_statistics(Path(args.dir), dataset=args.dataset)
+    print_suite_report(Path(args.dir), dataset=args.dataset)
+    return 0
+
+
+def cmd_summary(args: argparse.Namespace) -> int:
+    from toolgym.views.rundata import load_runs
+    from toolgym.views.summary import rich_summary, summary_cells
+
+    runs = load_runs([Path(d) for d in args.dirs], with_examples=False)
+    console.print(rich_summary(summary_cells(runs), title="summary: mean ± standard error per grader"))
+    return 0
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from toolgym.views.report import build_report
+
+    png = Path(args.png) if args.png else None
+    result = build_report([Path(d) for d in args.dirs], Path(args.out), png_dir=png, success_grader=args.success_grader)
+    console.print(result.describe(), highlight=False)
+    return 0
+def judge_settings(args: argparse.Namespace) -> dict[str, str | None]:
+    """Grader settings from ``--judge-model`` / ``--judge-cache`` / ``--no-judge-cache``
+    (``None`` keeps the grader's default or the run's recorded setting)."""
+    cache = "" if args.no_judge_cache else args.judge_cache
+    return {"judge_model": args.judge_model, "judge_cache": cache}
+
+
+def print_statistics(directory: Path, dataset: str | None = None) -> None:
+    """Pass rates with Wilson intervals, pass@k / pass^k, breakdowns and judge agreement."""
+    from toolgym.views.analysis import load_run, run_report
+    from toolgym.views.tables import print_run_report
+
+    print_run_report(run_report(load_run(directory, dataset)), console)
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    from toolgym.views.analysis import compare_runs
+    from toolgym.views.tables import print_comparison
+
+    print_comparison(compare_runs(Path(args.run_a), Path(args.run_b), n_boot=args.n_boot, seed=args.seed), console)
+    return 0
+
+
+def add_judge_options(p: argparse.ArgumentParser) -> None:
+    """``--judge-model``, ``--judge-cache``, ``--no-judge-cache``."""
+    p.add_argument(
+        "--judge-model",
+        help="PROVIDER[:MODEL] of the LLM judge; switches on the correctness graders of "
+        "relational_data and multiverse_math",
+    )
+    p.add_argument("--judge-cache", help="folder caching judge replies (default ~/.cache/toolgym/judge)")
+    p.add_argument("--no-judge-cache", action="store_true", help="always call the judge")
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    from toolgym.views.show import show
+
+    return show(Path(args.dir), example=args.example, console=console, failed=args.failed, grader=args.grader, limit=args.limit)
+
+
+def cmd_generate(args: argparse.Namespace) -> int:
+    from toolgym.data import write_examples
+    from toolgym.generators import generate, parse_levels
+
+    examples = generate(args.env, args.seed, args.per_level, parse_levels(args.levels))
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    write_examples(out, examples)
+    levels = sorted({ex.metadata.get("difficulty") for ex in examples})
+    console.print(f"wrote {len(examples)} examples (levels {levels}) to {out}")
+    return 0
+
+
+def positive_int(text: str) -> int:
+    """argparse type: an integer of at least 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="toolgym",
+        description="Run agents against tool environments, grade their trajectories step by step.",
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("list", help="environments, agents, graders, models")
+    p.set_defaults(func=cmd_list)
+
+    p = sub.add_parser("run", help="run an agent over a dataset, then grade")
+    p.add_argument("--env", required=True, help="environment name (see `list`)")
+    p.add_argument("--agent", default="tool_calling")
+    p.add_argument("--model", default="local", help="PROVIDER[:MODEL], e.g. local, scripted:FILE")
+    p.add_argument("--dataset", help="JSONL or LangChain JSON file, or a built-in dataset name (default: test)")
+    p.add_argument("--limit", type=positive_int, help="only the first N examples")
+    p.add_argument("--trials", type=positive_int, default=1, help="episodes per example")
+    p.add_argument("--max-steps", type=positive_int, default=40, help="model turns before step_limit")
+    p.add_argument(
+        "--concurrency", type=positive_int, help="episodes in flight (default: the environment's; 1 for most, 32 for jmultiwoz_tc)"
+    )
+    p.add_argument(
+        "--workers", type=positive_int, default=1,
+        help="processes playing episodes, sharing --concurrency (one per core when a fast hosted or "
+        "served model makes this process the bottleneck)",
+    )
+    p.add_argument("--temperature", type=float, default=0.0)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--max-tokens", type=int, default=512, help="generated tokens per model turn")
+    p.add_argument("--grader", action="append", help="grader to run (repeatable; default: the environment's)")
+    p.add_argument("--out", help="run directory (default: runs/ENV-AGENT)")
+    p.add_argument("--resume", action="store_true", help="continue --out, skipping finished episodes")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--shots", type=int, help="solved examples in a multiple-choice prompt (default 5)")
+    p.add_argument("--shots-from", help="file the solved examples come from (default: the sibling dev/val split)")
+    p.add_argument("--sample", type=positive_int, help="evaluate a reproducible subset of N examples (stratified where the environment defines strata)")
+    p.add_argument("--sample-seed", type=int, help="seed of --sample (default: --seed)")
+    add_provider_arguments(p)
+    add_judge_options(p)
+    p.set_defaults(func=cmd_run)
+
+    p = sub.add_parser("grade", help="re-grade a run directory offline, or grade a result file (--result)")
+    p.add_argument("dir", nargs="?")
+    p.add_argument("--grader", action="append")
+    p.add_argument("--dataset", help="override the dataset path recorded in run.json (with --result: the gold)")
+    p.add_argument("--env", help="with --result: the environment whose published format the file is in")
+    p.add_argument("--result", help="a result file in the environment's published format (e.g. result_MODEL.jsonl)")
+    p.add_argument("--out", help="with --result: where the score files go (default: beside the result file)")
+    add_judge_options(p)
+    p.set_defaults(func=cmd_grade)
+
+    p = sub.add_parser("summary", help="environments x runs x graders: mean ± stderr and n")
+    p.add_argument("dirs", nargs="+", metavar="DIR")
+    p.set_defaults(func=cmd_summary)
+
+    p = sub.add_parser("report", help="write a self-contained HTML report of run directories")
+    p.add_argument("dirs", nargs="+", metavar="DIR")
+    p.add_argument("--out", default="report.html", help="HTML file to write (default: report.html)")
+    p.add_argument("--png", metavar="DIR", help="also write the charts as PNG files into DIR")
+    p.add_argument("--success-grader", help="pass/fail grader of the success-by-steps chart (default: each run's first)")
+    p.set_defaults(func=cmd_report)
+
+    p = sub.add_parser("show", help="print trajectories step by step")
+    p.add_argument("dir")
+    p.add_argument("--example", help="example id (default: the first)")
+    p.add_argument("--failed", action="store_true", help="every failed trajectory")
+    p.add_argument("--grader", help="grader deciding failure (default: any pass/fail grader)")
+    p.add_argument("--limit", type=int, help="show at most N trajectories")
+    p.set_defaults(func=cmd_show)
+
+    p = sub.add_parser("generate", help="write a seeded difficulty ladder as a JSONL dataset")
+    p.add_argument("--env", required=True, help="typewriter_1, typewriter_26, relational_data, multiverse_math")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--per-level", type=int, default=3, help="examples per level")
+    p.add_argument("--levels", help="e.g. 1-8 or 1,2,4 (default: the environment's)")
+    p.add_argument("--out", required=True, help="JSONL file to write")
+    p.set_defaults(func=cmd_generate)
+    p = sub.add_parser("compare", help="compare two runs on the same examples (paired tests, flips)")
+    p.add_argument("run_a")
+    p.add_argument("run_b")
+    p.add_argument("--n-boot", type=int, default=10_000, help="paired bootstrap resamples")
+    p.add_argument("--seed", type=int, default=0, help="bootstrap seed")
+    p.set_defaults(func=cmd_compare)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point; returns the exit status (2 for bad input, 1 when a worker process died,
+    130 on Ctrl-C)."""
+    args = build_parser().parse_args(argv)
+    warnings.simplefilter("default")
+    warnings.formatwarning = lambda message, category, *rest, **kw: f"warning: {message}\n"
+    try:
+        return args.func(args)
+    except (DatasetError, RunDirError, UnknownNameError, ExtensionError, DuplicateNameError, ValueError,
+            TypeError, FileNotFoundError) as exc:
+        print(f"error: {exc}", file=sys.stderr)  # plain: never wrapped, easy to grep
+        return 2
+    except WorkerDied as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print(
+            "interrupted; finished episodes are saved: continue with the same command plus "
+            "--resume, or score them as they are with `grade DIR`",
+            file=sys.stderr,
+        )
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,981 @@
+"""JMultiWOZ-TC scoring: the five published metrics and stricter diagnostics beside them.
+
+Published definitions (``evaluate.py`` of github.com/llm-jp/JMultiWOZ-TC, re-implemented here):
+
+* a call is normalised to ``(name, arguments serialised as JSON with sorted keys)``; arguments
+  given as a JSON string are parsed first; the predicted and gold calls of a turn are compared
+  as **sets** (key order, call order and duplicates do not matter);
+* five rows: 全体 (all turns; correct when the sets are equal), ツール使用判断 (gold non-empty;
+  correct when a call was made), ツール不使用判断 (gold empty; correct when no call was made),
+  ツール使用・不使用判断 (all turns; correct when call made == gold non-empty) and tool call精度
+  (gold non-empty; correct when the sets are equal);
+* 全体's 総データ数 is the number of result lines; a line with ``error`` counts in 総データ数 and
+  出力ミスのデータ数 of the first four rows and not in their 評価対象数 (= 正解数 + 不正解数);
+  tool call精度 leaves such lines out entirely and its 出力ミスのデータ数 is always 0;
+  percentages = 正解数 / 評価対象数 × 100 rounded to 2 decimals (0.0 when nothing is evaluated);
+* a result id unknown to the gold is graded against an empty gold.
+
+Diagnostics (never changing the five rows): lenient equality (strings NFKC-normalised and
+trimmed, values coerced by the tool's JSON schema), multiset matching (duplicates count),
+a third decision outcome ``malformed`` (a call that could not be parsed is never an
+abstention), per-tool and per-argument scores from an optimal one-to-one assignment of
+predicted to gold calls (Hungarian algorithm), and accuracy by dialogue depth.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import unicodedata
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from toolgym.graders import make_score, register_grader
+from toolgym.records import Example, Score, Trajectory
+
+__all__ = [
+    "PUBLISHED_KEYS",
+    "PUBLISHED_ROWS",
+    "Evaluation",
+    "GoldFormatError",
+    "ResultFileError",
+    "ResultRecord",
+    "Turn",
+    "evaluate",
+    "lenient_key",
+    "max_weight_assignment",
+    "published_set",
+    "read_results",
+    "result_line",
+    "safe_model_name",
+    "strict_key",
+    "trajectory_calls",
+    "write_score_files",
+]
+
+PUBLISHED_ROWS = ("全体", "ツール使用判断", "ツール不使用判断", "ツール使用・不使用判断", "tool call精度")
+PUBLISHED_KEYS = ("評価項目", "総データ数", "評価対象数", "正解数", "不正解数", "出力ミスのデータ数", "全体の正答率(%)")
+MAX_LISTED = 5
+
+
+class ResultFileError(ValueError):
+    """A result file cannot be graded; the message names the file and the lines."""
+
+
+class GoldFormatError(ValueError):
+    """A gold ``ground_truth`` value is not a list of ``{name, arguments}`` objects."""
+
+
+# --- records ---------------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class Turn:
+    """What grading needs to know about one gold turn.
+
+    Attributes:
+        data_id: The turn's id (``jmultiwoz_tc_<k>_turn_<t>``).
+        dialogue_id: Its dialogue.
+        gold: The gold calls, ``{"name", "arguments"}`` each (empty: no call expected).
+        last_user: The last user utterance of the history (``None`` if unknown or not parsed
+            yet; see :meth:`user_utterance`).
+        depth: User turns before this one in the dialogue (``None`` if unknown).
+        source: The raw input line, parsed on demand by :meth:`user_utterance`.
+    """
+
+    data_id: str
+    dialogue_id: str | None
+    gold: tuple[dict[str, Any], ...]
+    last_user: str | None
+    depth: int | None
+    source: bytes | None = None
+
+    def user_utterance(self) -> str | None:
+        """The last user utterance (parsed from ``source`` when not given; ``None`` when it
+        cannot be found)."""
+        if self.last_user is not None or self.source is None:
+            return self.last_user
+        try:
+            question = json.loads(self.source).get("question") or []
+            return next((m.get("content") for m in reversed(question) if m.get("role") == "user"), None)
+        except (ValueError, AttributeError, TypeError):
+            return None
+
+
+@dataclass(slots=True)
+class ResultRecord:
+    """One line of a result file.
+
+    Attributes:
+        line: Line number in the file (1-based).
+        data_id: The turn graded.
+        dialogue_id: As written (may be ``None``).
+        calls: ``tool_calls`` as written (``{"name", "arguments"}`` or the OpenAI
+            ``{"function": {...}}`` form).
+        error: The ``error`` field when truthy (the model gave no answer), else ``None``.
+    """
+
+    line: int
+    data_id: str
+    dialogue_id: str | None
+    calls: list[Any]
+    error: str | None
+
+
+_TURN_SUFFIX = re.compile(r"_turn_(\d+)$")
+
+
+def depth_from_id(data_id: str) -> int | None:
+    """The turn index encoded in a JMultiWOZ-TC id (``..._turn_3`` → 3), else ``None``."""
+    m = _TURN_SUFFIX.search(data_id)
+    return int(m.group(1)) if m else None
+
+
+def gold_calls_of(value: Any) -> tuple[dict[str, Any], ...]:
+    """Validate a gold ``ground_truth`` list into ``({"name", "arguments"}, ...)``.
+
+    Arguments given as a JSON string are parsed.
+
+    Raises:
+        GoldFormatError: describing the first invalid call.
+    """
+    if value is None:
+        return ()
+    if not isinstance(value, list):
+        raise GoldFormatError(f"must be a list of calls, got {type(value).__name__}")
+    calls = []
+    for i, call in enumerate(value):
+        if not isinstance(call, dict):
+            raise GoldFormatError(f"[{i}] must be an object with 'name' and 'arguments'")
+        name, raw = call_parts(call)
+        if not isinstance(name, str):
+            raise GoldFormatError(f"[{i}]: 'name' must be a string")
+        args = parse_arguments({} if raw is None else raw)
+        if not isinstance(args, dict):
+            raise GoldFormatError(f"[{i}] ({name}): arguments must be a JSON object, got {raw!r}")
+        calls.append({"name": name, "arguments": args})
+    return tuple(calls)
+
+
+# --- published equality --------------------------------------------------------------------
+def call_parts(call: Any) -> tuple[Any, Any]:
+    """``(name, raw arguments)`` of a call in either published form: ``{"name", "arguments"}``
+    or ``{"function": {"name", "arguments"}}``; anything else is ``(str(call), None)``."""
+    if isinstance(call, dict):
+        fn = call.get("function")
+        if isinstance(fn, dict):
+            return fn.get("name"), fn.get("arguments")
+        return call.get("name"), call.get("arguments")
+    return str(call), None
+
+
+def parse_arguments(raw: Any) -> Any:
+    """Arguments given as a JSON string are parsed; anything else (or unparsable) is returned
+    as is."""
+    if isinstance(raw, str):
+        try:
+            return json.loads(raw)
+        except (json.JSONDecodeError, RecursionError):
+            return raw
+    return raw
+
+
+def strict_key(call: Any) -> tuple[Any, str]:
+    """The published normal form of one call: ``(name, JSON of its arguments, keys sorted)``."""
+    name, raw = call_parts(call)
+    return _strict(name, parse_arguments(raw))
+
+
+def _strict(name: Any, args: Any) -> tuple[Any, str]:
+    try:
+        if isinstance(args, (dict, list)):
+            return name, json.dumps(args, sort_keys=True, ensure_ascii=False)
+        return name, json.dumps(args, ensure_ascii=False)
+    except (TypeError, ValueError):
+        return name, str(args)
+
+
+def published_set(calls: Iterable[Any] | None) -> frozenset[tuple[Any, str]]:
+    """The published comparison object of a turn's calls: the set of their normal forms."""
+    return frozenset(strict_key(c) for c in calls or ())
+
+
+# --- lenient equality ------------------------------------------------------------------------
+def _nfkc(text: str) -> str:
+    return unicodedata.normalize("NFKC", text).strip()
+
+
+_LENIENT_CACHE: dict[tuple[type, Any, str | None], Any] = {}
+
+
+def lenient_value(value: Any, json_type: str | None) -> Any:
+    """A value's lenient normal form: strings NFKC-normalised and trimmed; coerced to the
+    slot's JSON type (``"3"``, ``3`` and ``3.0`` are equal for an integer slot, ``21`` and
+    ``"２１"`` for a string slot)."""
+    if isinstance(value, (str, int, float)):  # scalars repeat a lot (cities, days): memoised
+        key = (type(value), value, json_type)
+        found = _LENIENT_CACHE.get(key)
+        if found is None:
+            if len(_LENIENT_CACHE) > 200_000:
+                _LENIENT_CACHE.clear()
+            found = _LENIENT_CACHE[key] = _lenient_value(value, json_type)
+        return found
+    return _lenient_value(value, json_type)
+
+
+def _lenient_value(value: Any, json_type: str | None) -> Any:
+    if isinstance(value, str):
+        value = _nfkc(value)
+    if json_type in ("integer", "number"):
+        number: Any = value
+        if isinstance(value, str):
+            try:
+                number = float(value) if value else value
+            except ValueError:
+                return ("str", value)
+        if isinstance(number, (int, float)) and not isinstance(number, bool):
+            if isinstance(number, float) and number.is_integer():
+                number = int(number)
+            return ("num", number)
+        return ("other", json.dumps(value, sort_keys=True, ensure_ascii=False))
+    if json_type == "string" and isinstance(value, (int, float)) and not isinstance(value, bool):
+        return ("str", _nfkc(str(int(value) if isinstance(value, float) and value.is_integer() else value)))
+    if isinstance(value, str):
+        return ("str", value)
+    if isinstance(value, float) and value.is_integer():
+        return ("num", int(value))
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return ("num", value)
+    return ("other", json.dumps(value, sort_keys=True, ensure_ascii=False))
+
+
+def lenient_key(name: str, args: Mapping[str, Any], slot_types: Mapping[str, Mapping[str, str]]) -> tuple:
+    """A well-formed call's lenient normal form (hashable): the name and every slot's
+    :func:`lenient_value`, in key order."""
+    types = slot_types.get(name, {})
+    return (name, tuple(sorted((k, lenient_value(v, types.get(k))) for k, v in args.items())))
+
+
+def malformed_reason(call: Any, tool_names: set[str] | None) -> str | None:
+    """Why a predicted call could not be parsed as a call of a known tool, or ``None``.
+
+    Malformed: a call that is not an object, a call the generator flagged (``"malformed"``),
+    a name not among ``tool_names`` (when given), arguments that are not a JSON object
+    (after parsing a JSON string).
+    """
+    name, raw = call_parts(call)
+    return _malformed(call, name, raw, parse_arguments(raw), tool_names)
+
+
+def _malformed(call: Any, name: Any, raw: Any, args: Any, tool_names: set[str] | None) -> str | None:
+    if not isinstance(call, dict):
+        return "call is not an object"
+    if call.get("malformed"):
+        return str(call["malformed"])
+    if not isinstance(name, str) or not name:
+        return "no tool name"
+    if tool_names is not None and name not in tool_names:
+        return "unknown tool"
+    if not isinstance(args, dict):
+        return "arguments are not valid JSON" if isinstance(raw, str) else "arguments are not a JSON object"
+    return None
+
+
+def _same_multiset(a: list, b: list) -> bool:
+    if len(a) != len(b):
+        return False
+    if len(a) <= 1:
+        return a == b
+    return Counter(a) == Counter(b)
+
+
+# --- optimal assignment ----------------------------------------------------------------------
+def max_weight_assignment(weights: list[list[float]]) -> list[tuple[int, int]]:
+    """Pairs ``(row, column)`` of a one-to-one assignment maximising the total weight
+    (Hungarian algorithm with potentials, O(n²m)); pairs of weight ≤ 0 are left out.
+
+    Args:
+        weights: ``n × m`` non-negative weights (rows and columns may differ in number).
+    """
+    n = len(weights)
+    m = len(weights[0]) if n else 0
+    if n == 0 or m == 0:
+        return []
+    transposed = n > m
+    if transposed:
+        weights = [list(col) for col in zip(*weights, strict=True)]
+        n, m = m, n
+    top = max(max(row) for row in weights)
+    cost = [[top - w for w in row] for row in weights]
+    inf = math.inf
+    u = [0.0] * (n + 1)
+    v = [0.0] * (m + 1)
+    owner = [0] * (m + 1)  # owner[j]: row (1-based) assigned to column j
+    way = [0] * (m + 1)
+    for i in range(1, n + 1):
+        owner[0] = i
+        j0 = 0
+        minv = [inf] * (m + 1)
+        used = [False] * (m + 1)
+        while True:
+            used[j0] = True
+            i0, delta, j1 = owner[j0], inf, 0
+            for j in range(1, m + 1):
+                if not used[j]:
+                    reduced = cost[i0 - 1][j - 1] - u[i0] - v[j]
+                    if reduced < minv[j]:
+                        minv[j], way[j] = reduced, j0
+                    if minv[j] < delta:
+                        delta, j1 = minv[j], j
+            for j in range(m + 1):
+                if used[j]:
+                    u[owner[j]] += delta
+                    v[j] -= delta
+                else:
+                    minv[j] -= delta
+            j0 = j1
+            if owner[j0] == 0:
+                break
+        while j0:
+            j1 = way[j0]
+            owner[j0] = owner[j1]
+            j0 = j1
+    pairs = []
+    for j in range(1, m + 1):
+        if owner[j]:
+            r, c = owner[j] - 1, j - 1
+            if transposed:
+                r, c = c, r
+            if (weights[owner[j] - 1][j - 1]) > 0:
+                pairs.append((r, c))
+    return sorted(pairs)
+
+
+# --- reading result files --------------------------------------------------------------------
+def read_results(path: Path) -> tuple[list[ResultRecord], list[str]]:
+    """Parse a result file (JSON Lines, one turn per line; published format).
+
+    Returns:
+        The records in file order, and notes on lines graded as published but worth a warning
+        (repeated ids; arguments that are not an object are noted by :func:`evaluate`).
+
+    Raises:
+        ResultFileError: for an empty file, or lines that are not JSON objects, lack
+            ``data_id`` or have a ``tool_calls`` that is not a list of objects; the message
+            names the file, the first lines and the count.
+    """
+    path = Path(path)
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise ResultFileError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    records: list[ResultRecord] = []
+    problems: list[str] = []
+    seen: dict[str, int] = {}
+    repeated: list[int] = []
+    lines = data.split(b"\n")
+    for lineno, raw in enumerate(lines, 1):
+        if not raw.strip():
+            continue
+        try:
+            rec = json.loads(raw)
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            torn = " (a torn last line: the run was interrupted; --resume repairs it)" if lineno == len(lines) else ""
+            problems.append(f"line {lineno}: not valid JSON ({getattr(exc, 'msg', exc)}){torn}")
+            continue
+        if not isinstance(rec, dict):
+            problems.append(f"line {lineno}: expected a JSON object, got {type(rec).__name__}")
+            continue
+        data_id = rec.get("data_id", rec.get("id"))
+        if data_id is None or isinstance(data_id, (bool, dict, list)):
+            problems.append(f"line {lineno}: record without 'data_id'")
+            continue
+        calls = rec.get("tool_calls")
+        if calls is None:
+            calls = []
+        if not isinstance(calls, list) or not all(isinstance(c, dict) for c in calls):
+            problems.append(f"line {lineno}: 'tool_calls' must be a list of {{name, arguments}} objects")
+            continue
+        data_id = str(data_id)
+        if data_id in seen:
+            repeated.append(lineno)
+        seen.setdefault(data_id, lineno)
+        error = rec.get("error")
+        records.append(ResultRecord(lineno, data_id, rec.get("dialogue_id"), calls, str(error) if error else None))
+    if problems:
+        shown = "; ".join(problems[:MAX_LISTED])
+        more = f" (and {len(problems) - MAX_LISTED} more)" if len(problems) > MAX_LISTED else ""
+        raise ResultFileError(f"{path}: {len(problems)} invalid line(s): {shown}{more}")
+    if not records:
+        raise ResultFileError(f"{path}: no results (the file is empty)")
+    notes = []
+    if repeated:
+        notes.append(
+            f"{path}: {len(repeated)} line(s) repeat a data_id (each line counts, as published): lines {_lines(repeated)}"
+        )
+    return records, notes
+
+
+def _lines(numbers: list[int]) -> str:
+    shown = ", ".join(map(str, numbers[:MAX_LISTED]))
+    return shown + (f", … ({len(numbers) - MAX_LISTED} more)" if len(numbers) > MAX_LISTED else "")
+
+
+# --- evaluation ------------------------------------------------------------------------------
+def _rate(correct: int, evaluated: int) -> float:
+    return round(correct / evaluated * 100, 2) if evaluated else 0.0
+
+
+@dataclass
+class _Row:
+    total: int = 0
+    errors: int = 0
+    correct: int = 0
+    incorrect: int = 0
+
+    def published(self, label: str, error_column: int | None = None) -> dict[str, Any]:
+        evaluated = self.correct + self.incorrect
+        values = (
+            label, self.total, evaluated, self.correct, self.incorrect,
+            self.errors if error_column is None else error_column, _rate(self.correct, evaluated),
+        )
+        return dict(zip(PUBLISHED_KEYS, values, strict=True))
+
+
+@dataclass
+class _SlotStats:
+    gold: int = 0
+    strict_correct: int = 0
+    lenient_correct: int = 0
+    wrong_value: int = 0
+    missing_slot: int = 0
+    missed_call: int = 0
+    extra: int = 0
+
+
+@dataclass
+class _ToolStats:
+    gold_calls: int = 0
+    predicted_calls: int = 0
+    matched: int = 0
+    strict_exact: int = 0
+    lenient_exact: int = 0
+    missed: int = 0
+    spurious: int = 0
+
+
+@dataclass
+class Evaluation:
+    """Everything computed from one result file.
+
+    Attributes:
+        rows: The five published rows (dicts with :data:`PUBLISHED_KEYS`), in order.
+        incorrect: The wrong turns, tool-call-accuracy errors first, then use-judgement
+            errors, then non-use errors.
+        diagnostics: Lenient/multiset columns, decision outcomes, per-tool, per-argument and
+            per-depth breakdowns (JSON-safe).
+        notes: Warnings (unknown ids, arguments that are not objects, ...).
+    """
+
+    rows: list[dict[str, Any]]
+    incorrect: list[dict[str, Any]]
+    diagnostics: dict[str, Any]
+    notes: list[str] = field(default_factory=list)
+
+
+def evaluate(
+    results: list[ResultRecord],
+    turns: Mapping[str, Turn],
+    slot_types: Mapping[str, Mapping[str, str]],
+    notes: Iterable[str] = (),
+    source: str = "result file",
+) -> Evaluation:
+    """Grade result records against the gold turns.
+
+    Args:
+        results: The result file's records, in file order (each line counts once).
+        turns: Gold turns by ``data_id``; a result id missing here is graded against an
+            empty gold (as published) and reported in ``notes`` with a count.
+        slot_types: ``{tool: {slot: JSON type}}`` for lenient coercion; its keys are the known
+            tool names (a call of another name is malformed).
+        notes: Notes from reading (carried into the evaluation).
+        source: How notes name the result file.
+    """
+    tool_names = set(slot_types) or None
+    notes = list(notes)
+    overall, use, nouse, both, precision = _Row(), _Row(), _Row(), _Row(), _Row()
+    # per row label: [n, multiset, lenient, lenient_multiset] correct counts
+    lenient = {"全体": [0, 0, 0, 0], "tool call精度": [0, 0, 0, 0]}
+    malformed_turns: Counter = Counter()
+    decisions: dict[str, Counter] = {"gold_call": Counter(), "gold_no_call": Counter()}
+    reasons: Counter = Counter()
+    tools: dict[str, _ToolStats] = defaultdict(_ToolStats)
+    slots: dict[tuple[str, str], _SlotStats] = defaultdict(_SlotStats)
+    # per depth: [n, exact, lenient, decision, gold_call, call_exact, call_lenient]
+    depth: dict[Any, list[int]] = defaultdict(lambda: [0] * 7)
+    wrong_call: list[dict[str, Any]] = []
+    wrong_use: list[dict[str, Any]] = []
+    wrong_nouse: list[dict[str, Any]] = []
+    unknown: list[str] = []
+    gold_cache: dict[str, tuple[frozenset, list]] = {}
+    bad_args: list[int] = []
+
+    for rec in results:
+        turn = turns.get(rec.data_id)
+        if turn is None:
+            unknown.append(rec.data_id)
+            gold: tuple = ()
+        else:
+            gold = turn.gold
+        gold_used = bool(gold)
+        overall.total += 1
+        both.total += 1
+        (use if gold_used else nouse).total += 1
+        if rec.error:
+            overall.errors += 1
+            both.errors += 1
+            (use if gold_used else nouse).errors += 1
+            continue
+
+        cached = gold_cache.get(rec.data_id) if turn is not None else None
+        if cached is None:
+            gold_strict = [_strict(c["name"], c["arguments"]) for c in gold]
+            cached = (frozenset(gold_strict), gold_strict)
+            if turn is not None:
+                gold_cache[rec.data_id] = cached
+        gold_set, gold_strict = cached
+        pred_strict = []
+        well: list[dict[str, Any]] = []
+        well_strict = []
+        bad = 0
+        for call in rec.calls:
+            name, raw = call_parts(call)
+            args = parse_arguments(raw)
+            key = _strict(name, args)
+            pred_strict.append(key)
+            reason = _malformed(call, name, raw, args, tool_names)
+            if reason is None:
+                well.append({"name": name, "arguments": args})
+                well_strict.append(key)
+            else:
+                bad += 1
+                reasons[reason] += 1
+                if reason.startswith("arguments are not"):
+                    bad_args.append(rec.line)
+        predicted = frozenset(pred_strict)
+        exact = predicted == gold_set
+        made = bool(predicted)
+        _count(overall, exact)
+        _count(both, made == gold_used)
+        if gold_used:
+            _count(use, made)
+            _count(precision, exact)
+            precision.total += 1
+        else:
+            _count(nouse, not made)
+
+        # --- diagnostics -----------------------------------------------------------------
+        decision = "malformed" if bad else ("call" if well else "no_call")
+        decisions["gold_call" if gold_used else "gold_no_call"][decision] += 1
+        if bad:
+            strict_ms = len_set = len_ms = False
+        elif _same_multiset(well_strict, gold_strict):  # strictly equal: leniently too
+            strict_ms = len_set = len_ms = True
+        else:
+            strict_ms = False
+            gold_len = [lenient_key(c["name"], c["arguments"], slot_types) for c in gold]
+            pred_len = [lenient_key(c["name"], c["arguments"], slot_types) for c in well]
+            len_set = set(pred_len) == set(gold_len)
+            len_ms = _same_multiset(pred_len, gold_len)
+        for label in ("全体", "tool call精度") if gold_used else ("全体",):
+            counts = lenient[label]
+            counts[0] += 1
+            counts[1] += strict_ms
+            counts[2] += len_set
+            counts[3] += len_ms
+        if bad:
+            malformed_turns["全体"] += 1
+            malformed_turns["ツール使用・不使用判断"] += 1
+            malformed_turns["ツール使用判断" if gold_used else "ツール不使用判断"] += 1
+            if gold_used:
+                malformed_turns["tool call精度"] += 1
+        bucket = depth[turn.depth if turn is not None and turn.depth is not None else "unknown"]
+        bucket[0] += 1
+        bucket[1] += exact
+        bucket[2] += len_ms
+        bucket[3] += made == gold_used
+        if gold_used:
+            bucket[4] += 1
+            bucket[5] += exact
+            bucket[6] += len_ms
+        if gold or well:
+            _match_calls(gold, well, slot_types, tools, slots)
+
+        if not exact and gold_used:
+            wrong_call.append(_incorrect(rec, turn, "tool call精度", gold))
+        if gold_used and not made:
+            wrong_use.append(_incorrect(rec, turn, "ツール使用判断", gold))
+        if not gold_used and made:
+            wrong_nouse.append(_incorrect(rec, turn, "ツール不使用判断", gold))
+
+    if bad_args:
+        lines = sorted(set(bad_args))
+        notes.append(
+            f"{source}: {len(lines)} line(s) have call arguments that are not a JSON object "
+            f"(graded as published, never equal to the gold; counted as malformed): lines {_lines(lines)}"
+        )
+    if unknown:
+        notes.append(
+            f"{len(unknown)} result id(s) are not in the gold and were graded against an empty gold "
+            f"(as published): {', '.join(unknown[:MAX_LISTED])}{' …' if len(unknown) > MAX_LISTED else ''}"
+        )
+    rows = [
+        overall.published(PUBLISHED_ROWS[0]),
+        use.published(PUBLISHED_ROWS[1]),
+        nouse.published(PUBLISHED_ROWS[2]),
+        both.published(PUBLISHED_ROWS[3]),
+        precision.published(PUBLISHED_ROWS[4], error_column=0),
+    ]
+    diagnostics = {
+        "lenient_table": _lenient_table(rows, lenient, malformed_turns),
+        "decision_outcomes": {
+            "definition": "per evaluated turn (no error): call = only well-formed calls, no_call = no call, "
+            "malformed = at least one call that could not be parsed (never counted as abstention)",
+            "gold_call": dict(decisions["gold_call"]),
+            "gold_no_call": dict(decisions["gold_no_call"]),
+            "malformed_reasons": dict(reasons.most_common()),
+        },
+        "per_tool": {name: vars(stats) for name, stats in sorted(tools.items())},
+        "per_argument": _slot_table(slots),
+        "per_slot": _slot_name_table(slots),
+        "per_depth": _depth_table(depth),
+        "unknown_ids": len(unknown),
+        "notes": notes,
+    }
+    return Evaluation(rows, wrong_call + wrong_use + wrong_nouse, diagnostics, notes)
+
+
+def _count(row: _Row, ok: bool) -> None:
+    if ok:
+        row.correct += 1
+    else:
+        row.incorrect += 1
+
+
+def _incorrect(rec: ResultRecord, turn: Turn | None, genre: str, gold: tuple) -> dict[str, Any]:
+    return {
+        "data_id": rec.data_id,
+        "dialogue_id": rec.dialogue_id if rec.dialogue_id is not None else (turn.dialogue_id if turn else None),
+        "Incorrect_genre": genre,
+        "last_user_utterance": turn.user_utterance() if turn else None,
+        "ground_truth": list(gold),
+        "output": rec.calls,
+    }
+
+
+def _strict_equal(a: Any, b: Any) -> bool:
+    """Equal as published: the same JSON text (so ``1`` ≠ ``1.0`` ≠ ``True``)."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, (dict, list)):
+        return json.dumps(a, sort_keys=True, ensure_ascii=False) == json.dumps(b, sort_keys=True, ensure_ascii=False)
+    return a == b
+
+
+def _slot_equal(a: Any, b: Any, json_type: str | None) -> tuple[bool, bool]:
+    strict = _strict_equal(a, b)
+    return strict, strict or lenient_value(a, json_type) == lenient_value(b, json_type)
+
+
+def _pair_weight(g: dict[str, Any], p: dict[str, Any], types: Mapping[str, str]) -> float:
+    if g["name"] != p["name"]:
+        return 0.0
+    ga, pa = g["arguments"], p["arguments"]
+    return 1.0 + sum(1 for k, v in ga.items() if k in pa and _slot_equal(v, pa[k], types.get(k))[1])
+
+
+def _match_calls(
+    gold: tuple[dict[str, Any], ...],
+    predicted: list[dict[str, Any]],
+    slot_types: Mapping[str, Mapping[str, str]],
+    tools: dict[str, _ToolStats],
+    slots: dict[tuple[str, str], _SlotStats],
+) -> None:
+    for p in predicted:
+        tools[p["name"]].predicted_calls += 1
+    for g in gold:
+        tools[g["name"]].gold_calls += 1
+        for k in g["arguments"]:
+            slots[(g["name"], k)].gold += 1
+    if len(gold) == 1 and len(predicted) == 1:
+        pairs = [(0, 0)] if gold[0]["name"] == predicted[0]["name"] else []
+    else:
+        weights = [[_pair_weight(g, p, slot_types.get(g["name"], {})) for p in predicted] for g in gold]
+        pairs = max_weight_assignment(weights) if gold and predicted else []
+    matched_gold = {gi for gi, _ in pairs}
+    matched_pred = {pi for _, pi in pairs}
+    for gi, pi in pairs:
+        g, p = gold[gi], predicted[pi]
+        types = slot_types.get(g["name"], {})
+        stats = tools[g["name"]]
+        stats.matched += 1
+        all_strict = all_lenient = True
+        for k, v in g["arguments"].items():
+            cell = slots[(g["name"], k)]
+            if k not in p["arguments"]:
+                cell.missing_slot += 1
+                all_strict = all_lenient = False
+                continue
+            strict, len_ok = _slot_equal(v, p["arguments"][k], types.get(k))
+            cell.strict_correct += strict
+            cell.lenient_correct += len_ok
+            cell.wrong_value += not len_ok
+            all_strict &= strict
+            all_lenient &= len_ok
+        for k in p["arguments"]:
+            if k not in g["arguments"]:
+                slots[(g["name"], k)].extra += 1
+                all_strict = all_lenient = False
+        stats.strict_exact += all_strict
+        stats.lenient_exact += all_lenient
+    for gi, g in enumerate(gold):
+        if gi not in matched_gold:
+            tools[g["name"]].missed += 1
+            for k in g["arguments"]:
+                slots[(g["name"], k)].missed_call += 1
+    for pi, p in enumerate(predicted):
+        if pi not in matched_pred:
+            tools[p["name"]].spurious += 1
+
+
+def _lenient_table(rows: list[dict[str, Any]], lenient: dict[str, list[int]], malformed: Counter) -> list[dict[str, Any]]:
+    table = []
+    for row in rows:
+        label = row["評価項目"]
+        counts = lenient.get(label)
+        entry = {
+            "評価項目": label,
+            "評価対象数": row["評価対象数"],
+            "published(%)": row["全体の正答率(%)"],
+            "multiset(%)": None,
+            "lenient(%)": None,
+            "lenient_multiset(%)": None,
+            "malformed": malformed[label],
+        }
+        if counts is not None:
+            n, multiset, len_set, len_ms = counts
+            entry["multiset(%)"] = _rate(multiset, n)
+            entry["lenient(%)"] = _rate(len_set, n)
+            entry["lenient_multiset(%)"] = _rate(len_ms, n)
+        table.append(entry)
+    return table
+
+
+def _slot_row(s: _SlotStats) -> dict[str, Any]:
+    slot_errors = s.wrong_value + s.missing_slot + s.extra
+    in_matched = s.gold - s.missed_call  # gold values whose call was matched
+    return {
+        **vars(s),
+        "slot_errors": slot_errors,
+        "lenient_accuracy(%)": _rate(s.lenient_correct, s.gold) if s.gold else None,
+        "accuracy_in_matched_calls(%)": _rate(s.lenient_correct, in_matched) if in_matched else None,
+    }
+
+
+def _slot_table(slots: dict[tuple[str, str], _SlotStats]) -> list[dict[str, Any]]:
+    """Per (tool, slot), most slot errors (wrong, missing or extra values in matched calls)
+    first; values of calls that were never made are counted apart (``missed_call``)."""
+    table = [{"tool": tool, "slot": slot, **_slot_row(s)} for (tool, slot), s in slots.items()]
+    table.sort(key=lambda r: (-r["slot_errors"], -r["missed_call"], r["tool"], r["slot"]))
+    return table
+
+
+def _slot_name_table(slots: dict[tuple[str, str], _SlotStats]) -> list[dict[str, Any]]:
+    """The same figures summed over tools by slot name (``city``, ``name``, ``day``, ...)."""
+    by_name: dict[str, _SlotStats] = defaultdict(_SlotStats)
+    for (_, slot), s in slots.items():
+        total = by_name[slot]
+        for key, value in vars(s).items():
+            setattr(total, key, getattr(total, key) + value)
+    table = [{"slot": slot, **_slot_row(s)} for slot, s in by_name.items()]
+    table.sort(key=lambda r: (-r["slot_errors"], -r["missed_call"], r["slot"]))
+    return table
+
+
+def _depth_table(depth: dict[Any, list[int]]) -> list[dict[str, Any]]:
+    keys = sorted((k for k in depth if k != "unknown"), key=int) + (["unknown"] if "unknown" in depth else [])
+    table = []
+    for k in keys:
+        n, exact, len_ms, decision, gold_call, call_exact, call_len = depth[k]
+        table.append(
+            {
+                "depth": k, "n": n,
+                "全体(%)": _rate(exact, n), "全体_lenient(%)": _rate(len_ms, n),
+                "使用・不使用判断(%)": _rate(decision, n), "n_gold_call": gold_call,
+                "tool call精度(%)": _rate(call_exact, gold_call) if gold_call else None,
+                "tool call精度_lenient(%)": _rate(call_len, gold_call) if gold_call else None,
+            }
+        )
+    return table
+
+
+# --- writing ---------------------------------------------------------------------------------
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+def safe_model_name(model: str) -> str:
+    """A model spec usable in a file name (``Qwen/Qwen3-14B`` → ``Qwen_Qwen3-14B``, as the
+    published script does; any other character outside ``[A-Za-z0-9._-]`` becomes ``_``)."""
+    return _UNSAFE.sub("_", model).strip("._") or "model"
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def write_score_files(out: Path, model: str, evaluation: Evaluation) -> dict[str, Path]:
+    """Write ``score_<model>.json`` (exactly five JSON lines), ``incorrect_<model>.json``
+    (JSON Lines) and ``diagnostics_<model>.json`` (one JSON document) into ``out``, each
+    through a temporary file (an earlier version is never left half-written).
+
+    Args:
+        model: Already sanitised (see :func:`safe_model_name`).
+
+    Returns:
+        The paths written, by kind (``score``, ``incorrect``, ``diagnostics``).
+    """
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    paths = {
+        "score": out / f"score_{model}.json",
+        "incorrect": out / f"incorrect_{model}.json",
+        "diagnostics": out / f"diagnostics_{model}.json",
+    }
+    dumps = json.dumps
+    _write_atomic(paths["score"], "".join(dumps(r, ensure_ascii=False) + "\n" for r in evaluation.rows))
+    _write_atomic(paths["incorrect"], "".join(dumps(r, ensure_ascii=False) + "\n" for r in evaluation.incorrect))
+    _write_atomic(paths["diagnostics"], dumps(evaluation.diagnostics, ensure_ascii=False, indent=1) + "\n")
+    return paths
+
+
+# --- from trajectories -----------------------------------------------------------------------
+def trajectory_calls(trajectory: Trajectory, tool_names: Iterable[str] | None = None) -> list[dict[str, Any]]:
+    """The calls of a turn in the result-file form, from every model step of its trajectory.
+
+    A well-formed call is ``{"name", "arguments"}``; a call that could not be parsed keeps its
+    raw text as ``arguments`` and says why in ``malformed`` (the published grader then sees a
+    call that is made but never equals the gold; it is never an abstention); a call of a tool
+    not in ``tool_names`` is marked ``"malformed": "unknown tool"``.
+    """
+    known = set(tool_names) if tool_names is not None else None
+    calls: list[dict[str, Any]] = []
+    for step in trajectory.model_steps:
+        for call in step.tool_calls:
+            if call.malformed:
+                calls.append({"name": call.name, "arguments": call.raw if call.raw is not None else "", "malformed": call.malformed})
+            elif known is not None and call.name not in known:
+                calls.append({"name": call.name, "arguments": call.arguments, "malformed": "unknown tool"})
+            else:
+                calls.append({"name": call.name, "arguments": call.arguments})
+    return calls
+
+
+def result_line(trajectory: Trajectory, dialogue_id: str | None, tool_names: Iterable[str] | None) -> dict[str, Any]:
+    """One result-file record: ``{"data_id", "dialogue_id", "tool_calls"}``, plus ``"error"``
+    (the exception type; every kind of timeout is written ``"TimeoutError"``, as the published
+    ``generate.py`` does) and ``"error_detail"`` when the episode ended in error (the model
+    could not answer after its retries)."""
+    record: dict[str, Any] = {
+        "data_id": trajectory.example_id,
+        "dialogue_id": dialogue_id,
+        "tool_calls": trajectory_calls(trajectory, tool_names),
+    }
+    if trajectory.status == "error":
+        detail = trajectory.error or "error"
+        kind = detail.split(":", 1)[0].strip() or "error"
+        record["tool_calls"] = []
+        # timeouts of any client (APITimeoutError, ReadTimeout, ...) as the published script names them
+        record["error"] = "TimeoutError" if kind.endswith(("Timeout", "TimeoutError")) else kind
+        record["error_detail"] = detail
+    return record
+
+
+def _example_slot_types(example: Example) -> dict[str, dict[str, str]]:
+    path = example.metadata.get("tools")
+    if not path:
+        return {}
+    from toolgym.suites.jmultiwoz_tc.data import load_tool_specs
+
+    return load_tool_specs(str(path)).slot_types
+
+
+def _gold_of(example: Example) -> tuple[dict[str, Any], ...]:
+    return tuple({"name": c.name, "arguments": c.arguments} for c in example.expected_calls or ())
+
+
+@register_grader("jmultiwoz_exact")
+@dataclass(frozen=True)
+class JMultiWOZExact:
+    """1.0 when the turn's calls equal the gold by the published equality (sets of
+    ``(name, arguments with sorted keys)``; JMultiWOZ-TC ``evaluate.py``), else 0.0. Its mean
+    over all turns is the 全体 row."""
+
+    name = "jmultiwoz_exact"
+
+    def grade(self, example: Example, trajectory: Trajectory) -> Score | None:
+        predicted = trajectory_calls(trajectory, _example_slot_types(example) or None)
+        gold = _gold_of(example)
+        ok = published_set(predicted) == published_set(gold)
+        return make_score(
+            self, trajectory, float(ok), "calls equal the gold" if ok else "calls differ from the gold",
+            expected=list(gold), actual=predicted,
+        )
+
+
+@register_grader("jmultiwoz_lenient")
+@dataclass(frozen=True)
+class JMultiWOZLenient:
+    """1.0 when the turn's well-formed calls equal the gold as multisets under lenient equality
+    (strings NFKC-normalised and trimmed, values coerced by the tool schema) and no call is
+    malformed; a diagnostic beside the published metric."""
+
+    name = "jmultiwoz_lenient"
+
+    def grade(self, example: Example, trajectory: Trajectory) -> Score | None:
+        types = _example_slot_types(example)
+        predicted = trajectory_calls(trajectory, types or None)
+        bad = [c for c in predicted if malformed_reason(c, set(types) or None)]
+        well = [c for c in predicted if c not in bad]
+        gold = _gold_of(example)
+        ok = not bad and Counter(lenient_key(c["name"], c["arguments"], types) for c in well) == Counter(
+            lenient_key(c["name"], c["arguments"], types) for c in gold
+        )
+        return make_score(
+            self, trajectory, float(ok), "leniently equal" if ok else "differs even leniently",
+            malformed=len(bad),
+        )
+
+
+@register_grader("jmultiwoz_decision")
+@dataclass(frozen=True)
+class JMultiWOZDecision:
+    """1.0 when the decision to call (or not) matches the gold (ツール使用・不使用判断); a turn
+    with a malformed call scores 0 whatever the gold (never credited as abstention)."""
+
+    name = "jmultiwoz_decision"
+
+    def grade(self, example: Example, trajectory: Trajectory) -> Score | None:
+        types = _example_slot_types(example)
+        predicted = trajectory_calls(trajectory, types or None)
+        if any(malformed_reason(c, set(types) or None) for c in predicted):
+            decision = "malformed"
+        else:
+            decision = "call" if predicted else "no_call"
+        expected = "call" if example.expected_calls else "no_call"
+        ok = decision == expected
+        return make_score(self, trajectory, float(ok), f"decided {decision}, gold {expected}", decision=decision)

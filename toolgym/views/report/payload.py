@@ -1,0 +1,244 @@
+"""The per-example data of the HTML report, as JSON embedded in the page.
+
+Two documents are embedded: a small *index* (one row per trajectory: run, example id, trial,
+status, score values, whether it failed) parsed when the page opens, and the *traces* (every
+step of every trajectory, example inputs and expected calls, score explanations) parsed only
+when a trace is first opened. Both are escaped with :func:`script_json` so that no model or tool
+text can close the ``<script type="application/json">`` element they travel in; the page shows
+them with ``textContent`` only.
+
+Index format (``schema`` 1)::
+
+    {"schema": 1, "graders": [name...],
+     "runs": [{"label", "env", "dir", "graders": [...], "passFail": [...]}...],
+     "items": [[run, example_id, trial, status, n_calls, n_expected|null, failed 0|1,
+                divergence_call|null, {grader_index: value|null}]...]}
+
+Traces format: ``{"examples": [{"in": input, "exp": [[name, arguments]|name...]|null}...],
+"traces": [trace...]}`` in ``items`` order, where a trace is ``{"x": example|null, "d":
+duration_s, "e": error, "fa": final answer, "fs": final state, "dv": [call, reason]|null,
+"sc": [[grader, value, explanation]...], "s": [step...]}``; a model step is ``{"m": text, "l":
+latency_s, "ti"/"to": tokens, "nc": number of calls, "c": [[name, arguments, malformed, raw]...]
+for calls that were never executed}``; a tool step is ``{"t": name, "a": arguments, "o":
+output, "err": 1, "mf": malformed, "raw": raw}``. Optional keys are left out when empty.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from typing import Any
+
+from toolgym.records import ModelStep, ToolCallSpec, Trajectory
+from toolgym.views.rundata import RunView, first_call_divergence, is_failed
+
+SCHEMA = 1
+TRUNCATION_NOTE = "… [{n} more characters not included in the report]"
+
+
+def script_json(value: Any) -> str:
+    """JSON text safe inside ``<script type="application/json">``: ``<``, ``>`` and ``&`` are
+    written as ``\\u003c``, ``\\u003e``, ``\\u0026`` (the JSON stays equal), so neither
+    ``</script>`` nor ``<!--`` can appear. Non-finite numbers become ``null``.
+    """
+    try:
+        text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False, default=str)
+    except ValueError:  # NaN or infinity somewhere (a final state, an argument): JSON has none
+        text = json.dumps(_finite(value), ensure_ascii=False, separators=(",", ":"), default=str)
+    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+
+
+def _finite(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(v) for v in value]
+    return value
+
+
+def clip(text: str | None, max_chars: int) -> str | None:
+    """``text`` cut to ``max_chars`` characters with a note saying how much was left out."""
+    if text is None or len(text) <= max_chars:
+        return text
+    return text[:max_chars] + TRUNCATION_NOTE.format(n=len(text) - max_chars)
+
+
+def _size_at_least(value: Any, limit: int) -> int:
+    """A lower bound of the length of ``value``'s JSON text, exact enough to compare with
+    ``limit`` (stops counting once past it)."""
+    if isinstance(value, str):
+        return len(value) + 2
+    if isinstance(value, dict):
+        total = 2
+        for k, v in value.items():
+            total += len(str(k)) + 4 + _size_at_least(v, limit - total)
+            if total > limit:
+                break
+        return total
+    if isinstance(value, list | tuple):
+        total = 2
+        for v in value:
+            total += 1 + _size_at_least(v, limit - total)
+            if total > limit:
+                break
+        return total
+    return 8
+
+
+def _clip_json(value: Any, max_chars: int) -> Any:
+    """Arguments or states too large for the report become a clipped JSON string."""
+    if _size_at_least(value, max_chars) <= max_chars // 2:  # surely short: skip serialising
+        return value
+    text = json.dumps(value, ensure_ascii=False, default=str)
+    return value if len(text) <= max_chars else clip(text, max_chars)
+
+
+def _input(value: Any, max_chars: int) -> Any:
+    if isinstance(value, str):
+        return clip(value, max_chars)
+    turns, budget = [], max_chars
+    for turn in reversed(value):  # keep the latest turns: they hold the request being answered
+        content = str(turn.get("content", ""))
+        if budget <= 0:
+            turns.append({"role": "…", "content": f"[{len(value) - len(turns)} earlier turns not included]"})
+            break
+        turns.append({"role": str(turn.get("role", "user")), "content": clip(content, budget)})
+        budget -= len(content)
+    return list(reversed(turns))
+
+
+def _model_step(step: ModelStep, executed: set[str], max_chars: int) -> dict[str, Any]:
+    out: dict[str, Any] = {"m": clip(step.text, max_chars), "l": round(step.latency_s, 4)}
+    if step.input_tokens is not None:
+        out["ti"] = step.input_tokens
+    if step.output_tokens is not None:
+        out["to"] = step.output_tokens
+    if step.tool_calls:
+        out["nc"] = len(step.tool_calls)
+        unexecuted = [
+            [c.name, _clip_json(c.arguments, max_chars), c.malformed, clip(c.raw, max_chars)]
+            for c in step.tool_calls
+            if c.id not in executed
+        ]
+        if unexecuted:
+            out["c"] = unexecuted
+    return out
+
+
+def trajectory_payload(
+    run: RunView, traj: Trajectory, example_index: int | None, max_chars: int
+) -> dict[str, Any]:
+    """The trace of one trajectory in the report's compact form (see the module docstring)."""
+    calls = {c.id: c for s in traj.model_steps for c in s.tool_calls}
+    executed = {s.call_id for s in traj.tool_steps}
+    steps: list[dict[str, Any]] = []
+    for step in traj.steps:
+        if step.kind == "model":
+            steps.append(_model_step(step, executed, max_chars))
+            continue
+        entry: dict[str, Any] = {
+            "t": step.name,
+            "a": _clip_json(step.arguments, max_chars),
+            "o": clip(step.output, max_chars),
+        }
+        if step.error:
+            entry["err"] = 1
+        call = calls.get(step.call_id)
+        if call is not None and call.malformed:
+            entry["mf"] = call.malformed
+            if call.raw:
+                entry["raw"] = clip(call.raw, max_chars)
+        steps.append(entry)
+    divergence = first_call_divergence(run.expected_for(traj), traj.tool_steps, run.order_matters(traj))
+    out: dict[str, Any] = {
+        "x": example_index,
+        "d": round(traj.duration_s, 3),
+        "s": steps,
+        "fs": _clip_json(traj.final_state, max_chars),
+        "sc": [[s.grader, s.value, clip(s.explanation, max_chars)] for s in run.scores_of(traj)],
+    }
+    if divergence is not None:
+        out["dv"] = [divergence.index, divergence.reason]
+    if traj.error:
+        out["e"] = clip(traj.error, max_chars)
+    if traj.final_answer is not None:
+        out["fa"] = clip(traj.final_answer, max_chars)
+    return out
+
+
+def _expected_payload(expected: Sequence[ToolCallSpec] | Sequence[str] | None, max_chars: int) -> Any:
+    if expected is None:
+        return None
+    return [c if isinstance(c, str) else [c.name, _clip_json(c.arguments, max_chars)] for c in expected]
+
+
+def build_payload(runs: Sequence[RunView], max_chars: int = 20_000) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The index and traces documents for ``runs`` (see the module docstring).
+
+    Examples shared by several runs or trials (same dataset file and example id) are stored
+    once.
+
+    Args:
+        runs: Loaded run directories.
+        max_chars: Longest text kept per field (model text, tool output, input, ...); longer
+            text is cut with a note of how much was left out.
+    """
+    graders = list(dict.fromkeys(g for r in runs for g in r.graders))
+    grader_index = {g: i for i, g in enumerate(graders)}
+    runs_out, items, traces, examples = [], [], [], []
+    example_ids: dict[tuple[str, str], int] = {}
+    for run_i, run in enumerate(runs):
+        pass_fail = run.pass_fail_graders()
+        runs_out.append(
+            {
+                "label": run.label,
+                "env": run.env,
+                "dir": str(run.directory),
+                "graders": run.graders,
+                "passFail": pass_fail,
+            }
+        )
+        dataset = run.info.get("dataset") or {}
+        dataset_key = (
+            str(dataset.get("sha256") or dataset.get("path") or run.directory)
+            if isinstance(dataset, dict)
+            else str(run.directory)
+        )
+        for traj in run.trajectories:
+            x = None
+            if run.examples is not None and traj.example_id in run.examples:
+                key = (dataset_key, traj.example_id)
+                if key not in example_ids:
+                    ex = run.examples[traj.example_id]
+                    example_ids[key] = len(examples)
+                    examples.append(
+                        {
+                            "in": _input(ex.input, max_chars),
+                            "exp": _expected_payload(run.expected_for(traj), max_chars),
+                        }
+                    )
+                x = example_ids[key]
+            trace = trajectory_payload(run, traj, x, max_chars)
+            if x is None:
+                trace["exp"] = _expected_payload(run.expected_for(traj), max_chars)
+            scores = run.scores_of(traj)
+            expected_n = run.n_expected_steps(traj)
+            items.append(
+                [
+                    run_i,
+                    traj.example_id,
+                    traj.trial,
+                    traj.status,
+                    len(traj.tool_steps),
+                    expected_n,
+                    int(is_failed(traj, scores, pass_fail)),
+                    trace["dv"][0] if "dv" in trace else None,
+                    {str(grader_index[s.grader]): s.value for s in scores},
+                ]
+            )
+            traces.append(trace)
+    index = {"schema": SCHEMA, "graders": graders, "runs": runs_out, "items": items}
+    return index, {"schema": SCHEMA, "examples": examples, "traces": traces}

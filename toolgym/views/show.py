@@ -1,0 +1,190 @@
+"""Terminal view of trajectories, step by step: model text, every tool call with its arguments,
+every result, errors, latency and tokens, the first step that departs from the expected calls,
+and the scores with their explanations.
+
+Model and tool text is printed as :class:`rich.text.Text`, never parsed as markup. Colours follow
+the console: off when the output is not a terminal (or ``NO_COLOR`` is set).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.text import Text
+
+from toolgym.records import ToolCallSpec, Trajectory
+from toolgym.views.rundata import (
+    RunView,
+    first_call_divergence,
+    format_call,
+    format_value,
+    is_failed,
+    load_run,
+)
+
+
+def show(
+    directory: Path,
+    example: str | None = None,
+    console: Console | None = None,
+    failed: bool = False,
+    grader: str | None = None,
+    limit: int | None = None,
+) -> int:
+    """Print trajectories of a run directory.
+
+    Without ``example`` or ``failed``, the first trajectory is shown; with ``example``, every
+    trial of that example; with ``failed``, every failed trajectory (of ``example`` only, when
+    given). Failure is defined by :func:`toolgym.views.rundata.is_failed`.
+
+    Args:
+        directory: A run directory.
+        example: Example id to show.
+        console: Where to print (default: standard output).
+        failed: Show only failed trajectories.
+        grader: The grader that decides failure (default: any pass/fail grader of the run).
+        limit: Show at most this many trajectories.
+
+    Returns:
+        Exit status: 0; 1 when ``failed`` and nothing failed; 2 when the example or grader is
+        not in the run.
+
+    Raises:
+        RunDirError: for a missing or invalid run directory.
+    """
+    console = console or Console()
+    run = load_run(directory)
+    if grader is not None and grader not in run.graders:
+        console.print(
+            Text(f"no grader {grader!r} in {directory} (graders: {', '.join(run.graders) or 'none'})")
+        )
+        return 2
+    chosen = [t for t in run.trajectories if example is None or t.example_id == example]
+    if not chosen:
+        what = f"for example {example!r} " if example is not None else ""
+        console.print(Text(f"no trajectory {what}in {directory}"))
+        return 2
+    if failed:
+        pass_fail = run.pass_fail_graders()
+        chosen = [t for t in chosen if is_failed(t, run.scores_of(t), pass_fail, grader)]
+        by = f"grader {grader}" if grader else f"pass/fail graders {', '.join(pass_fail) or '(none)'}"
+        console.print(
+            Text(
+                f"{len(chosen)} failed trajectories in {directory} (by {by}; not completed counts as failed)"
+            )
+        )
+        if not chosen:
+            return 1
+    elif example is None:
+        chosen = chosen[:1]
+    for traj in chosen[:limit] if limit else chosen:
+        print_trajectory(run, traj, console, highlight_grader=grader)
+    if limit and len(chosen) > limit:
+        console.print(Text(f"... {len(chosen) - limit} more (raise --limit)"))
+    return 0
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, default=str)
+
+
+def _input_text(value: str | list[dict[str, Any]]) -> Text:
+    if isinstance(value, str):
+        return Text(value)
+    text = Text()
+    for turn in value:
+        text.append(f"\n    {turn.get('role', 'user')}: ", style="dim")
+        text.append(str(turn.get("content", "")))
+    return text
+
+
+def print_trajectory(
+    run: RunView, traj: Trajectory, console: Console, highlight_grader: str | None = None
+) -> None:
+    """Print one trajectory: header, input, expected calls, steps, outcome and scores."""
+    status_style = {"completed": "green", "step_limit": "yellow", "error": "bold red"}[traj.status]
+    console.rule(
+        Text.assemble(
+            f"{run.env} · {run.label} · example {traj.example_id} · trial {traj.trial} · ",
+            (traj.status, status_style),
+            f" · {traj.duration_s:.2f} s",
+        )
+    )
+    example = run.examples.get(traj.example_id) if run.examples is not None else None
+    if example is not None:
+        console.print(Text.assemble(("input: ", "bold"), _input_text(example.input)))
+    expected = run.expected_for(traj)
+    if expected is not None:
+        console.print(Text.assemble(("expected calls: ", "bold"), expected_text(expected) or "(none)"))
+    divergence = first_call_divergence(expected, traj.tool_steps, run.order_matters(traj))
+    tool_index = 0
+    for number, step in enumerate(traj.steps, 1):
+        if step.kind == "model":
+            tokens = ""
+            if step.input_tokens is not None or step.output_tokens is not None:
+                tokens = f", {step.input_tokens if step.input_tokens is not None else '?'} in → "
+                tokens += f"{step.output_tokens if step.output_tokens is not None else '?'} out tokens"
+            console.print(
+                Text.assemble((f"{number:>3} model", "bold cyan"), f"  ({step.latency_s:.2f} s{tokens})")
+            )
+            if step.text:
+                console.print(Text("      ") + Text(step.text))
+            for call in step.tool_calls:
+                line = Text.assemble(
+                    "      → ", (call.name or "(no name)", "bold"), f"({_json(call.arguments)})"
+                )
+                if call.malformed:
+                    line.append(f"  MALFORMED: {call.malformed}", style="bold red")
+                    if call.raw:
+                        line.append(f"  raw: {call.raw}", style="red")
+                console.print(line)
+        else:
+            marked = divergence is not None and divergence.index == tool_index
+            line = Text.assemble(
+                (f"{number:>3} tool ", "bold"),
+                (f" {step.name}", "red" if step.error else "green"),
+                f"({_json(step.arguments)}) ⇒ " if step.arguments else " ⇒ ",
+                (step.output, "red" if step.error else ""),
+            )
+            if step.error:
+                line.append("  [tool error]", style="red")
+            if marked:
+                line = Text("▶ ", style="bold yellow") + line
+                console.print(line)
+                console.print(Text(f"      ▲ first divergence: {divergence.reason}", style="bold yellow"))
+            else:
+                console.print(line)
+            tool_index += 1
+    if divergence is not None and divergence.index >= tool_index:
+        console.print(Text(f"  ▲ first divergence: {divergence.reason}", style="bold yellow"))
+    if traj.error:
+        console.print(Text.assemble(("error: ", "bold red"), traj.error))
+    if traj.final_answer is not None:
+        console.print(Text.assemble(("final answer: ", "bold"), traj.final_answer))
+    console.print(Text.assemble(("final state: ", "bold"), _json(traj.final_state)))
+    scores = run.scores_of(traj)
+    if not scores:
+        reason = "error trajectories are not graded" if traj.status == "error" else "no scores"
+        console.print(Text(f"scores: ({reason})", style="dim"))
+    for s in scores:
+        style = "green" if s.value == 1.0 else ("dim" if s.value is None else "red")
+        weight = " bold" if s.grader == highlight_grader else ""
+        console.print(
+            Text.assemble(
+                "  score ",
+                (s.grader, "bold" if weight else ""),
+                " = ",
+                (format_value(s.value), style + weight),
+                f": {s.explanation}",
+            )
+        )
+
+
+def expected_text(expected: list[ToolCallSpec] | list[str] | None) -> str:
+    """The expected calls as one line (``"(unknown)"`` when not known)."""
+    if expected is None:
+        return "(unknown)"
+    return ", ".join(c if isinstance(c, str) else format_call(c.name, c.arguments) for c in expected)

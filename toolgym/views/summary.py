@@ -1,0 +1,131 @@
+"""The summary table over run directories: environments × runs × graders.
+
+Each row is a :class:`SummaryCell` (one grader on one run); the columns shown are the
+:data:`COLUMNS` list, so another statistic (a confidence interval, pass^k, a clustered standard
+error) is one more :class:`Column` appended with :func:`add_column`, and it appears in the terminal
+``summary``, in the HTML report and in :func:`summary_records` alike.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from toolgym.records import Score, Trajectory
+from toolgym.views.rundata import RunView
+from toolgym.stats import summarize
+from toolgym.stats import Estimate
+
+
+@dataclass(frozen=True)
+class SummaryCell:
+    """One grader's results on one run.
+
+    Attributes:
+        env: Environment name.
+        run: The run's label (:attr:`RunView.label`).
+        directory: The run directory.
+        grader: Grader name.
+        estimate: Mean ± standard error from :func:`toolgym.runner.summarize`.
+        scores: This grader's scores on the run (for statistics that need more than the mean,
+            such as clustering by ``example_id`` over trials).
+        trajectories: All trajectories of the run (errors included).
+    """
+
+    env: str
+    run: str
+    directory: Path
+    grader: str
+    estimate: Estimate
+    scores: tuple[Score, ...]
+    trajectories: tuple[Trajectory, ...]
+
+
+@dataclass(frozen=True)
+class Column:
+    """A column of the summary table.
+
+    Attributes:
+        header: Column title.
+        cell: Text of the column for one :class:`SummaryCell`.
+        numeric: Right-aligned when true.
+    """
+
+    header: str
+    cell: Callable[[SummaryCell], str]
+    numeric: bool = True
+
+
+COLUMNS: list[Column] = [
+    Column("mean ± stderr", lambda c: c.estimate.format()),
+    Column("n", lambda c: str(c.estimate.n)),
+    Column("errors", lambda c: str(c.estimate.n_errors)),
+    Column("unscored", lambda c: str(c.estimate.n_unscored)),
+]
+"""The statistic columns after ``env``, ``run`` and ``grader``, in display order."""
+
+KEY_HEADERS = ("env", "run", "grader")
+
+
+def add_column(column: Column, after: str | None = None) -> None:
+    """Add a statistic column to :data:`COLUMNS` (at the end, or right after ``after``).
+
+    Raises:
+        ValueError: if a column with the same header exists, or ``after`` names none.
+    """
+    headers = [c.header for c in COLUMNS]
+    if column.header in headers:
+        raise ValueError(f"summary column {column.header!r} already exists")
+    if after is None:
+        COLUMNS.append(column)
+    elif after in headers:
+        COLUMNS.insert(headers.index(after) + 1, column)
+    else:
+        raise ValueError(f"no summary column {after!r} (columns: {', '.join(headers)})")
+
+
+def summary_cells(runs: Sequence[RunView]) -> list[SummaryCell]:
+    """One cell per (run, grader), sorted by environment, then in the order the runs were given."""
+    cells: list[SummaryCell] = []
+    for run in runs:
+        graders = run.graders
+        rows = summarize(run.env, run.trajectories, run.scores, graders)
+        trajectories = tuple(run.trajectories)
+        for row in rows:
+            scores = tuple(s for s in run.scores if s.grader == row.grader)
+            cells.append(
+                SummaryCell(row.env, run.label, run.directory, row.grader, row.estimate, scores, trajectories)
+            )
+    order = {env: i for i, env in enumerate(sorted({c.env for c in cells}))}
+    return sorted(cells, key=lambda c: order[c.env])  # stable: run and grader order kept
+
+
+def summary_headers(columns: Sequence[Column] | None = None) -> list[str]:
+    """All headers: ``env``, ``run``, ``grader``, then the statistic columns."""
+    return [*KEY_HEADERS, *(c.header for c in (COLUMNS if columns is None else columns))]
+
+
+def summary_records(cells: Sequence[SummaryCell], columns: Sequence[Column] | None = None) -> list[list[str]]:
+    """The table as rows of strings, in :func:`summary_headers` order."""
+    columns = COLUMNS if columns is None else columns
+    return [[c.env, c.run, c.grader, *(col.cell(c) for col in columns)] for c in cells]
+
+
+def rich_summary(cells: Sequence[SummaryCell], title: str = "summary"):
+    """The summary as a ``rich.table.Table`` (cell text is never read as markup)."""
+    from rich.table import Table
+    from rich.text import Text
+
+    table = Table(title=Text(title))
+    for header in KEY_HEADERS:
+        table.add_column(header, justify="left")
+    for col in COLUMNS:
+        table.add_column(col.header, justify="right" if col.numeric else "left")
+    previous: tuple[str, str] | None = None
+    for cell, record in zip(cells, summary_records(cells), strict=True):
+        if previous is not None and previous != (cell.env, cell.run):
+            table.add_section()
+        previous = (cell.env, cell.run)
+        table.add_row(*(Text(v) for v in record))
+    return table

@@ -1,0 +1,117 @@
+"""Terminal tables for :mod:`toolgym.views.analysis` results (printing only; no statistics here)."""
+
+from __future__ import annotations
+
+import math
+
+from rich import box
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from toolgym.views.analysis import Comparison, RunReport
+
+TEST_NAMES = {"mcnemar_exact": "exact", "mcnemar_chi2": "χ²", "paired_bootstrap": "boot"}
+
+
+def _num(x: float, digits: int = 3) -> str:
+    return "n/a" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.{digits}f}"
+
+
+def _ks(trials: int) -> list[int]:
+    """k values shown for pass^k: all up to 5, else powers of two and K."""
+    if trials <= 5:
+        return list(range(1, trials + 1))
+    ks = [k for k in (1, 2, 4, 8, 16, 32, 64) if k < trials]
+    return [*ks, trials]
+
+
+def print_run_report(report: RunReport, console: Console | None = None) -> None:
+    """Print pass rates (Wilson intervals, pass@k, pass^k), the breakdowns by number of
+    expected steps and by difficulty, and judge/checker agreement."""
+    console = console or Console()
+    trials = max((s.trials for s in report.stats), default=0)
+    ks = _ks(trials) if trials > 1 else []
+    table = Table(title=f"{report.env}: per grader (SE clustered by example)", box=box.SIMPLE_HEAD)
+    for col in ("grader", "mean ± SE", "95% Wilson", "examples", "trials"):
+        table.add_column(col, justify="left" if col == "grader" else "right")
+    for s in report.stats:
+        wilson = f"[{s.wilson[0]:.3f}, {s.wilson[1]:.3f}]" if s.wilson else "-"
+        table.add_row(s.grader, s.estimate.format(), wilson, str(s.n_examples), str(s.trials))
+    console.print(table)
+    binary = [s for s in report.stats if s.binary and s.trials > 1]
+    if ks and binary:
+        table = Table(title=f"{report.env}: repeated trials (pass@k: any of k succeeds; pass^k: all k)", box=box.SIMPLE_HEAD)
+        table.add_column("grader")
+        table.add_column(f"pass@{trials}", justify="right")
+        for k in ks:
+            table.add_column(f"pass^{k}", justify="right")
+        for s in binary:
+            table.add_row(
+                s.grader, _num(s.pass_at_k.get(trials, math.nan)),
+                *(_num(s.pass_hat_k.get(k, math.nan)) for k in ks),
+            )
+        console.print(table)
+    titles = {"n_steps": "by number of expected steps", "difficulty": "by difficulty level"}
+    for by, per_grader in report.breakdowns.items():
+        groups = sorted(
+            {r.group for rows in per_grader.values() for r in rows},
+            key=lambda k: (not isinstance(k, (int, float)), k if isinstance(k, (int, float)) else str(k)),
+        )
+        table = Table(title=f"{report.env}: {titles[by]} (mean ± SE, examples)", box=box.SIMPLE_HEAD)
+        table.add_column(by)
+        for grader in per_grader:
+            table.add_column(grader, justify="right")
+        for group in groups:
+            cells = []
+            for rows in per_grader.values():
+                found = next((r for r in rows if r.group == group), None)
+                cells.append(f"{found.estimate.format()} ({found.n_examples})" if found else "-")
+            table.add_row(escape(str(group)), *cells)
+        console.print(table)
+    for a in report.agreements:
+        console.print(
+            f"judge {a.judge} vs checker {a.checker}: agree on {a.both_pass + a.both_fail}/{a.n}"
+            f" ({_num(100 * a.rate, 1)}%); judge-only pass {a.judge_only}, checker-only pass"
+            f" {a.checker_only}, judge unscored {a.judge_unscored}",
+            highlight=False,
+        )
+    if report.problem:
+        console.print(f"[yellow]note:[/] {escape(report.problem)}")
+
+
+def print_comparison(comp: Comparison, console: Console | None = None, max_flips: int = 20) -> None:
+    """Print a comparison of two runs: per grader the means, B − A, the paired test and the
+    examples that flipped (at most ``max_flips`` per grader)."""
+    console = console or Console()
+    if comp.env_a != comp.env_b:
+        console.print(f"[yellow]warning:[/] environments differ ({comp.env_a} vs {comp.env_b})")
+    if not comp.same_dataset:
+        console.print("[yellow]warning:[/] the runs' datasets differ (sha256 in run.json); only shared example ids are compared")
+    for label, ids in (("A", comp.examples_only_a), ("B", comp.examples_only_b)):
+        if ids:
+            console.print(f"[yellow]note:[/] {len(ids)} example(s) only in run {label}: {escape(', '.join(ids[:10]))}{' ...' if len(ids) > 10 else ''}")
+    table = Table(
+        title=f"A = {escape(str(comp.dir_a))}   B = {escape(str(comp.dir_b))}", box=box.SIMPLE_HEAD,
+        collapse_padding=True, pad_edge=False,
+        caption="test: exact = McNemar exact binomial, χ² = McNemar with continuity correction "
+        "(one pass/fail score per example in both runs); boot = paired bootstrap over examples. "
+        "CI: bootstrap 95% interval of B − A, or the discordant pairs b (A only) and c (B only).",
+    )
+    for col in ("grader", "A", "B", "B − A", "95% CI", "test", "p", "n", "flips"):
+        table.add_column(col, justify="left" if col in ("grader", "test") else "right", no_wrap=col != "grader")
+    for g in comp.graders:
+        t = g.test
+        ci = f"[{t.low:+.2f}, {t.high:+.2f}]" if not math.isnan(t.low) else f"b={t.b} c={t.c}"
+        p = "<1e-4" if t.p_value < 1e-4 else f"{t.p_value:.4f}"
+        table.add_row(
+            g.grader, _num(g.mean_a), _num(g.mean_b), f"{g.mean_b - g.mean_a:+.3f}", ci,
+            TEST_NAMES.get(t.method, t.method), p, str(g.n_paired), str(len(g.flipped)),
+        )
+    console.print(table)
+    for g in comp.graders:
+        if not g.flipped:
+            continue
+        shown = ", ".join(f"{escape(e)} ({a:g}→{b:g})" for e, a, b in g.flipped[:max_flips])
+        more = f" ... and {len(g.flipped) - max_flips} more" if len(g.flipped) > max_flips else ""
+        console.print(f"{g.grader} flipped (A→B): {shown}{more}", highlight=False)
