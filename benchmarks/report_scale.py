@@ -25,7 +25,7 @@ sys.path.insert(0, str(ROOT))
 
 from toolgym.data import write_examples  # noqa: E402
 from toolgym.suites.typewriter.environment import Typewriter1  # noqa: E402
-from toolgym.graders import get_grader  # noqa: E402
+from toolgym.plugins import get_grader  # noqa: E402
 from toolgym.records import Example, ModelStep, ToolCall, ToolStep, Trajectory  # noqa: E402
 from toolgym.views.report import build_report  # noqa: E402
 from toolgym.views.report.browser import CHROMIUM_ARGS  # noqa: E402

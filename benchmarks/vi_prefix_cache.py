@@ -20,8 +20,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from toolgym.suites.vietnamese.multiple_choice import ExamVi  # noqa: E402
+from toolgym.data import load_examples  # noqa: E402
 from toolgym.logprobs.llama import LlamaCppScorer  # noqa: E402
+from toolgym.plugins import get_benchmark  # noqa: E402
 
 
 def load(model_path: str | None, n_ctx: int) -> LlamaCppScorer:
@@ -54,7 +55,7 @@ def main() -> None:
     parser.add_argument("--n-ctx", type=int, default=8192)
     parser.add_argument("--no-cache", action="store_true", help="also time the run without reuse")
     args = parser.parse_args()
-    examples = ExamVi.load_dataset(Path(args.dataset), {"sample": args.questions})
+    examples = load_examples(args.dataset, get_benchmark("exam_vi"), {"sample": args.questions})
     scorer = load(args.model_path, args.n_ctx)
     rows = [("prefix reuse", *run(scorer, examples, clear=False))]
     if args.no_cache:

@@ -17,8 +17,8 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 from playwright.sync_api import sync_playwright  # noqa: E402
 from report_runs import make_runs  # noqa: E402
 
-from toolgym.report import build_report  # noqa: E402
-from toolgym.report.browser import CHROMIUM_ARGS as ARGS  # noqa: E402
+from toolgym.views.report import build_report  # noqa: E402
+from toolgym.views.report.browser import CHROMIUM_ARGS as ARGS  # noqa: E402
 
 
 def main() -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from toolgym.graders import get_grader
+from toolgym.plugins import get_grader
 from toolgym.records import Example, Trajectory
 
 

@@ -9,8 +9,9 @@ import math
 import pytest
 from rich.console import Console
 
-from toolgym.views.analysis import compare_runs, load_run, run_report
+from toolgym.api import load_run
 from toolgym.cli import main
+from toolgym.views.analysis import compare_runs, run_report
 from toolgym.views.tables import print_comparison, print_run_report
 
 # The scripted model types "a" whatever it is asked, then stops.
@@ -45,9 +46,18 @@ def test_compare_uses_mcnemar_for_single_pass_fail_scores(runs):
     assert [e for e, _, _ in final.flipped] == ["tw-01-aa", "tw-02-aaa", "tw-03-aaaa", "tw-04-b", "tw-05-hi"]
     steps = rows["steps_exact"]  # "b" also takes one type_letter call
     assert (steps.test.b, steps.test.c) == (4, 0) and math.isclose(steps.test.p_value, 2 / 2**4)
+    assert final.better == steps.better == "A"  # higher is better
     ratio = rows["step_ratio"]
     assert ratio.test.method == "paired_bootstrap"
     assert ratio.test.low <= ratio.mean_b - ratio.mean_a <= ratio.test.high < 0
+    # step_ratio declares lower is better, so the scripted run's smaller ratios (it stops early)
+    # make B the better run; its flips are the examples whose ratio left the optimal 1 ("b" is
+    # typed with one wrong call: ratio 1, so it flips final_state but not step_ratio)
+    assert ratio.mean_b < ratio.mean_a and ratio.better == "B"
+    assert [e for e, _, _ in ratio.flipped] == [e for e, _, _ in steps.flipped] == [
+        "tw-01-aa", "tw-02-aaa", "tw-03-aaaa", "tw-05-hi",
+    ]
+    assert all(a == 1.0 and b < 1.0 for _, a, b in ratio.flipped)
 
 
 def test_compare_is_antisymmetric_and_switches_to_bootstrap_with_trials(runs):
@@ -77,7 +87,9 @@ def test_run_report_with_trials(runs):
     report = run_report(load_run(runs / "oracle2"))
     stats = {s.grader: s for s in report.stats}
     assert stats["final_state"].trials == 2 and stats["final_state"].pass_hat_k == {1: 1.0, 2: 1.0}
-    assert stats["step_ratio"].binary is False
+    assert stats["final_state"].pass_rate == 1.0
+    ratio = stats["step_ratio"]  # a ratio with a pass rule (== 1): its pass rate counts optimal ratios
+    assert ratio.measure.kind == "continuous" and ratio.pass_rate == 1.0 and ratio.pass_hat_k == {1: 1.0, 2: 1.0}
     assert set(report.breakdowns) == {"n_steps"}  # typewriter difficulty equals the step count
     assert [r.group for r in report.breakdowns["n_steps"]["final_state"]] == [1, 2, 3, 4]
     console = Console(record=True, width=120)

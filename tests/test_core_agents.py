@@ -3,8 +3,9 @@
 from langchain_core.messages import AIMessage
 
 from tests.conftest import call, turn
-from toolgym.agents import get_agent
-from toolgym.environments import Environment, get_environment, tool
+from toolgym.plugins import get_agent
+from toolgym.environments import Environment, tool
+from toolgym.plugins import get_environment
 from toolgym.records import Example
 
 

@@ -113,7 +113,7 @@ def test_list_shows_registries(capsys):
 
 def test_dataset_of_another_environment_is_refused_before_running(tmp_path, capsys):
     out = tmp_path / "run"
-    code = main(["run", "--env", "typewriter_1", "--agent", "oracle", "--dataset", "toolgym/datasets/multiverse_math/test.jsonl",
+    code = main(["run", "--env", "typewriter_1", "--agent", "oracle", "--dataset", "toolgym/suites/multiverse_math/datasets/multiverse_math/test.jsonl",
                  "--out", str(out), "--no-progress"])
     assert code == 2
     err = capsys.readouterr().err

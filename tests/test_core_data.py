@@ -6,7 +6,7 @@ import pytest
 
 from tests.conftest import REFERENCE_DATA
 from toolgym.data import DatasetError, load_examples, resolve_dataset
-from toolgym.environments import get_environment
+from toolgym.plugins import get_benchmark
 
 LANGCHAIN = REFERENCE_DATA / "langchain_tool_usage"
 needs_shared = pytest.mark.skipif(not LANGCHAIN.exists(), reason="reference data not beside the repository")
@@ -55,14 +55,14 @@ def test_duplicate_ids_and_empty_files_are_refused(tmp_path):
 
 def test_unknown_dataset_name_lists_builtins():
     with pytest.raises(DatasetError, match="built-in: .*test"):
-        resolve_dataset("typewriter_1", "nope")
+        resolve_dataset(get_benchmark("typewriter_1"), "nope")
 
 
 @needs_shared
 @pytest.mark.parametrize("env, file", [("typewriter_1", "typewriter_1_tool_dataset.json"),
                                        ("typewriter_26", "typewriter_26_tools_dataset.json")])
 def test_langchain_typewriter_files_load_with_state_and_calls(env, file):
-    examples = load_examples(LANGCHAIN / file, get_environment(env))
+    examples = load_examples(LANGCHAIN / file, get_benchmark(env))
     assert len(examples) >= 20
     for ex in examples:
         assert ex.expected_state == {"paper": ex.reference}
@@ -71,7 +71,7 @@ def test_langchain_typewriter_files_load_with_state_and_calls(env, file):
 
 def test_builtin_typewriter_datasets_cover_lengths_1_to_13():
     for env in ("typewriter_1", "typewriter_26"):
-        examples = load_examples(resolve_dataset(env, None), get_environment(env))
+        examples = load_examples(resolve_dataset(get_benchmark(env), None), get_benchmark(env))
         lengths = {len(ex.input) for ex in examples}
         assert len(examples) >= 20 and min(lengths) == 1 and max(lengths) == 13
         assert any(len(set(ex.input)) == 1 and len(ex.input) > 2 for ex in examples)

@@ -2,7 +2,11 @@
 
 import pytest
 
-from toolgym.environments import Environment, ToolBug, get_environment, register_environment, tool
+from toolgym import Benchmark
+from toolgym.benchmark import ENVIRONMENTS
+from toolgym.environments import Environment, ToolBug, tool
+from toolgym.plugins import get_environment, load_suites
+from toolgym.registry import DuplicateNameError
 from toolgym.records import Example
 from toolgym.registry import UnknownNameError
 
@@ -93,5 +97,6 @@ def test_bug_in_a_tool_raises_toolbug():
 
 
 def test_registering_a_name_twice_is_refused():
-    with pytest.raises(ValueError, match="registered twice"):
-        register_environment("typewriter_1")(Broken)
+    load_suites()
+    with pytest.raises(DuplicateNameError, match="registered twice.*suite typewriter"):
+        ENVIRONMENTS.add("typewriter_1", Benchmark(environment=Broken, name="typewriter_1"), "a test")

@@ -30,7 +30,8 @@ import json
 import re
 from pathlib import Path
 
-from toolgym.agents import AGENTS, get_agent
+from toolgym.agents import AGENTS
+from toolgym.plugins import get_agent
 from toolgym.runio import read_scores, read_trajectories
 from toolgym.runner import RunConfig, run
 

@@ -8,8 +8,8 @@ from statistics import mean
 import pytest
 
 from toolgym.cli import main
-from toolgym.data import DATASETS_DIR, load_examples
-from toolgym.environments import get_environment
+from toolgym.data import load_examples
+from toolgym.plugins import get_benchmark
 from toolgym.generators import generate, parse_levels
 
 ENVS = ["typewriter_1", "typewriter_26", "relational_data", "multiverse_math"]
@@ -30,7 +30,7 @@ def test_same_seed_same_examples_other_seed_other_examples(env):
 @pytest.mark.parametrize("env", ENVS)
 def test_levels_increase_the_number_of_steps(env):
     examples = generate(env, seed=3, per_level=4)
-    levels = list(get_environment(env).default_levels)
+    levels = list(get_benchmark(env).generator.default_levels)
     assert [lv for lv in levels for _ in range(4)] == [ex.metadata["difficulty"] for ex in examples]
     by_level = {lv: [ex.metadata["n_steps"] for ex in examples if ex.metadata["difficulty"] == lv] for lv in levels}
     for lv, steps in by_level.items():
@@ -54,7 +54,7 @@ def test_multiverse_depth_is_the_tree_depth():
 
 @pytest.mark.parametrize("env", ENVS)
 def test_shipped_ladder_is_what_the_generator_writes(env):
-    shipped = load_examples(DATASETS_DIR / env / "ladder.jsonl")
+    shipped = load_examples(get_benchmark(env).datasets / "ladder.jsonl")
     assert dump(shipped) == dump(generate(env, seed=0, per_level=3))
 
 
@@ -82,7 +82,7 @@ def test_generate_command_writes_a_loadable_dataset(tmp_path, capsys):
     argv = ["generate", "--env", "multiverse_math", "--seed", "1", "--per-level", "2", "--levels", "1-3",
             "--out", str(out)]
     assert main(argv) == 0
-    examples = load_examples(out, get_environment("multiverse_math"))
+    examples = load_examples(out, get_benchmark("multiverse_math"))
     assert [ex.metadata["difficulty"] for ex in examples] == [1, 1, 2, 2, 3, 3]
     assert "wrote 6 examples" in capsys.readouterr().out
     run_dir = tmp_path / "run"

@@ -10,8 +10,10 @@ import pytest
 
 from toolgym.views.analysis import agreement
 from toolgym.cli import main
-from toolgym.environments import Environment, register_environment, tool
-from toolgym.graders import get_grader
+from toolgym import Benchmark
+from toolgym.environments import Environment, tool
+from toolgym.plugins import get_benchmark
+from toolgym.plugins import get_grader
 from toolgym.graders.answer import AnswerMatch, last_number
 from toolgym.suites.multiverse_math.graders import MultiverseCorrectness
 from toolgym.graders.judge import (
@@ -194,33 +196,24 @@ def test_agreement_counts_table_and_unscored():
 # --- settings flow -----------------------------------------------------------------------------
 
 
-class FakeMultiverse(Environment):
-    name = "multiverse_math"
-    graders = ("steps_exact",)
-
-
-class FakeRelational(Environment):
-    name = "relational_data"
-    graders = ("steps_exact", "step_ratio")
-
-
-class FakeTypewriter(Environment):
-    name = "typewriter_1"
-    graders = ("final_state",)
-
-
 def test_judge_on_by_default_only_with_a_judge_model(tmp_path):
     script = tmp_path / "judge.json"
     script.write_text(json.dumps([CORRECT]))
     settings = {"judge_model": f"scripted:{script}", "judge_cache": str(tmp_path / "c")}
-    assert [g.name for g in make_graders(FakeMultiverse, None)] == ["steps_exact"]
-    assert [g.name for g in make_graders(FakeMultiverse, None, settings)] == ["steps_exact", "multiverse_correctness"]
-    assert [g.name for g in make_graders(FakeRelational, None, settings)] == ["steps_exact", "step_ratio", "correctness"]
-    assert [g.name for g in make_graders(FakeTypewriter, None, settings)] == ["final_state"]
-    judged = make_graders(FakeRelational, ["correctness"], settings)[0]
+    multiverse, relational = get_benchmark("multiverse_math"), get_benchmark("relational_data")
+    typewriter = get_benchmark("typewriter_1")
+
+    def names(benchmark, graders=None, settings=None):
+        return [g.name for g, _ in make_graders(benchmark, graders, settings)]
+
+    assert names(multiverse) == ["steps_exact", "step_ratio", "answer_match"]
+    assert names(multiverse, None, settings) == ["steps_exact", "step_ratio", "answer_match", "multiverse_correctness"]
+    assert names(relational, None, settings) == ["steps_exact", "step_ratio", "answer_match", "correctness"]
+    assert names(typewriter, None, settings) == ["final_state", "steps_exact", "step_ratio"]
+    judged = make_graders(relational, ["correctness"], settings)[0][0]
     assert judged.judge_model == settings["judge_model"] and judged.judge_cache == settings["judge_cache"]
     with pytest.raises(ValueError, match="needs a judge model"):
-        make_graders(FakeTypewriter, ["correctness"], {"judge_model": None})
+        make_graders(typewriter, ["correctness"], {"judge_model": None})
 
 
 def test_cli_run_records_judge_settings_and_regrading_uses_the_cache(tmp_path, capsys):
@@ -235,7 +228,7 @@ def test_cli_run_records_judge_settings_and_regrading_uses_the_cache(tmp_path, c
     ]
     assert main(argv) == 0
     info = read_run(out)
-    assert info["grader_settings"] == {"judge_model": f"scripted:{script}", "judge_cache": str(cache)}
+    assert info.grader_settings == {"judge_model": f"scripted:{script}", "judge_cache": str(cache)}
     first = [s for s in read_scores(out) if s.grader == "correctness"]
     assert [s.value for s in first] == [1.0, 1.0, 1.0] and not any(s.details["cached"] for s in first)
     # Re-grade with the recorded settings while the judge's script is empty: no judge call may happen.
@@ -249,12 +242,10 @@ def test_cli_run_records_judge_settings_and_regrading_uses_the_cache(tmp_path, c
     assert "correctness" in capsys.readouterr().out
 
 
-@register_environment("test_judged_lookup")
 class JudgedLookup(Environment):
-    """A one-tool environment that declares its own judge graders (test only)."""
+    """A one-tool environment whose benchmark declares its own judge graders (test only)."""
 
-    graders = ("steps_exact",)
-    judge_graders = ("correctness",)
+    name = "test_judged_lookup"
 
     @tool
     def lookup(self, key: str) -> str:
@@ -266,6 +257,9 @@ class JudgedLookup(Environment):
         return {"capital": "Paris"}.get(key, "unknown")
 
 
+JUDGED = Benchmark(environment=JudgedLookup, graders=("steps_exact",), judge_graders=("correctness",))
+
+
 def test_environment_declared_judges_switch_on_when_regrading_with_a_judge(tmp_path):
     dataset = tmp_path / "d.jsonl"
     dataset.write_text(json.dumps({
@@ -273,7 +267,7 @@ def test_environment_declared_judges_switch_on_when_regrading_with_a_judge(tmp_p
         "expected_calls": [{"name": "lookup", "arguments": {"key": "capital"}}], "reference": "Paris",
     }) + "\n")
     out = tmp_path / "run"
-    rows = run(RunConfig(env="test_judged_lookup", agent="oracle", dataset=str(dataset), out=out), progress=False)
+    rows = run(RunConfig(env=JUDGED, agent="oracle", dataset=str(dataset), out=out), progress=False).summary
     assert [r.grader for r in rows] == ["steps_exact"]  # no judge model: no judge
     script = tmp_path / "judge.json"
     script.write_text(json.dumps([CORRECT]))

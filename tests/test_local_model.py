@@ -20,7 +20,7 @@ from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, Tool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
 from toolgym.parsing import model_step
-from toolgym.environments import get_environment
+from toolgym.plugins import get_environment
 from toolgym.providers import PROVIDERS, ModelSettings, build_model
 from toolgym.providers import local as L
 
@@ -395,7 +395,7 @@ def test_typewriter_example_end_to_end(tmp_path):
     from toolgym.runio import read_trajectories
     from toolgym.runner import RunConfig, run
 
-    rows = run(RunConfig(env="typewriter_1", model="local", limit=1, max_steps=6, out=tmp_path / "run"), progress=False)
+    rows = run(RunConfig(env="typewriter_1", model="local", limit=1, max_steps=6, out=tmp_path / "run"), progress=False).summary
     (traj,) = read_trajectories(tmp_path / "run")
     assert traj.status in ("completed", "step_limit"), traj.error
     model_steps = [s for s in traj.steps if s.kind == "model"]

@@ -12,7 +12,7 @@ from openai._utils import maybe_transform
 from openai.types.chat import completion_create_params
 
 from tests.fakeserver import FakeModelServer, sequence
-from toolgym.environments import get_environment
+from toolgym.plugins import get_environment
 from toolgym.providers import ModelSettings, build_model
 from toolgym.providers.hosted import chat_openai_class
 

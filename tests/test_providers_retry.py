@@ -11,7 +11,7 @@ import pytest
 from langchain_core.messages import HumanMessage, SystemMessage
 
 from tests.fakeserver import FakeModelServer, sequence
-from toolgym.environments import get_environment
+from toolgym.plugins import get_environment
 from toolgym.providers import ModelSettings, build_model
 from toolgym.providers.retry import RetryPolicy, classify
 

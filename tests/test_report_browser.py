@@ -101,7 +101,7 @@ def test_failed_example_trace_shows_payloads_as_text_and_nothing_runs(page):
 
 
 def test_trace_of_an_early_stop_lists_the_missing_call_and_filters_by_grader(page):
-    page.select_option("#failed-by", label="final_state ≠ 1")
+    page.select_option("#failed-by", label="final_state not ≥ 1")
     page.check("#failed-only")
     assert page.locator("#examples-table tr.item").count() == 4
     page.fill("#filter-id", "hi")

@@ -134,6 +134,8 @@ def test_embedded_data_holds_every_trajectory_verbatim(report, runs):
     traces = embedded(html, "toolgym-traces")
     assert len(index["items"]) == len(traces["traces"]) == 20
     assert index["graders"] == ["final_state", "steps_exact", "step_ratio"]
+    assert index["rules"] == ["≥ 1", "≥ 1", "= 1"]  # the graders' declared pass rules
+    assert index["runs"][1]["passFail"] == ["final_state", "steps_exact", "step_ratio"]
     loaded = load_runs([runs["oracle"], runs["scripted"], runs["oracle26"]])
     expected_ids = [t.example_id for r in loaded for t in r.trajectories]
     assert [item[1] for item in index["items"]] == expected_ids
@@ -142,6 +144,15 @@ def test_embedded_data_holds_every_trajectory_verbatim(report, runs):
     assert trace["fa"] == f"Typed it. {SCRIPT_PAYLOAD} {IMG_PAYLOAD}"
     assert trace["dv"][0] == 1 and "expected type_letter" in trace["dv"][1]
     assert index["items"][i][6] == 1 and index["items"][i][7] == 1  # failed; diverges at call 2
+    # pass flags follow each grader's pass rule: step_ratio passes only at exactly 1
+    for item in index["items"]:
+        for g, value in item[8].items():
+            if value is not None:
+                passed = value == 1.0  # every rule here is "≥ 1" on 0/1 values or "= 1"
+                assert item[9][g] == int(passed), (item[1], index["graders"][int(g)], value)
+        completed = item[3] == "completed"
+        assert item[6] == int(not completed or 0 in item[9].values())
+    assert [s[3] for s in trace["sc"]] == [int(s[1] == 1.0) for s in trace["sc"]]
     assert traces["examples"][trace["x"]]["exp"] == [
         ["type_letter", {"letter": "a"}],
         ["type_letter", {"letter": "b"}],

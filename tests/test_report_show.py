@@ -10,11 +10,27 @@ from report_runs import ARG_PAYLOAD, ID_PAYLOAD, SCRIPT_PAYLOAD, make_runs
 from rich.console import Console
 
 from toolgym import cli
-from toolgym.records import ToolCallSpec, ToolStep
-from toolgym.views.rundata import first_call_divergence, is_failed, load_run, load_runs, run_label
+from toolgym.api import load_run
+from toolgym.records import BINARY, Measure, Score, ToolCallSpec, ToolStep, Trajectory
+from toolgym.runio import Run, RunRecord
 from toolgym.stats import summarize
+from toolgym.views.rundata import (
+    RunView,
+    first_call_divergence,
+    is_failed,
+    load_runs,
+    measure_for,
+    run_label,
+)
 from toolgym.views.show import show
-from toolgym.views.summary import COLUMNS, Column, add_column, summary_cells, summary_records
+from toolgym.views.summary import (
+    COLUMNS,
+    Column,
+    add_column,
+    summary_cells,
+    summary_headers,
+    summary_records,
+)
 
 
 @pytest.fixture(scope="module")
@@ -49,28 +65,62 @@ def test_divergence_on_name_argument_missing_and_extra_calls():
 
 
 def test_run_label_uses_file_name_of_model_paths():
-    assert run_label({"agent": {"agent": "oracle"}, "model": None}) == "oracle"
-    assert (
-        run_label({"agent": {"agent": "tool_calling"}, "model": "scripted:/x/y/s.json"})
-        == "tool_calling · scripted:s.json"
-    )
-    assert (
-        run_label({"agent": {"agent": "tool_calling"}, "model": "openai:gpt-4o-mini"})
-        == "tool_calling · openai:gpt-4o-mini"
-    )
+    def label(model):
+        return run_label(RunRecord(env="e", agent={"agent": "tool_calling"}, model=model))
+
+    assert run_label(RunRecord(env="e", agent={"agent": "oracle"})) == "oracle"
+    assert label("scripted:/x/y/s.json") == "tool_calling · scripted:s.json"
+    assert label("openai:gpt-4o-mini") == "tool_calling · openai:gpt-4o-mini"
 
 
-def test_failures_follow_pass_fail_graders_and_status(runs):
-    run = load_run(runs["scripted"])
-    assert run.pass_fail_graders() == ["final_state", "steps_exact"]  # step_ratio is a ratio
-    failed = {
-        t.example_id for t in run.trajectories if is_failed(t, run.scores_of(t), run.pass_fail_graders())
-    }
+def test_failures_follow_the_measures_and_status(runs):
+    run = RunView(load_run(runs["scripted"]))
+    assert run.measures["step_ratio"] == Measure(
+        kind="continuous", direction="lower", pass_if="==", threshold=1.0,
+        reference="LangChain tool-usage benchmark, '# steps / # expected steps'",
+    )
+    assert run.pass_fail_graders() == ["final_state", "steps_exact", "step_ratio"]
+    failed = {t.example_id for t in run.trajectories if run.failed(t)}
     assert failed == {ID_PAYLOAD, "tw-2-cat", "tw-3-dog", "tw-4-hi", "tw-5-ok", "tw-6-zz"}
-    by_state = {
-        t.example_id for t in run.trajectories if is_failed(t, run.scores_of(t), [], grader="final_state")
-    }
+    by_state = {t.example_id for t in run.trajectories if run.failed(t, grader="final_state")}
     assert by_state == {ID_PAYLOAD, "tw-3-dog", "tw-4-hi", "tw-6-zz"}  # cat and ok end with the right paper
+    # step_ratio fails every completed trajectory whose ratio is not the optimal 1
+    ratios = {
+        t.example_id: s.value for t in run.trajectories for s in run.scores_of(t) if s.grader == "step_ratio"
+    }
+    by_ratio = {t.example_id for t in run.trajectories if run.failed(t, grader="step_ratio")}
+    completed = {t.example_id for t in run.trajectories if t.status == "completed"}
+    not_one = {e for e, v in ratios.items() if v is not None and v != 1.0}
+    assert by_ratio == (not_one & completed) | ({t.example_id for t in run.trajectories} - completed)
+    assert "tw-0-a" not in by_ratio and "tw-4-hi" in by_ratio  # ratio 1/2
+
+
+def test_is_failed_ignores_graders_without_a_pass_rule_and_unscored_values():
+    traj = Trajectory(example_id="x", env="e", agent="a", status="completed")
+    loglik = Measure(kind="continuous", pass_if=None)
+    scores = [Score(example_id="x", grader="ll", value=-9.0), Score(example_id="x", grader="ok", value=None)]
+    assert not is_failed(traj, scores, {"ll": loglik, "ok": BINARY})
+    assert not is_failed(traj, scores, {"ll": loglik, "ok": BINARY}, grader="ll")
+    assert is_failed(traj.model_copy(update={"status": "step_limit"}), [], {})
+    lower = Measure(kind="continuous", direction="lower", pass_if="<=", threshold=0.0)
+    assert is_failed(traj, [Score(example_id="x", grader="w", value=2.0)], {"w": lower})
+    assert not is_failed(traj, [Score(example_id="x", grader="w", value=0.0)], {"w": lower})
+
+
+def test_measure_for_prefers_the_record_then_the_grader_class_then_the_values():
+    def run_with(values, measures=None, graders=("mystery",)):
+        record = RunRecord(env="typewriter_1", graders=list(graders), measures=measures or {})
+        scores = [Score(example_id=str(i), grader=graders[0], value=v) for i, v in enumerate(values)]
+        return Run(None, record, [], scores)
+
+    lower = Measure(kind="continuous", direction="lower", pass_if="<=", threshold=0.0)
+    assert measure_for(run_with([1.0, 0.0], {"mystery": lower}), "mystery") == lower
+    assert measure_for(run_with([1.0, 0.0]), "mystery") == BINARY  # an old run of 0/1 values
+    inferred = measure_for(run_with([0.5, 2.0]), "mystery")
+    assert (inferred.kind, inferred.direction, inferred.pass_fail) == ("continuous", "higher", False)
+    # an old run of step_ratio: the installed grader class says what it measures
+    ratio = measure_for(run_with([1.0, 0.0], graders=("step_ratio",)), "step_ratio")
+    assert (ratio.direction, ratio.pass_if, ratio.threshold) == ("lower", "==", 1.0)
 
 
 def test_show_prints_steps_arguments_results_divergence_and_scores(runs):
@@ -94,7 +144,7 @@ def test_show_failed_with_grader_and_payload_printed_verbatim(runs):
     console, buf = plain_console(width=400)
     assert show(runs["scripted"], console=console, failed=True, grader="final_state") == 0
     out = buf.getvalue()
-    assert out.startswith("4 failed trajectories")
+    assert out.startswith("4 failed trajectories") and "by grader final_state, higher, pass ≥ 1" in out
     assert SCRIPT_PAYLOAD in out  # markup-like text is printed as it is, never interpreted
     assert "tw-5-ok" not in out and "tw-3-dog" in out
     assert "error: IndexError: scripted model has no turn 2" in out
@@ -128,7 +178,12 @@ def test_summary_cells_match_runner_summarize(runs):
     assert got == [row.estimate for row in expected]
     state = next(c for c in cells if c.directory == runs["scripted"] and c.grader == "final_state")
     assert (state.estimate.n, state.estimate.n_errors) == (6, 1) and state.estimate.mean == pytest.approx(0.5)
-    assert summary_records([state])[0][3] == "0.500 ± 0.204"
+    record = dict(zip(summary_headers(), summary_records([state])[0], strict=True))
+    assert record["mean ± stderr"] == "0.500 ± 0.204"
+    assert (record["passed"], record["better, pass rule"]) == ("3/6", "higher, pass ≥ 1")
+    ratio = next(c for c in cells if c.directory == runs["scripted"] and c.grader == "step_ratio")
+    ones = sum(s.value == 1.0 for s in ratio.scores)
+    assert dict(zip(summary_headers(), summary_records([ratio])[0], strict=True))["passed"] == f"{ones}/6"
 
 
 def test_added_column_shows_in_summary_cli(runs, monkeypatch, capsys):

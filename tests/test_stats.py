@@ -6,8 +6,8 @@ import math
 
 import pytest
 
+from toolgym.records import BINARY, Example, Measure, Score
 from toolgym.views.analysis import breakdown, grader_stats
-from toolgym.records import Example, Score
 from toolgym.stats import (
     clustered_estimate,
     estimate,
@@ -50,14 +50,14 @@ def test_pass_hat_k_on_the_3_by_4_table():
     for k, value in expected.items():
         got = sum(pass_hat_k(4, sum(v), k) for v in TABLE.values()) / 3
         assert math.isclose(got, value)
-    stats = grader_stats("typewriter_1", "final_state", table_scores())
-    assert stats.trials == 4 and stats.n_examples == 3 and stats.binary
+    stats = grader_stats("typewriter_1", "final_state", table_scores(), BINARY)
+    assert stats.trials == 4 and stats.n_examples == 3 and stats.pass_rate == pytest.approx(7 / 12)
     assert {k: round(v, 4) for k, v in stats.pass_hat_k.items()} == {1: 0.5833, 2: 0.5, 3: 0.4167, 4: 0.3333}
 
 
 def test_pass_at_k_on_the_3_by_4_table():
     # pass@k per example = 1 - C(4-c,k)/C(4,k): A (c=3): 3/4, 1, 1, 1; B: 0; C: 1.
-    stats = grader_stats("typewriter_1", "final_state", table_scores())
+    stats = grader_stats("typewriter_1", "final_state", table_scores(), BINARY)
     assert {k: round(v, 4) for k, v in stats.pass_at_k.items()} == {1: 0.5833, 2: 0.6667, 3: 0.6667, 4: 0.6667}
     assert pass_at_k(10, 0, 3) == 0.0 and pass_at_k(10, 10, 3) == 1.0
     assert math.isclose(pass_at_k(5, 2, 2), 1 - 3 / 10)  # C(3,2)/C(5,2)
@@ -91,16 +91,28 @@ def test_clustered_estimate_with_one_trial_is_the_plain_estimate_and_counts_unsc
 
 
 def test_grader_stats_wilson_uses_the_effective_sample_size():
-    stats = grader_stats("typewriter_1", "final_state", table_scores())
+    stats = grader_stats("typewriter_1", "final_state", table_scores(), BINARY)
     # design effect = SE_clustered² / (p(1-p)/n) = (13/144) / ((7/12)(5/12)/12) = 156/35
     n_eff = 12 / (156 / 35)
     assert stats.wilson == pytest.approx(wilson_interval(7 / 12 * n_eff, n_eff))
     assert stats.wilson[1] - stats.wilson[0] > wilson_interval(7, 12)[1] - wilson_interval(7, 12)[0]
 
 
-def test_ratio_grader_is_not_a_pass_rate():
-    stats = grader_stats("typewriter_1", "step_ratio", table_scores("step_ratio"))
-    assert not stats.binary and stats.wilson is None and stats.pass_hat_k == {}
+def test_grader_without_a_pass_rule_has_no_pass_rate():
+    loglik = Measure(kind="continuous", pass_if=None)
+    stats = grader_stats("typewriter_1", "loglik", table_scores("loglik"), loglik)
+    assert stats.pass_rate is None and stats.wilson is None and stats.pass_hat_k == {}
+    assert stats.estimate.mean == pytest.approx(7 / 12)
+
+
+def test_pass_rates_follow_the_pass_rule_not_the_values():
+    # a lower-is-better count passing at 0: the 0 values of TABLE are the passes
+    wasted = Measure(kind="continuous", direction="lower", pass_if="<=", threshold=0.0)
+    stats = grader_stats("typewriter_1", "wasted", table_scores("wasted"), wasted)
+    assert stats.pass_rate == pytest.approx(5 / 12)
+    # pass^k per example = C(c,k)/C(4,k) with c = zeros: A (c=1): 1/4, 0...; B (c=4): 1; C: 0.
+    assert {k: round(v, 4) for k, v in stats.pass_hat_k.items()} == {1: 0.4167, 2: 0.3333, 3: 0.3333, 4: 0.3333}
+    assert stats.pass_at_k[4] == pytest.approx(2 / 3)  # A and B pass at least once
 
 
 def test_mcnemar_exact_and_chi_square():

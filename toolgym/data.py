@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -180,3 +181,72 @@ def check_tools(benchmark: Benchmark, examples: list[Example], where: str | Path
             f"{where}: example {ex_id!r} expects tool {name!r}, which {benchmark.name} does not have "
             f"({n_examples} example(s) affected; is this a dataset of another environment?)"
         )
+
+
+def _decode(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return text
+
+
+def _same_answer(derived: Any, reference: Any) -> bool:
+    if isinstance(reference, (int, float)) and not isinstance(reference, bool):
+        return isinstance(derived, (int, float)) and math.isclose(derived, reference, rel_tol=1e-9, abs_tol=1e-12)
+    return str(derived).casefold() == str(reference).casefold()
+
+
+def replay_problems(benchmark: Benchmark, example: Example) -> list[str]:
+    """The dataset rules, checked on one example by replaying its expected calls on a fresh
+    environment (what the ``oracle`` agent does); an empty list when it satisfies them:
+
+    * every expected call runs without a tool error;
+    * the final state holds the example's ``expected_state`` (the keys it names);
+    * when the benchmark derives answers (``answer_from_replay``), the answer the observations
+      imply equals ``reference`` (numbers within a relative 1e-9, text ignoring case).
+
+    Examples without ``expected_calls`` have nothing to replay (only their tool names are
+    checked, by :func:`check_tools`).
+
+    Raises:
+        ToolBug: when a tool of the environment is broken.
+    """
+    if example.expected_calls is None:
+        return []
+    env = benchmark.environment()
+    problems = []
+    try:
+        env.reset(example)
+        results = []
+        for i, call in enumerate(example.expected_calls):
+            result = env.call(call.name, call.arguments)
+            if result.error:
+                problems.append(f"{example.id}: expected call {i + 1} {call.name}({call.arguments}) fails: {result.output}")
+            results.append((call.name, _decode(result.output)))
+        state = env.read_state()
+    finally:
+        env.close()
+    if example.expected_state is not None:
+        reached = {k: state.get(k) for k in example.expected_state}
+        if reached != example.expected_state:
+            problems.append(f"{example.id}: replay reaches {reached}, expected_state is {example.expected_state}")
+    if example.reference is not None and benchmark.answer_from_replay is not None and results:
+        derived = benchmark.answer_from_replay(example, results)
+        if not _same_answer(derived, example.reference):
+            problems.append(f"{example.id}: replay implies the answer {derived!r}, reference is {example.reference!r}")
+    return problems
+
+
+def check_dataset(benchmark: Benchmark, examples: list[Example], where: str | Path = "dataset") -> list[str]:
+    """Every dataset rule on every example (``toolgym check``): the expected tools exist
+    (:func:`check_tools`) and replaying each example's expected calls reproduces its expected
+    state and reference (:func:`replay_problems`).
+
+    Returns:
+        One line per problem found; empty when the dataset is sound.
+    """
+    try:
+        check_tools(benchmark, examples, where)
+    except DatasetError as exc:
+        return [str(exc)]
+    return [problem for ex in examples for problem in replay_problems(benchmark, ex)]

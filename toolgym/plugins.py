@@ -42,6 +42,7 @@ __all__ = [
     "get_agent",
     "get_benchmark",
     "get_environment",
+    "get_grader",
     "get_grader_class",
     "load_suites",
     "registries",
@@ -161,3 +162,8 @@ def grader_entry(spec: str) -> Entry[Any]:
 def get_grader_class(spec: str) -> type[Grader]:
     """The grader class (or factory) named by ``spec``; see :func:`grader_entry`."""
     return grader_entry(spec).obj
+
+
+def get_grader(spec: str, **settings: Any) -> Grader:
+    """An instance of the grader named by ``spec``, made with ``settings``."""
+    return get_grader_class(spec)(**settings)

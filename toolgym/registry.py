@@ -19,6 +19,7 @@ import difflib
 import hashlib
 import importlib
 import importlib.util
+import inspect
 import re
 import sys
 from collections.abc import Callable, Iterator
@@ -312,5 +313,8 @@ def _ep_source(ep: metadata.EntryPoint) -> str:
 
 
 def _origin(obj: Any) -> str:
-    """``module.QualifiedName`` of a class or function (of its type for anything else)."""
-    return f"{getattr(obj, '__module__', '?')}.{getattr(obj, '__qualname__', type(obj).__qualname__)}"
+    """``module.QualifiedName`` of a class or function (a module imported twice defines the
+    same one); the identity of any other object."""
+    if isinstance(obj, type) or inspect.isfunction(obj):
+        return f"{obj.__module__}.{obj.__qualname__}"
+    return f"object at {id(obj):#x}"

@@ -23,7 +23,7 @@ class DirectAgent(Agent):
     async def answer(self, episode: Episode) -> None:
         """One model turn on the episode's prompt; the reply text is the final answer."""
         episode.messages = episode.env.prompt(episode.example)
-        stop = list(getattr(episode.env, "stop_sequences", ()) or ()) or None
+        stop = list(episode.env.stop_sequences) or None
         start = time.perf_counter()
         message = await self.model.ainvoke(episode.messages, stop=stop)
         episode.messages.append(message)

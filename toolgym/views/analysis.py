@@ -1,8 +1,9 @@
 """Statistics of run directories as plain data: per-grader summaries over repeated trials,
 breakdowns by difficulty, judge/checker agreement, and paired comparisons of two runs.
 
-Everything here reads stored files only (``run.json``, ``trajectories.jsonl``,
-``scores.jsonl`` and the dataset named in ``run.json``) and returns frozen dataclasses;
+Runs are read by :func:`toolgym.api.load_run`; pass rates, pass@k / pass^k, agreement, flips
+and which run is better all follow each grader's :class:`~toolgym.records.Measure`
+(:func:`toolgym.views.rundata.measure_for`). Everything is returned as frozen dataclasses;
 printing lives in :mod:`toolgym.views.tables` so reports can reuse the numbers.
 """
 
@@ -12,25 +13,22 @@ import math
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
-from toolgym.data import DatasetError, load_examples
-from toolgym.environments import get_environment
-from toolgym.graders import GRADERS
-from toolgym.records import Example, Score, Trajectory
-from toolgym.registry import UnknownNameError
-from toolgym.runio import RunDirError, read_run, read_scores, read_trajectories
+from toolgym.api import load_run
+from toolgym.records import BINARY, Example, Measure, Score
+from toolgym.runio import Run, RunDirError
 from toolgym.stats import (
     Estimate,
     PairedTest,
     clustered_estimate,
-    is_binary,
     mcnemar,
     paired_bootstrap,
     pass_at_k,
     pass_hat_k,
     wilson_interval,
 )
+from toolgym.views.rundata import graders_of, measure_for
 
 __all__ = [
     "AGREEMENT_PAIRS",
@@ -39,7 +37,6 @@ __all__ = [
     "GraderComparison",
     "GraderStats",
     "GroupStats",
-    "RunData",
     "RunReport",
     "agreement",
     "breakdown",
@@ -52,78 +49,12 @@ __all__ = [
 AGREEMENT_PAIRS: tuple[tuple[str, str], ...] = (
     ("multiverse_correctness", "answer_match"),
     ("correctness", "answer_match"),
-    ("multiverse_correctness", "answer_match"),
-    ("correctness", "answer_match"),
 )
 """(judge, deterministic checker) pairs whose agreement is reported when both were run."""
 
-NOT_PASS_FAIL: frozenset[str] = frozenset({"step_ratio"})
-"""Graders whose 0/1 values are ratios, not passes (a grader class may instead declare a
-``pass_fail`` class attribute)."""
 
-
-def is_pass_fail(grader: str, values: list[float]) -> bool:
-    """Whether a grader's scores are pass/fail: its class's ``pass_fail`` attribute when it
-    declares one, else every value is 0 or 1 and the grader is not a ratio
-    (:data:`NOT_PASS_FAIL`)."""
-    try:
-        declared = getattr(GRADERS.get(grader), "pass_fail", None)
-    except UnknownNameError:
-        declared = None
-    if declared is not None:
-        return bool(declared) and is_binary(values)
-    return grader not in NOT_PASS_FAIL and bool(values) and is_binary(values)
-
-
-@dataclass(frozen=True)
-class RunData:
-    """A run directory read back.
-
-    Attributes:
-        examples: Example id → example, from the dataset recorded in run.json; ``None`` when
-            that dataset cannot be read any more (``problem`` says why).
-    """
-
-    directory: Path
-    info: dict[str, Any]
-    trajectories: list[Trajectory]
-    scores: list[Score]
-    examples: dict[str, Example] | None = None
-    problem: str | None = None
-
-    @property
-    def env(self) -> str:
-        return str(self.info.get("env", "?"))
-
-    @property
-    def graders(self) -> list[str]:
-        """Graders recorded in run.json, then any other grader found in the scores."""
-        names = list(self.info.get("graders") or [])
-        return names + sorted({s.grader for s in self.scores} - set(names))
-
-
-def load_run(directory: str | Path, dataset: str | Path | None = None) -> RunData:
-    """Read a run directory (and its dataset, for the breakdowns).
-
-    Args:
-        directory: The run directory.
-        dataset: Dataset path overriding the one in run.json.
-
-    Raises:
-        RunDirError: if run.json or a JSONL file is missing or invalid.
-    """
-    directory = Path(directory)
-    info = read_run(directory)
-    trajectories = read_trajectories(directory)
-    scores = read_scores(directory)
-    examples, problem = None, None
-    path = dataset or (info.get("dataset") or {}).get("path")
-    try:
-        env_cls = get_environment(info["env"])
-        examples = {ex.id: ex for ex in load_examples(path, env_cls, info.get("env_options"))}
-    except (DatasetError, UnknownNameError, KeyError, TypeError, OSError) as exc:
-        problem = f"dataset not readable, no breakdowns: {exc}"
-    return RunData(directory, info, trajectories, scores, examples, problem)
+def _as_run(run: Run | str | Path, with_examples: bool = True) -> Run:
+    return run if isinstance(run, Run) else load_run(run, with_examples=with_examples)
 
 
 # --- one run ---------------------------------------------------------------------------------
@@ -134,26 +65,32 @@ class GraderStats:
     """One grader's summary over a run, trials included.
 
     Attributes:
-        estimate: Mean ± standard error clustered by example (plain with one trial each).
-        n_examples: Examples with at least one scored trial.
-        trials: Most scored trials of any example (K).
-        binary: A pass/fail grader (:func:`is_pass_fail`): the mean is a pass rate.
-        wilson: 95% Wilson interval of the pass rate at the effective sample size (the number
-            of scores divided by the design effect, the squared ratio of the clustered to the
-            binomial standard error; Kish, 1965, "Survey Sampling"); ``None`` for
-            non-binary graders.
-        pass_at_k / pass_hat_k: k → mean over examples with at least k scored trials of the
-            unbiased pass@k (Chen et al., 2021) and of pass^k (Yao et al., 2024); binary graders
-            only, k = 1..K.
-        examples_at_k: k → number of examples that entered the k-th mean.
+        env (str): Environment name.
+        grader (str): Grader name.
+        measure (Measure): What the grader measures (its pass rule decides the pass rates).
+        estimate (Estimate): Mean ± standard error clustered by example (plain with one trial
+            each).
+        n_examples (int): Examples with at least one scored trial.
+        trials (int): Most scored trials of any example (K).
+        pass_rate (float | None): Fraction of scored values that pass the measure's rule;
+            ``None`` for a grader without a pass rule.
+        wilson (tuple[float, float] | None): 95% Wilson interval of the pass rate at the
+            effective sample size (the number of scores divided by the design effect, the
+            squared ratio of the clustered to the binomial standard error of the passes; Kish,
+            1965, "Survey Sampling"); ``None`` without a pass rule.
+        pass_at_k (dict[int, float]): k → mean over examples with at least k scored trials of
+            the unbiased pass@k (Chen et al., 2021); graders with a pass rule only, k = 1..K.
+        pass_hat_k (dict[int, float]): k → the same mean of pass^k (Yao et al., 2024).
+        examples_at_k (dict[int, int]): k → number of examples that entered the k-th mean.
     """
 
     env: str
     grader: str
+    measure: Measure
     estimate: Estimate
     n_examples: int
     trials: int
-    binary: bool
+    pass_rate: float | None = None
     wilson: tuple[float, float] | None = None
     pass_at_k: dict[int, float] = field(default_factory=dict)
     pass_hat_k: dict[int, float] = field(default_factory=dict)
@@ -168,37 +105,43 @@ def _scored_by_example(scores: list[Score], grader: str) -> dict[str, list[float
     return dict(found)
 
 
-def grader_stats(env: str, grader: str, scores: list[Score], n_errors: int = 0) -> GraderStats:
+def grader_stats(env: str, grader: str, scores: list[Score], measure: Measure, n_errors: int = 0) -> GraderStats:
     """Summarise one grader's scores (see :class:`GraderStats`).
 
     Args:
-        env: Environment name, recorded in the result.
-        grader: Which grader's scores to use (others in ``scores`` are ignored).
-        scores: Scores of the run.
-        n_errors: Error trajectories of the run (outside every denominator).
+        env (str): Environment name, recorded in the result.
+        grader (str): Which grader's scores to use (others in ``scores`` are ignored).
+        scores (list[Score]): Scores of the run.
+        measure (Measure): The grader's measure; its pass rule counts the passes.
+        n_errors (int): Error trajectories of the run (outside every denominator).
+
+    Returns:
+        GraderStats: The summary.
     """
     mine = [s for s in scores if s.grader == grader]
     est = clustered_estimate([s.value for s in mine], [s.example_id for s in mine], n_errors)
     per_example = _scored_by_example(mine, grader)
-    values = [v for vs in per_example.values() for v in vs]
     trials = max((len(v) for v in per_example.values()), default=0)
-    binary = is_pass_fail(grader, values)
-    wilson = None
+    if not measure.pass_fail or est.n == 0:
+        return GraderStats(env, grader, measure, est, len(per_example), trials)
+    passes = {e: [float(bool(measure.passed(v))) for v in vs] for e, vs in per_example.items()}
+    rate = clustered_estimate([p for ps in passes.values() for p in ps], [e for e, ps in passes.items() for _ in ps])
+    n_eff = float(rate.n)
+    binomial_var = rate.mean * (1 - rate.mean) / rate.n
+    if trials > 1 and rate.stderr > 0 and binomial_var > 0:
+        n_eff = min(float(rate.n), rate.n * binomial_var / rate.stderr**2)
     at_k: dict[int, float] = {}
     hat_k: dict[int, float] = {}
     n_at_k: dict[int, int] = {}
-    if binary:
-        n_eff = float(est.n)
-        binomial_var = est.mean * (1 - est.mean) / est.n
-        if trials > 1 and est.stderr > 0 and binomial_var > 0:
-            n_eff = min(float(est.n), est.n * binomial_var / est.stderr**2)
-        wilson = wilson_interval(est.mean * n_eff, n_eff)
-        for k in range(1, trials + 1):
-            eligible = [(len(v), int(sum(v))) for v in per_example.values() if len(v) >= k]
-            at_k[k] = sum(pass_at_k(n, c, k) for n, c in eligible) / len(eligible)
-            hat_k[k] = sum(pass_hat_k(n, c, k) for n, c in eligible) / len(eligible)
-            n_at_k[k] = len(eligible)
-    return GraderStats(env, grader, est, len(per_example), trials, binary, wilson, at_k, hat_k, n_at_k)
+    for k in range(1, trials + 1):
+        eligible = [(len(p), int(sum(p))) for p in passes.values() if len(p) >= k]
+        at_k[k] = sum(pass_at_k(n, c, k) for n, c in eligible) / len(eligible)
+        hat_k[k] = sum(pass_hat_k(n, c, k) for n, c in eligible) / len(eligible)
+        n_at_k[k] = len(eligible)
+    return GraderStats(
+        env, grader, measure, est, len(per_example), trials, rate.mean,
+        wilson_interval(rate.mean * n_eff, n_eff), at_k, hat_k, n_at_k,
+    )
 
 
 @dataclass(frozen=True)
@@ -206,9 +149,9 @@ class GroupStats:
     """A grader's estimate on the examples of one difficulty group.
 
     Attributes:
-        group: The group value (number of expected steps, or the difficulty level).
-        estimate: Mean ± standard error clustered by example.
-        n_examples: Examples in the group with a scored trial.
+        group (Any): The group value (number of expected steps, or the difficulty level).
+        estimate (Estimate): Mean ± standard error clustered by example.
+        n_examples (int): Examples in the group with a scored trial.
     """
 
     group: Any
@@ -225,14 +168,14 @@ def breakdown(examples: dict[str, Example], scores: list[Score], grader: str, by
     """A grader's mean and clustered standard error per group of examples.
 
     Args:
-        examples: Example id → example.
-        scores: Scores of the run.
-        grader: Which grader.
-        by: ``"n_steps"`` (number of expected steps) or ``"difficulty"`` (the generators'
+        examples (dict[str, Example]): Example id → example.
+        scores (list[Score]): Scores of the run.
+        grader (str): Which grader.
+        by (str): ``"n_steps"`` (number of expected steps) or ``"difficulty"`` (the generators'
             ``metadata["difficulty"]``); examples without a difficulty are left out.
 
     Returns:
-        Groups in ascending order (numbers before strings).
+        list[GroupStats]: Groups in ascending order (numbers before strings).
 
     Raises:
         ValueError: for another ``by``.
@@ -260,10 +203,14 @@ class Agreement:
     """How often a judge and a deterministic checker agree on the same trajectories.
 
     Attributes:
-        judge / checker: Grader names.
-        n: Trajectories scored by both (an unscored judge reply is left out).
-        both_pass / both_fail / judge_only / checker_only: The 2×2 table.
-        judge_unscored: Trajectories the checker scored but the judge left unscored.
+        judge (str): The judge grader.
+        checker (str): The checker grader.
+        n (int): Trajectories scored by both (an unscored judge reply is left out).
+        both_pass (int): Both passed.
+        both_fail (int): Both failed.
+        judge_only (int): Only the judge passed.
+        checker_only (int): Only the checker passed.
+        judge_unscored (int): Trajectories the checker scored but the judge left unscored.
     """
 
     judge: str
@@ -281,9 +228,24 @@ class Agreement:
         return (self.both_pass + self.both_fail) / self.n if self.n else math.nan
 
 
-def agreement(scores: list[Score], judge: str, checker: str) -> Agreement | None:
-    """Agreement of two pass/fail graders over the (example, trial) pairs both scored, or
-    ``None`` when either grader has no score."""
+def agreement(
+    scores: list[Score], judge: str, checker: str, judge_measure: Measure = BINARY, checker_measure: Measure = BINARY
+) -> Agreement | None:
+    """Agreement of two pass/fail graders over the (example, trial) pairs both scored.
+
+    Args:
+        scores (list[Score]): Scores of a run.
+        judge (str): The judge grader.
+        checker (str): The deterministic checker.
+        judge_measure (Measure): The judge's measure (its pass rule says what passes).
+        checker_measure (Measure): The checker's measure.
+
+    Returns:
+        Agreement | None: The 2×2 table, or ``None`` when either grader has no score or no
+        pass rule.
+    """
+    if not (judge_measure.pass_fail and checker_measure.pass_fail):
+        return None
     judged = {(s.example_id, s.trial): s.value for s in scores if s.grader == judge}
     checked = {(s.example_id, s.trial): s.value for s in scores if s.grader == checker and s.value is not None}
     if not judged or not checked:
@@ -297,7 +259,7 @@ def agreement(scores: list[Score], judge: str, checker: str) -> Agreement | None
         if j is None:
             unscored += 1
             continue
-        jp, cp = j >= 0.5, c >= 0.5
+        jp, cp = judge_measure.passed(j), checker_measure.passed(c)
         name = "both_pass" if jp and cp else "both_fail" if not (jp or cp) else "judge_only" if jp else "checker_only"
         table[name] += 1
     return Agreement(judge, checker, sum(table.values()), judge_unscored=unscored, **table)
@@ -308,10 +270,16 @@ class RunReport:
     """Everything :mod:`toolgym.views.tables` prints for one run.
 
     Attributes:
-        breakdowns: ``by`` → grader → groups, for graders with more than one group; the
-            difficulty breakdown is left out when every difficulty equals the number of
-            expected steps, and both when the dataset cannot be read.
-        status: Trajectory status → count.
+        directory (Path): The run directory.
+        env (str): Environment name.
+        stats (list[GraderStats]): One summary per grader.
+        breakdowns (dict[str, dict[str, list[GroupStats]]]): ``by`` → grader → groups, for
+            graders with more than one group; the difficulty breakdown is left out when every
+            difficulty equals the number of expected steps, and both when the dataset cannot be
+            read.
+        agreements (list[Agreement]): Judge/checker agreement of the pairs that were both run.
+        status (dict[str, int]): Trajectory status → count.
+        problem (str | None): Why the breakdowns are missing, if they are.
     """
 
     directory: Path
@@ -323,28 +291,42 @@ class RunReport:
     problem: str | None = None
 
 
-def run_report(run: RunData | str | Path) -> RunReport:
+def run_report(run: Run | str | Path) -> RunReport:
     """Per-grader statistics, difficulty breakdowns and judge/checker agreement of a run.
+
+    Args:
+        run (Run | str | Path): A run read by :func:`toolgym.api.load_run`, or its directory.
+
+    Returns:
+        RunReport: The statistics.
 
     Raises:
         RunDirError: if the run directory cannot be read.
     """
-    data = run if isinstance(run, RunData) else load_run(run)
-    n_errors = sum(t.status == "error" for t in data.trajectories)
-    stats = [grader_stats(data.env, g, data.scores, n_errors) for g in data.graders]
+    run = _as_run(run)
+    env, scores = run.record.env, run.scores
+    graders = graders_of(run)
+    measures = {g: measure_for(run, g) for g in graders}
+    n_errors = sum(t.status == "error" for t in run.trajectories)
+    stats = [grader_stats(env, g, scores, measures[g], n_errors) for g in graders]
     breakdowns: dict[str, dict[str, list[GroupStats]]] = {}
-    if data.examples is not None:
-        same = all(ex.metadata.get("difficulty") == expected_steps(ex) for ex in data.examples.values())
+    if run.examples is not None:
+        same = all(ex.metadata.get("difficulty") == expected_steps(ex) for ex in run.examples.values())
         for by in ("n_steps",) if same else ("n_steps", "difficulty"):
-            per_grader = {g: breakdown(data.examples, data.scores, g, by) for g in data.graders}
+            per_grader = {g: breakdown(run.examples, scores, g, by) for g in graders}
             per_grader = {g: rows for g, rows in per_grader.items() if len(rows) > 1}
             if per_grader:
                 breakdowns[by] = per_grader
-    agreements = [a for j, c in AGREEMENT_PAIRS if (a := agreement(data.scores, j, c)) is not None]
+    agreements = [
+        a
+        for j, c in AGREEMENT_PAIRS
+        if (a := agreement(scores, j, c, measure_for(run, j), measure_for(run, c))) is not None
+    ]
     status: dict[str, int] = defaultdict(int)
-    for t in data.trajectories:
+    for t in run.trajectories:
         status[t.status] += 1
-    return RunReport(data.directory, data.env, stats, breakdowns, agreements, dict(status), data.problem)
+    problem = f"no breakdowns: {run.problem}" if run.problem else None
+    return RunReport(Path(run.directory or "."), env, stats, breakdowns, agreements, dict(status), problem)
 
 
 # --- two runs --------------------------------------------------------------------------------
@@ -355,15 +337,24 @@ class GraderComparison:
     """One grader compared between run A and run B on their common examples.
 
     Attributes:
-        mean_a / mean_b: Means over the paired examples (each example's trials averaged).
-        test: McNemar (one 0/1 score per example in both runs) or a paired bootstrap.
-        n_paired: Examples scored in both runs.
-        only_a / only_b: Examples scored in one run only (left out of the test).
-        flipped: ``(example_id, a, b)`` for every paired example whose score differs, in
-            example order.
+        grader (str): Grader name.
+        measure (Measure): What it measures (run A's measure).
+        mean_a (float): Mean of run A over the paired examples (each example's trials averaged).
+        mean_b (float): The same for run B.
+        test (PairedTest): McNemar on the passes (a binary grader with one score per example in
+            both runs) or a paired bootstrap of the means.
+        n_paired (int): Examples scored in both runs.
+        only_a (int): Examples scored in run A only (left out of the test).
+        only_b (int): Examples scored in run B only.
+        flipped (list[tuple[str, float, float]]): ``(example_id, a, b)`` (the example's means)
+            for every paired example whose share of passing trials differs, in example order;
+            empty for a grader without a pass rule.
+        better (Literal["A", "B"] | None): The run whose mean is better in the measure's
+            direction; ``None`` when the means are equal.
     """
 
     grader: str
+    measure: Measure
     mean_a: float
     mean_b: float
     test: PairedTest
@@ -371,6 +362,7 @@ class GraderComparison:
     only_a: int
     only_b: int
     flipped: list[tuple[str, float, float]]
+    better: Literal["A", "B"] | None = None
 
 
 @dataclass(frozen=True)
@@ -378,8 +370,14 @@ class Comparison:
     """Two runs compared grader by grader (differences are B − A).
 
     Attributes:
-        same_dataset: The dataset sha256 recorded in both run.json files is equal.
-        examples_only_a / examples_only_b: Example ids with trajectories in one run only.
+        dir_a (Path): Run A's directory.
+        dir_b (Path): Run B's directory.
+        env_a (str): Run A's environment.
+        env_b (str): Run B's environment.
+        same_dataset (bool): The dataset sha256 recorded in both run.json files is equal.
+        graders (list[GraderComparison]): One row per grader scored in both runs.
+        examples_only_a (list[str]): Example ids with trajectories in run A only.
+        examples_only_b (list[str]): Example ids with trajectories in run B only.
     """
 
     dir_a: Path
@@ -392,60 +390,71 @@ class Comparison:
     examples_only_b: list[str]
 
 
-def _example_means(scores: list[Score], grader: str) -> dict[str, tuple[float, int]]:
-    return {eid: (sum(v) / len(v), len(v)) for eid, v in _scored_by_example(scores, grader).items()}
+def _example_values(scores: list[Score], grader: str, measure: Measure) -> dict[str, tuple[float, float, int]]:
+    """Example id → (mean value, share of passing trials, scored trials)."""
+    return {
+        eid: (sum(v) / len(v), sum(bool(measure.passed(x)) for x in v) / len(v), len(v))
+        for eid, v in _scored_by_example(scores, grader).items()
+    }
 
 
-def compare_runs(dir_a: str | Path, dir_b: str | Path, n_boot: int = 10_000, seed: int = 0) -> Comparison:
+def compare_runs(
+    run_a: Run | str | Path, run_b: Run | str | Path, n_boot: int = 10_000, seed: int = 0
+) -> Comparison:
     """Compare the scores of two runs on the examples they share.
 
-    For each grader scored in both runs: each example's trials are averaged; with exactly
-    one 0/1 score per example in both runs the paired test is McNemar's (exact binomial for
-    fewer than 25 discordant pairs), otherwise a seeded paired bootstrap over examples.
+    For each grader scored in both runs (with run A's measure, :func:`measure_for`): each
+    example's trials are averaged; for a binary grader with exactly one score per example in
+    both runs the paired test is McNemar's on the passes (exact binomial for fewer than 25
+    discordant pairs), otherwise a seeded paired bootstrap over examples. Flips follow the
+    pass rule; the better run follows the measure's direction.
 
     Args:
-        dir_a / dir_b: Run directories.
-        n_boot: Bootstrap resamples.
-        seed: Bootstrap seed (results are reproducible).
+        run_a (Run | str | Path): Run A, or its directory.
+        run_b (Run | str | Path): Run B, or its directory.
+        n_boot (int): Bootstrap resamples.
+        seed (int): Bootstrap seed (results are reproducible).
+
+    Returns:
+        Comparison: The comparison (differences are B − A).
 
     Raises:
         RunDirError: if a directory cannot be read or the runs share no example.
     """
-    a, b = Path(dir_a), Path(dir_b)
-    info_a, info_b = read_run(a), read_run(b)
-    scores_a, scores_b = read_scores(a), read_scores(b)
-    ids_a = {t.example_id for t in read_trajectories(a)}
-    ids_b = {t.example_id for t in read_trajectories(b)}
+    a, b = _as_run(run_a, with_examples=False), _as_run(run_b, with_examples=False)
+    dir_a, dir_b = Path(a.directory or "A"), Path(b.directory or "B")
+    ids_a = {t.example_id for t in a.trajectories}
+    ids_b = {t.example_id for t in b.trajectories}
     if not ids_a & ids_b:
-        raise RunDirError(f"{a} and {b} share no example; compare runs of the same dataset")
-    graders_a = list(dict.fromkeys([*(info_a.get("graders") or []), *(s.grader for s in scores_a)]))
-    graders_b = {s.grader for s in scores_b} | set(info_b.get("graders") or [])
+        raise RunDirError(f"{dir_a} and {dir_b} share no example; compare runs of the same dataset")
+    graders_b = set(graders_of(b))
     rows = []
-    for grader in (g for g in graders_a if g in graders_b):
-        ma, mb = _example_means(scores_a, grader), _example_means(scores_b, grader)
+    for grader in (g for g in graders_of(a) if g in graders_b):
+        measure = measure_for(a, grader)
+        ma, mb = _example_values(a.scores, grader, measure), _example_values(b.scores, grader, measure)
         paired = sorted(set(ma) & set(mb))
         if not paired:
             continue
         va = [ma[e][0] for e in paired]
         vb = [mb[e][0] for e in paired]
         mean_a, mean_b = sum(va) / len(va), sum(vb) / len(vb)
-        single = all(ma[e][1] == 1 and mb[e][1] == 1 for e in paired)
-        if single and is_pass_fail(grader, va + vb):
-            n_b = sum(x == 1.0 and y == 0.0 for x, y in zip(va, vb, strict=True))
-            n_c = sum(x == 0.0 and y == 1.0 for x, y in zip(va, vb, strict=True))
+        single = all(ma[e][2] == 1 and mb[e][2] == 1 for e in paired)
+        if single and measure.kind == "binary" and measure.pass_fail:
+            n_b = sum(ma[e][1] > mb[e][1] for e in paired)
+            n_c = sum(ma[e][1] < mb[e][1] for e in paired)
             test = mcnemar(n_b, n_c, mean_b - mean_a)
         else:
             test = paired_bootstrap(va, vb, n_boot=n_boot, seed=seed)
-        flipped = [(e, x, y) for e, x, y in zip(paired, va, vb, strict=True) if x != y]
+        flipped = [(e, ma[e][0], mb[e][0]) for e in paired if measure.pass_fail and ma[e][1] != mb[e][1]]
+        better = "B" if measure.better(mean_b, mean_a) else "A" if measure.better(mean_a, mean_b) else None
         rows.append(
             GraderComparison(
-                grader, mean_a, mean_b, test, len(paired),
-                len(set(ma) - set(mb)), len(set(mb) - set(ma)), flipped,
+                grader, measure, mean_a, mean_b, test, len(paired),
+                len(set(ma) - set(mb)), len(set(mb) - set(ma)), flipped, better,
             )
         )
-    sha_a = (info_a.get("dataset") or {}).get("sha256")
-    sha_b = (info_b.get("dataset") or {}).get("sha256")
+    sha_a, sha_b = a.record.dataset.sha256, b.record.dataset.sha256
     return Comparison(
-        a, b, str(info_a.get("env")), str(info_b.get("env")), sha_a is not None and sha_a == sha_b,
+        dir_a, dir_b, a.record.env, b.record.env, sha_a is not None and sha_a == sha_b,
         rows, sorted(ids_a - ids_b), sorted(ids_b - ids_a),
     )

@@ -1,82 +1,177 @@
-"""Run directories read back for inspection: trajectories, scores, the examples they came from,
+"""Run directories read back for inspection: the grader measures that decide pass and fail,
 which trajectories failed, and where each one first left the expected calls.
 
-Used by ``show``, ``summary`` and ``report``; nothing here reaches back into a live environment,
-everything is recomputed from the files of the run directory (and the dataset it names).
+Used by ``show``, ``summary``, ``report``, ``compare`` and the statistics; every run directory is
+read by :func:`toolgym.api.load_run` (never a live environment), and every pass/fail reading
+comes from a grader's :class:`~toolgym.records.Measure` (:func:`measure_for`).
 """
 
 from __future__ import annotations
 
 import json
 import math
-import warnings
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from toolgym.records import Example, Score, ToolCallSpec, ToolStep, Trajectory
-from toolgym.runio import read_run, read_scores, read_trajectories
+from toolgym.api import load_run
+from toolgym.records import BINARY, Example, Measure, Score, ToolCallSpec, ToolStep, Trajectory
+from toolgym.runio import Run, RunRecord
 from toolgym.stats import is_binary
+
+CONTINUOUS = Measure(kind="continuous", pass_if=None)
+"""What an old run's grader measures when it recorded no measure, is not installed and scored
+values other than 0 and 1: higher is better, no pass rule."""
+
+
+# --- measures --------------------------------------------------------------------------------
+
+
+def graders_of(run: Run) -> list[str]:
+    """Grader names of a run: those recorded in ``run.json``, then any others found in its
+    scores (in order of appearance).
+
+    Args:
+        run (Run): The run.
+
+    Returns:
+        list[str]: The names, each once.
+    """
+    return list(dict.fromkeys([*run.record.graders, *(s.grader for s in run.scores)]))
+
+
+def measure_for(run: Run, grader: str) -> Measure:
+    """What ``grader`` measures in ``run``: the measure recorded in ``run.json``; else the
+    ``measure`` of the installed grader class (found again by its recorded spec); else, for a
+    run written before graders declared measures, :data:`~toolgym.records.BINARY` when every
+    value it scored is 0 or 1 and :data:`CONTINUOUS` (higher is better, no pass rule) otherwise.
+
+    Args:
+        run (Run): The run.
+        grader (str): The grader's name (as its scores carry it).
+
+    Returns:
+        Measure: The grader's measure.
+    """
+    recorded = run.record.measures.get(grader)
+    if recorded is not None:
+        return recorded
+    from toolgym.graders import measure_of
+    from toolgym.plugins import get_grader_class
+
+    try:
+        return measure_of(get_grader_class(run.record.spec_of(f"grader:{grader}") or grader))
+    except (KeyError, ValueError, TypeError):  # unknown name, bad spec, duplicate, not a grader
+        pass
+    values = [s.value for s in run.scores if s.grader == grader and s.value is not None]
+    return BINARY if is_binary(values) else CONTINUOUS
+
+
+def pass_rule_text(measure: Measure) -> str | None:
+    """The pass rule in symbols: ``"≥ 1"``, ``"≤ 0"``, ``"= 1"``.
+
+    Args:
+        measure (Measure): A grader's measure.
+
+    Returns:
+        str | None: The rule, or ``None`` for a measure without one.
+    """
+    if measure.pass_if is None:
+        return None
+    return f"{ {'>=': '≥', '<=': '≤', '==': '='}[measure.pass_if]} {measure.threshold:g}"
+
+
+def rule_text(measure: Measure) -> str:
+    """The measure in a few words: ``"higher, pass ≥ 1"``, ``"lower, pass ≤ 0"``, ``"higher"``.
+
+    Args:
+        measure (Measure): A grader's measure.
+
+    Returns:
+        str: Its better direction and pass rule.
+    """
+    rule = pass_rule_text(measure)
+    return measure.direction if rule is None else f"{measure.direction}, pass {rule}"
 
 
 @dataclass
 class RunView:
-    """One run directory, loaded for reading.
+    """A run read by :func:`toolgym.api.load_run`, with what the views ask of it: a label, the
+    scores of each trajectory, each grader's measure and the expected calls.
 
     Attributes:
-        directory: The run directory.
-        info: Parsed ``run.json``.
-        trajectories: Every trajectory, in file order.
-        scores: Every score, in file order.
-        examples: The run's examples by id, or ``None`` when the dataset recorded in
-            ``run.json`` could not be read (the views then fall back to what the scores hold).
-        label: A short name for the run (agent, and model when it has one), made unique among
-            the runs loaded together by :func:`load_runs`.
+        run (Run): The run.
+        label (str): A short name for the run (agent, and model when it has one), made unique
+            among the runs loaded together by :func:`load_runs`.
     """
 
-    directory: Path
-    info: dict[str, Any]
-    trajectories: list[Trajectory]
-    scores: list[Score]
-    examples: dict[str, Example] | None
+    run: Run
     label: str = ""
     _by_key: dict[tuple[str, int], list[Score]] = field(default_factory=dict, repr=False)
+    _measures: dict[str, Measure] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
         if not self.label:
-            self.label = run_label(self.info)
+            self.label = run_label(self.run.record)
         by_key: dict[tuple[str, int], list[Score]] = defaultdict(list)
-        for s in self.scores:
+        for s in self.run.scores:
             by_key[(s.example_id, s.trial)].append(s)
         self._by_key = dict(by_key)
+        self._measures = {g: measure_for(self.run, g) for g in graders_of(self.run)}
+
+    @property
+    def directory(self) -> Path:
+        """The run directory."""
+        return Path(self.run.directory or ".")
+
+    @property
+    def record(self) -> RunRecord:
+        """``run.json``."""
+        return self.run.record
 
     @property
     def env(self) -> str:
         """The environment name recorded in ``run.json``."""
-        return str(self.info.get("env", "?"))
+        return self.run.record.env
+
+    @property
+    def trajectories(self) -> list[Trajectory]:
+        """Every trajectory, in file order."""
+        return self.run.trajectories
+
+    @property
+    def scores(self) -> list[Score]:
+        """Every score, in file order."""
+        return self.run.scores
+
+    @property
+    def examples(self) -> dict[str, Example] | None:
+        """The run's examples by id, or ``None`` when the dataset was not read."""
+        return self.run.examples
 
     @property
     def graders(self) -> list[str]:
-        """Grader names: those recorded in ``run.json``, then any others found in the scores."""
-        names = [str(g) for g in self.info.get("graders", [])]
-        for s in self.scores:
-            if s.grader not in names:
-                names.append(s.grader)
-        return names
+        """Grader names (:func:`graders_of`)."""
+        return list(self._measures)
+
+    @property
+    def measures(self) -> dict[str, Measure]:
+        """Grader name → :class:`~toolgym.records.Measure` (:func:`measure_for`)."""
+        return self._measures
+
+    def pass_fail_graders(self) -> list[str]:
+        """Graders with a pass rule, in grader order."""
+        return [g for g, m in self._measures.items() if m.pass_fail]
 
     def scores_of(self, trajectory: Trajectory) -> list[Score]:
         """The scores of one trajectory (matched by example id and trial)."""
         return self._by_key.get(trajectory.key, [])
 
-    def pass_fail_graders(self) -> list[str]:
-        """Graders whose every score in this run is 0 or 1 (and that scored something)."""
-        values: dict[str, list[float]] = defaultdict(list)
-        for s in self.scores:
-            if s.value is not None:
-                values[s.grader].append(s.value)
-        return [g for g in self.graders if values.get(g) and is_binary(values[g])]
+    def failed(self, trajectory: Trajectory, grader: str | None = None) -> bool:
+        """Whether a trajectory failed (:func:`is_failed` with this run's measures)."""
+        return is_failed(trajectory, self.scores_of(trajectory), self._measures, grader)
 
     def expected_for(self, trajectory: Trajectory) -> list[ToolCallSpec] | list[str] | None:
         """The expected calls of a trajectory's example (with arguments when the dataset gives
@@ -109,48 +204,40 @@ class RunView:
         return None
 
 
-def run_label(info: dict[str, Any]) -> str:
-    """``agent`` or ``agent · model`` from a ``run.json`` record (a model given as a file path
-    is shown by its file name)."""
-    agent = info.get("agent")
-    name = agent.get("agent") if isinstance(agent, dict) else agent
-    name = str(name or "?")
-    model = info.get("model")
+def run_label(record: RunRecord) -> str:
+    """``agent`` or ``agent · model`` (a model given as a file path is shown by its file name).
+
+    Args:
+        record (RunRecord): The run's ``run.json``.
+
+    Returns:
+        str: The label.
+    """
+    model = record.model
     if not model:
-        return name
-    provider, sep, rest = str(model).partition(":")
+        return record.agent_name
+    provider, sep, rest = model.partition(":")
     if sep and "/" in rest:  # a file path (scripted:PATH, local:PATH): its name is enough
         model = f"{provider}:{Path(rest).name}"
-    return f"{name} · {model}"
-
-
-def load_run(directory: str | Path, with_examples: bool = True) -> RunView:
-    """Read a run directory.
-
-    The dataset recorded in ``run.json`` is read too (for expected calls with arguments and the
-    example inputs); when it cannot be read, a warning says why and the view goes on without it.
-
-    Raises:
-        RunDirError: if ``run.json`` is missing or invalid, or a trajectory or score line is
-            invalid (file and line named).
-    """
-    directory = Path(directory)
-    info = read_run(directory)
-    trajectories = read_trajectories(directory)
-    scores = read_scores(directory)
-    examples = _load_examples(directory, info) if with_examples else None
-    return RunView(directory, info, trajectories, scores, examples)
+    return f"{record.agent_name} · {model}"
 
 
 def load_runs(directories: Iterable[str | Path], with_examples: bool = True) -> list[RunView]:
-    """Read several run directories; labels that would repeat within one environment get the
-    directory name appended.
+    """Read several run directories with :func:`toolgym.api.load_run`; labels that would repeat
+    within one environment get the directory name appended.
+
+    Args:
+        directories (Iterable[str | Path]): Run directories.
+        with_examples (bool): Read each run's dataset too.
+
+    Returns:
+        list[RunView]: The runs, in the order given.
 
     Raises:
-        RunDirError: as :func:`load_run`.
+        RunDirError: as :func:`toolgym.api.load_run`.
         ValueError: if no directory is given.
     """
-    runs = [load_run(d, with_examples) for d in directories]
+    runs = [RunView(load_run(d, with_examples=with_examples)) for d in directories]
     if not runs:
         raise ValueError("no run directory given")
     seen: dict[tuple[str, str], int] = defaultdict(int)
@@ -162,51 +249,36 @@ def load_runs(directories: Iterable[str | Path], with_examples: bool = True) -> 
     return runs
 
 
-def _load_examples(directory: Path, info: dict[str, Any]) -> dict[str, Example] | None:
-    from toolgym.data import load_examples
-    from toolgym.environments import get_environment
-    from toolgym.registry import UnknownNameError
-
-    dataset = info.get("dataset") or {}
-    path = dataset.get("path") if isinstance(dataset, dict) else None
-    if not path:
-        return None
-    try:
-        try:
-            env_cls = get_environment(str(info.get("env")))
-        except UnknownNameError:  # an environment this installation lacks: read generic formats
-            env_cls = None
-        examples = load_examples(path, env_cls, info.get("env_options") or {})
-    except Exception as exc:  # noqa: BLE001 -- the views work without the dataset; say why
-        warnings.warn(
-            f"{directory}: dataset {path} not read ({type(exc).__name__}: {exc}); "
-            "expected calls come from the scores only",
-            stacklevel=3,
-        )
-        return None
-    return {ex.id: ex for ex in examples}
-
-
 # --- failures ------------------------------------------------------------------------------
 
 
 def is_failed(
-    trajectory: Trajectory, scores: Sequence[Score], pass_fail: Iterable[str], grader: str | None = None
+    trajectory: Trajectory, scores: Sequence[Score], measures: Mapping[str, Measure], grader: str | None = None
 ) -> bool:
     """Whether a trajectory counts as a failure.
 
     A trajectory that did not complete (``error`` or ``step_limit``) always fails. Otherwise,
-    with ``grader``, it fails when that grader's score is not 1 (below 1 for a pass/fail or
-    partial-credit grader; for a ratio such as ``step_ratio``, anything but the optimal 1.0);
-    without it, when any pass/fail grader (``pass_fail``, see
-    :meth:`RunView.pass_fail_graders`) gave 0. Unscored (``None``) scores never fail.
+    with ``grader``, it fails when that grader's value does not pass its measure's rule
+    (``measure.passed(value) is False``); without it, when the value of any grader with a pass
+    rule does not pass. Graders without a pass rule, graders missing from ``measures`` and
+    unscored (``None``) values never decide failure.
+
+    Args:
+        trajectory (Trajectory): The trajectory.
+        scores (Sequence[Score]): Its scores.
+        measures (Mapping[str, Measure]): Grader name → measure (see :func:`measure_for`).
+        grader (str | None): The grader that decides, or ``None`` for every grader.
+
+    Returns:
+        bool: True when it failed.
     """
     if trajectory.status != "completed":
         return True
-    if grader is not None:
-        return any(s.grader == grader and s.value is not None and s.value != 1.0 for s in scores)
-    names = set(pass_fail)
-    return any(s.grader in names and s.value is not None and s.value != 1.0 for s in scores)
+    for s in scores:
+        measure = measures.get(s.grader)
+        if measure is not None and (grader is None or s.grader == grader) and measure.passed(s.value) is False:
+            return True
+    return False
 
 
 # --- divergence ----------------------------------------------------------------------------

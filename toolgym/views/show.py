@@ -15,15 +15,9 @@ from typing import Any
 from rich.console import Console
 from rich.text import Text
 
+from toolgym.api import load_run
 from toolgym.records import ToolCallSpec, Trajectory
-from toolgym.views.rundata import (
-    RunView,
-    first_call_divergence,
-    format_call,
-    format_value,
-    is_failed,
-    load_run,
-)
+from toolgym.views.rundata import RunView, first_call_divergence, format_call, format_value, rule_text
 
 
 def show(
@@ -38,25 +32,27 @@ def show(
 
     Without ``example`` or ``failed``, the first trajectory is shown; with ``example``, every
     trial of that example; with ``failed``, every failed trajectory (of ``example`` only, when
-    given). Failure is defined by :func:`toolgym.views.rundata.is_failed`.
+    given). Failure is defined by :func:`toolgym.views.rundata.is_failed`: a trajectory that did
+    not complete, or a value that does not pass its grader's measure.
 
     Args:
-        directory: A run directory.
-        example: Example id to show.
-        console: Where to print (default: standard output).
-        failed: Show only failed trajectories.
-        grader: The grader that decides failure (default: any pass/fail grader of the run).
-        limit: Show at most this many trajectories.
+        directory (Path): A run directory.
+        example (str | None): Example id to show.
+        console (Console | None): Where to print (default: standard output).
+        failed (bool): Show only failed trajectories.
+        grader (str | None): The grader that decides failure (default: every grader of the run
+            with a pass rule).
+        limit (int | None): Show at most this many trajectories.
 
     Returns:
-        Exit status: 0; 1 when ``failed`` and nothing failed; 2 when the example or grader is
-        not in the run.
+        int: Exit status: 0; 1 when ``failed`` and nothing failed; 2 when the example or grader
+        is not in the run.
 
     Raises:
         RunDirError: for a missing or invalid run directory.
     """
     console = console or Console()
-    run = load_run(directory)
+    run = RunView(load_run(directory))
     if grader is not None and grader not in run.graders:
         console.print(
             Text(f"no grader {grader!r} in {directory} (graders: {', '.join(run.graders) or 'none'})")
@@ -68,9 +64,11 @@ def show(
         console.print(Text(f"no trajectory {what}in {directory}"))
         return 2
     if failed:
-        pass_fail = run.pass_fail_graders()
-        chosen = [t for t in chosen if is_failed(t, run.scores_of(t), pass_fail, grader)]
-        by = f"grader {grader}" if grader else f"pass/fail graders {', '.join(pass_fail) or '(none)'}"
+        chosen = [t for t in chosen if run.failed(t, grader)]
+        if grader is not None:
+            by = f"grader {grader}, {rule_text(run.measures[grader])}"
+        else:
+            by = f"graders with a pass rule: {', '.join(run.pass_fail_graders()) or '(none)'}"
         console.print(
             Text(
                 f"{len(chosen)} failed trajectories in {directory} (by {by}; not completed counts as failed)"
@@ -104,7 +102,15 @@ def _input_text(value: str | list[dict[str, Any]]) -> Text:
 def print_trajectory(
     run: RunView, traj: Trajectory, console: Console, highlight_grader: str | None = None
 ) -> None:
-    """Print one trajectory: header, input, expected calls, steps, outcome and scores."""
+    """Print one trajectory: header, input, expected calls, steps, outcome and scores (green
+    when the value passes its grader's measure, red when it does not).
+
+    Args:
+        run (RunView): The run it belongs to.
+        traj (Trajectory): The trajectory.
+        console (Console): Where to print.
+        highlight_grader (str | None): A grader whose score is printed in bold.
+    """
     status_style = {"completed": "green", "step_limit": "yellow", "error": "bold red"}[traj.status]
     console.rule(
         Text.assemble(
@@ -170,7 +176,8 @@ def print_trajectory(
         reason = "error trajectories are not graded" if traj.status == "error" else "no scores"
         console.print(Text(f"scores: ({reason})", style="dim"))
     for s in scores:
-        style = "green" if s.value == 1.0 else ("dim" if s.value is None else "red")
+        passed = run.measures[s.grader].passed(s.value)
+        style = "dim" if passed is None else "green" if passed else "red"
         weight = " bold" if s.grader == highlight_grader else ""
         console.print(
             Text.assemble(

@@ -12,10 +12,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from toolgym.records import Score, Trajectory
-from toolgym.views.rundata import RunView
-from toolgym.stats import summarize
-from toolgym.stats import Estimate
+from toolgym.records import Measure, Score, Trajectory
+from toolgym.stats import Estimate, summarize
+from toolgym.views.rundata import RunView, rule_text
 
 
 @dataclass(frozen=True)
@@ -23,23 +22,32 @@ class SummaryCell:
     """One grader's results on one run.
 
     Attributes:
-        env: Environment name.
-        run: The run's label (:attr:`RunView.label`).
-        directory: The run directory.
-        grader: Grader name.
-        estimate: Mean ± standard error from :func:`toolgym.runner.summarize`.
-        scores: This grader's scores on the run (for statistics that need more than the mean,
-            such as clustering by ``example_id`` over trials).
-        trajectories: All trajectories of the run (errors included).
+        env (str): Environment name.
+        run (str): The run's label (:attr:`RunView.label`).
+        directory (Path): The run directory.
+        grader (str): Grader name.
+        measure (Measure): What the grader measures (direction and pass rule).
+        estimate (Estimate): Mean ± standard error from :func:`toolgym.stats.summarize`.
+        scores (tuple[Score, ...]): This grader's scores on the run (for statistics that need
+            more than the mean, such as clustering by ``example_id`` over trials).
+        trajectories (tuple[Trajectory, ...]): All trajectories of the run (errors included).
     """
 
     env: str
     run: str
     directory: Path
     grader: str
+    measure: Measure
     estimate: Estimate
     scores: tuple[Score, ...]
     trajectories: tuple[Trajectory, ...]
+
+    @property
+    def passed(self) -> int | None:
+        """Scored trajectories whose value passes the measure's rule (``None`` without a rule)."""
+        if not self.measure.pass_fail:
+            return None
+        return sum(self.measure.passed(s.value) is True for s in self.scores)
 
 
 @dataclass(frozen=True)
@@ -47,9 +55,9 @@ class Column:
     """A column of the summary table.
 
     Attributes:
-        header: Column title.
-        cell: Text of the column for one :class:`SummaryCell`.
-        numeric: Right-aligned when true.
+        header (str): Column title.
+        cell (Callable[[SummaryCell], str]): Text of the column for one :class:`SummaryCell`.
+        numeric (bool): Right-aligned when true.
     """
 
     header: str
@@ -62,6 +70,8 @@ COLUMNS: list[Column] = [
     Column("n", lambda c: str(c.estimate.n)),
     Column("errors", lambda c: str(c.estimate.n_errors)),
     Column("unscored", lambda c: str(c.estimate.n_unscored)),
+    Column("passed", lambda c: "-" if c.passed is None else f"{c.passed}/{c.estimate.n}"),
+    Column("better, pass rule", lambda c: rule_text(c.measure), numeric=False),
 ]
 """The statistic columns after ``env``, ``run`` and ``grader``, in display order."""
 
@@ -86,16 +96,25 @@ def add_column(column: Column, after: str | None = None) -> None:
 
 
 def summary_cells(runs: Sequence[RunView]) -> list[SummaryCell]:
-    """One cell per (run, grader), sorted by environment, then in the order the runs were given."""
+    """One cell per (run, grader), sorted by environment, then in the order the runs were given.
+
+    Args:
+        runs (Sequence[RunView]): Loaded runs.
+
+    Returns:
+        list[SummaryCell]: The cells.
+    """
     cells: list[SummaryCell] = []
     for run in runs:
-        graders = run.graders
-        rows = summarize(run.env, run.trajectories, run.scores, graders)
+        rows = summarize(run.env, run.trajectories, run.scores, run.graders)
         trajectories = tuple(run.trajectories)
         for row in rows:
             scores = tuple(s for s in run.scores if s.grader == row.grader)
             cells.append(
-                SummaryCell(row.env, run.label, run.directory, row.grader, row.estimate, scores, trajectories)
+                SummaryCell(
+                    row.env, run.label, run.directory, row.grader, run.measures[row.grader],
+                    row.estimate, scores, trajectories,
+                )
             )
     order = {env: i for i, env in enumerate(sorted({c.env for c in cells}))}
     return sorted(cells, key=lambda c: order[c.env])  # stable: run and grader order kept

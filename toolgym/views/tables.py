@@ -10,6 +10,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from toolgym.views.analysis import Comparison, RunReport
+from toolgym.views.rundata import rule_text
 
 TEST_NAMES = {"mcnemar_exact": "exact", "mcnemar_chi2": "χ²", "paired_bootstrap": "boot"}
 
@@ -27,19 +28,28 @@ def _ks(trials: int) -> list[int]:
 
 
 def print_run_report(report: RunReport, console: Console | None = None) -> None:
-    """Print pass rates (Wilson intervals, pass@k, pass^k), the breakdowns by number of
-    expected steps and by difficulty, and judge/checker agreement."""
+    """Print per grader the mean and, under its measure's pass rule, the pass rate (Wilson
+    interval, pass@k, pass^k); the breakdowns by number of expected steps and by difficulty;
+    and judge/checker agreement.
+
+    Args:
+        report (RunReport): What to print.
+        console (Console | None): Where to print (default: standard output).
+    """
     console = console or Console()
     trials = max((s.trials for s in report.stats), default=0)
     ks = _ks(trials) if trials > 1 else []
     table = Table(title=f"{report.env}: per grader (SE clustered by example)", box=box.SIMPLE_HEAD)
-    for col in ("grader", "mean ± SE", "95% Wilson", "examples", "trials"):
-        table.add_column(col, justify="left" if col == "grader" else "right")
+    for col in ("grader", "better, pass rule", "mean ± SE", "pass rate", "95% Wilson", "examples", "trials"):
+        table.add_column(col, justify="left" if col in ("grader", "better, pass rule") else "right")
     for s in report.stats:
         wilson = f"[{s.wilson[0]:.3f}, {s.wilson[1]:.3f}]" if s.wilson else "-"
-        table.add_row(s.grader, s.estimate.format(), wilson, str(s.n_examples), str(s.trials))
+        rate = "-" if s.pass_rate is None else _num(s.pass_rate)
+        table.add_row(
+            s.grader, rule_text(s.measure), s.estimate.format(), rate, wilson, str(s.n_examples), str(s.trials)
+        )
     console.print(table)
-    binary = [s for s in report.stats if s.binary and s.trials > 1]
+    binary = [s for s in report.stats if s.pass_rate is not None and s.trials > 1]
     if ks and binary:
         table = Table(title=f"{report.env}: repeated trials (pass@k: any of k succeeds; pass^k: all k)", box=box.SIMPLE_HEAD)
         table.add_column("grader")
@@ -81,8 +91,15 @@ def print_run_report(report: RunReport, console: Console | None = None) -> None:
 
 
 def print_comparison(comp: Comparison, console: Console | None = None, max_flips: int = 20) -> None:
-    """Print a comparison of two runs: per grader the means, B − A, the paired test and the
-    examples that flipped (at most ``max_flips`` per grader)."""
+    """Print a comparison of two runs: per grader the means, B − A, which run is better in the
+    grader's direction, the paired test and the examples that flipped between pass and fail
+    (at most ``max_flips`` per grader).
+
+    Args:
+        comp (Comparison): What to print.
+        console (Console | None): Where to print (default: standard output).
+        max_flips (int): Flipped examples listed per grader.
+    """
     console = console or Console()
     if comp.env_a != comp.env_b:
         console.print(f"[yellow]warning:[/] environments differ ({comp.env_a} vs {comp.env_b})")
@@ -95,18 +112,24 @@ def print_comparison(comp: Comparison, console: Console | None = None, max_flips
         title=f"A = {escape(str(comp.dir_a))}   B = {escape(str(comp.dir_b))}", box=box.SIMPLE_HEAD,
         collapse_padding=True, pad_edge=False,
         caption="test: exact = McNemar exact binomial, χ² = McNemar with continuity correction "
-        "(one pass/fail score per example in both runs); boot = paired bootstrap over examples. "
-        "CI: bootstrap 95% interval of B − A, or the discordant pairs b (A only) and c (B only).",
+        "(a binary grader with one score per example in both runs); boot = paired bootstrap over examples. "
+        "CI: bootstrap 95% interval of B − A, or the discordant pairs b (A only) and c (B only). "
+        "better: the run whose mean is better in the grader's direction; flips: examples that "
+        "changed between pass and fail under the grader's pass rule.",
     )
-    for col in ("grader", "A", "B", "B − A", "95% CI", "test", "p", "n", "flips"):
-        table.add_column(col, justify="left" if col in ("grader", "test") else "right", no_wrap=col != "grader")
+    for col in ("grader", "A", "B", "B − A", "better", "95% CI", "test", "p", "n", "flips"):
+        table.add_column(
+            col, justify="left" if col in ("grader", "test", "better") else "right", no_wrap=col != "grader"
+        )
     for g in comp.graders:
         t = g.test
         ci = f"[{t.low:+.2f}, {t.high:+.2f}]" if not math.isnan(t.low) else f"b={t.b} c={t.c}"
         p = "<1e-4" if t.p_value < 1e-4 else f"{t.p_value:.4f}"
         table.add_row(
-            g.grader, _num(g.mean_a), _num(g.mean_b), f"{g.mean_b - g.mean_a:+.3f}", ci,
-            TEST_NAMES.get(t.method, t.method), p, str(g.n_paired), str(len(g.flipped)),
+            g.grader, _num(g.mean_a), _num(g.mean_b), f"{g.mean_b - g.mean_a:+.3f}",
+            f"{g.better or '='} ({g.measure.direction})", ci,
+            TEST_NAMES.get(t.method, t.method), p, str(g.n_paired),
+            str(len(g.flipped)) if g.measure.pass_fail else "-",
         )
     console.print(table)
     for g in comp.graders:

@@ -23,16 +23,14 @@ from functools import lru_cache
 from pathlib import Path
 from typing import IO, Any
 
-from toolgym.data import DatasetError
-from toolgym.suites.jmultiwoz_tc.scoring import Turn, depth_from_id, gold_calls_of
-from toolgym.records import SCHEMA_VERSION, Example, ToolCallSpec
+from toolgym import DatasetError, Example, ToolCallSpec
+from toolgym.suites.jmultiwoz_tc.scoring import gold_calls_of
 
 __all__ = [
     "DataFiles",
     "ToolSpecs",
     "load_examples",
     "load_tool_specs",
-    "load_turns",
     "locate",
     "stratified_sample",
 ]
@@ -40,8 +38,8 @@ __all__ = [
 _INPUT = re.compile(r"input", re.IGNORECASE)
 _GROUND = re.compile(r"ground", re.IGNORECASE)
 _NDJSON = (".json", ".jsonl")
-_ID_PREFIX = re.compile(rb'^\s*\{\s*"data_id"\s*:\s*"([^"\\]*)"')
 MAX_LISTED = 5  # ids or lines quoted in an error message before "and N more"
+_SCHEMA_VERSION = Example.model_fields["schema_version"].default
 
 
 @dataclass(frozen=True)
@@ -62,13 +60,12 @@ class DataFiles:
     """Where the two files of a JMultiWOZ-TC release are.
 
     Attributes:
-        input: The chat histories (``None`` when only the gold file was found and the caller
-            allows it).
+        input: The chat histories.
         ground: The gold calls.
         tools: ``tools.json`` when found beside the data (or given), else ``None``.
     """
 
-    input: Source | None
+    input: Source
     ground: Source
     tools: Path | None
 
@@ -123,7 +120,7 @@ def _sibling(path: Path, pattern: re.Pattern[str], replacement: str) -> Path | N
     return None
 
 
-def locate(path: str | Path, options: dict[str, Any] | None = None, need_input: bool = True) -> DataFiles | None:
+def locate(path: str | Path, options: dict[str, Any] | None = None) -> DataFiles | None:
     """Find the input and gold files from a ``--dataset`` path.
 
     Accepted: the published zip (members found by name, at any depth), either NDJSON file
@@ -133,7 +130,6 @@ def locate(path: str | Path, options: dict[str, Any] | None = None, need_input: 
     Args:
         path: The ``--dataset`` path.
         options: ``tools`` may name the tool-schema file explicitly.
-        need_input: When false, a gold file alone is accepted (``input`` is ``None``).
 
     Returns:
         The files, or ``None`` when ``path`` is not in a JMultiWOZ-TC form (so that the
@@ -156,13 +152,13 @@ def locate(path: str | Path, options: dict[str, Any] | None = None, need_input: 
         zips = sorted(n for n in names if n.endswith(".zip"))
         ground = _pick(names, _GROUND, str(path))
         if ground is None and len(zips) == 1:
-            return locate(path / zips[0], options | {"tools": str(tools) if tools else None}, need_input)
+            return locate(path / zips[0], options | {"tools": str(tools) if tools else None})
         if ground is None:
             raise DatasetError(f"{path}: no *ground*.json(l) file and no single zip in this directory")
         inp = _pick(names, _INPUT, str(path))
-        if inp is None and need_input:
+        if inp is None:
             raise DatasetError(f"{path}: no *input*.json(l) file beside {ground}")
-        return DataFiles(_file_source(path / inp) if inp else None, _file_source(path / ground), tools)
+        return DataFiles(_file_source(path / inp), _file_source(path / ground), tools)
 
     if path.suffix.lower() == ".zip":
         try:
@@ -172,20 +168,20 @@ def locate(path: str | Path, options: dict[str, Any] | None = None, need_input: 
             raise DatasetError(f"{path}: cannot read the zip: {exc}") from None
         members = [m for m in members if not Path(m).name.startswith((".", "_"))]
         inp, ground = _pick(members, _INPUT, str(path)), _pick(members, _GROUND, str(path))
-        if ground is None or (inp is None and need_input):
+        if ground is None or inp is None:
             raise DatasetError(
                 f"{path}: expected jmultiwoz_tc_input.json(l) and jmultiwoz_tc_ground.json(l) inside; "
                 f"found: {', '.join(members) or 'nothing'}"
             )
-        return DataFiles(_zip_source(path, inp) if inp else None, _zip_source(path, ground), tools)
+        return DataFiles(_zip_source(path, inp), _zip_source(path, ground), tools)
 
     if path.suffix.lower() not in _NDJSON:
         return None
     if _GROUND.search(path.name):
         other = _sibling(path, _GROUND, "input")
-        if other is None and need_input:
+        if other is None:
             raise DatasetError(f"{path}: the input file (…input.json or .jsonl) was not found beside it")
-        return DataFiles(_file_source(other) if other else None, _file_source(path), tools)
+        return DataFiles(_file_source(other), _file_source(path), tools)
     if _INPUT.search(path.name):
         other = _sibling(path, _INPUT, "ground")
         if other is None:
@@ -343,7 +339,6 @@ def load_examples(path: str | Path, options: dict[str, Any] | None = None) -> li
     only_input: list[str] = []
     dialogue_mismatch: list[str] = []
     previous: dict[str, list[dict[str, str]]] = {}  # dialogue id → last history, for sharing
-    assert files.input is not None
     for lineno, record in iter_ndjson(files.input):
         where = f"{files.input.label}:{lineno}"
         data_id = _record_id(record, where)
@@ -368,7 +363,7 @@ def load_examples(path: str | Path, options: dict[str, Any] | None = None) -> li
         calls = [ToolCallSpec.model_construct(name=c["name"], arguments=c["arguments"]) for c in entry.calls]
         examples.append(
             Example.model_construct(  # validated above; every field given (defaults are slow here)
-                schema_version=SCHEMA_VERSION,
+                schema_version=_SCHEMA_VERSION,
                 id=data_id,
                 input=shared,
                 expected_steps=[c.name for c in calls],
@@ -397,62 +392,6 @@ def load_examples(path: str | Path, options: dict[str, Any] | None = None) -> li
         seed = options.get("sample_seed", options.get("seed"))
         examples = stratified_sample(examples, int(options["sample"]), int(seed or 0))
     return examples
-
-
-def load_turns(path: str | Path, options: dict[str, Any] | None = None) -> tuple[dict[str, Turn], DataFiles, list[str]]:
-    """The gold of every turn, with what the score files need of the input (the last user
-    utterance and the depth): the fast path of ``grade --result``.
-
-    Input lines are not parsed when their id comes first and ends in ``_turn_N`` (the
-    published layout; the depth is N): each line is kept as bytes and parsed only if its turn
-    is listed in ``incorrect_`` (:meth:`Turn.user_utterance`). Other lines are parsed and
-    checked in full.
-
-    A gold file without its input file is accepted (depth taken from the ``_turn_N`` suffix
-    of the id, no utterance), with a note.
-
-    Returns:
-        ``(turns by data_id in gold order, the files, notes)``.
-
-    Raises:
-        DatasetError: as :func:`load_examples`; also when ``path`` is not a JMultiWOZ-TC form.
-    """
-    files = locate(path, options, need_input=False)
-    if files is None:
-        raise DatasetError(
-            f"{path}: not a JMultiWOZ-TC dataset (expected the zip, jmultiwoz_tc_ground.json(l) or "
-            "jmultiwoz_tc_input.json(l))"
-        )
-    gold = _read_gold(files.ground)
-    notes: list[str] = []
-    seen: dict[str, tuple[bytes, int | None]] = {}
-    if files.input is None:
-        notes.append(
-            f"no input file beside {files.ground.label}: incorrect_ lists have no user utterance "
-            "and depth comes from the '_turn_N' suffix of data_id"
-        )
-    else:
-        only_input = []
-        for lineno, line in iter_lines(files.input):
-            m = _ID_PREFIX.match(line)  # the usual layout: the id first, read without parsing
-            data_id = m.group(1).decode("utf-8", "replace") if m is not None else ""
-            depth = depth_from_id(data_id) if m is not None else None
-            if depth is None:
-                where = f"{files.input.label}:{lineno}"
-                record = parse_line(files.input, lineno, line)
-                data_id = _record_id(record, where)
-                depth = sum(msg["role"] == "user" for msg in _history(record.get("question"), where)) - 1
-            if data_id not in gold:
-                only_input.append(data_id)
-                continue
-            seen[data_id] = (line, depth)
-        only_gold = [i for i in gold if i not in seen]
-        _check_correspondence(files.input.label, files.ground.label, only_input, only_gold)
-    turns = {}
-    for data_id, entry in gold.items():
-        line, depth = seen.get(data_id, (None, depth_from_id(data_id)))
-        turns[data_id] = Turn(data_id, entry.dialogue_id, entry.calls, None, depth, line)
-    return turns, files, notes
 
 
 def stratified_sample(examples: list[Example], n: int, seed: int) -> list[Example]:

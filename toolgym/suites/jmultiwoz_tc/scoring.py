@@ -35,9 +35,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from toolgym.graders import make_score, register_grader
-from toolgym.records import Example, Score, Trajectory
-
 __all__ = [
     "PUBLISHED_KEYS",
     "PUBLISHED_ROWS",
@@ -50,11 +47,10 @@ __all__ = [
     "lenient_key",
     "max_weight_assignment",
     "published_set",
+    "parse_result_line",
     "read_results",
-    "result_line",
     "safe_model_name",
     "strict_key",
-    "trajectory_calls",
     "write_score_files",
 ]
 
@@ -80,10 +76,8 @@ class Turn:
         data_id: The turn's id (``jmultiwoz_tc_<k>_turn_<t>``).
         dialogue_id: Its dialogue.
         gold: The gold calls, ``{"name", "arguments"}`` each (empty: no call expected).
-        last_user: The last user utterance of the history (``None`` if unknown or not parsed
-            yet; see :meth:`user_utterance`).
+        last_user: The last user utterance of the history (``None`` if unknown).
         depth: User turns before this one in the dialogue (``None`` if unknown).
-        source: The raw input line, parsed on demand by :meth:`user_utterance`.
     """
 
     data_id: str
@@ -91,18 +85,6 @@ class Turn:
     gold: tuple[dict[str, Any], ...]
     last_user: str | None
     depth: int | None
-    source: bytes | None = None
-
-    def user_utterance(self) -> str | None:
-        """The last user utterance (parsed from ``source`` when not given; ``None`` when it
-        cannot be found)."""
-        if self.last_user is not None or self.source is None:
-            return self.last_user
-        try:
-            question = json.loads(self.source).get("question") or []
-            return next((m.get("content") for m in reversed(question) if m.get("role") == "user"), None)
-        except (ValueError, AttributeError, TypeError):
-            return None
 
 
 @dataclass(slots=True)
@@ -116,6 +98,9 @@ class ResultRecord:
         calls: ``tool_calls`` as written (``{"name", "arguments"}`` or the OpenAI
             ``{"function": {...}}`` form).
         error: The ``error`` field when truthy (the model gave no answer), else ``None``.
+        error_detail: The ``error_detail`` field when truthy (toolgym writes the whole message
+            there), else ``None``.
+        text: The line as read (without its newline), when read from a file.
     """
 
     line: int
@@ -123,15 +108,8 @@ class ResultRecord:
     dialogue_id: str | None
     calls: list[Any]
     error: str | None
-
-
-_TURN_SUFFIX = re.compile(r"_turn_(\d+)$")
-
-
-def depth_from_id(data_id: str) -> int | None:
-    """The turn index encoded in a JMultiWOZ-TC id (``..._turn_3`` → 3), else ``None``."""
-    m = _TURN_SUFFIX.search(data_id)
-    return int(m.group(1)) if m else None
+    error_detail: str | None = None
+    text: str = ""
 
 
 def gold_calls_of(value: Any) -> tuple[dict[str, Any], ...]:
@@ -355,23 +333,67 @@ def max_weight_assignment(weights: list[list[float]]) -> list[tuple[int, int]]:
 
 
 # --- reading result files --------------------------------------------------------------------
+def parse_result_line(text: str, lineno: int) -> ResultRecord:
+    """One line of a result file, read as the published ``evaluate.py`` reads it.
+
+    Args:
+        text: The line (decoded, without its newline).
+        lineno: Its number in the file (1-based), kept in the record.
+
+    Returns:
+        The record; ``text`` is kept verbatim in it.
+
+    Raises:
+        ValueError: saying why the line cannot be graded: not JSON, not an object, no
+            ``data_id`` (nor the older ``id``), or a ``tool_calls`` that is not a list of
+            objects (``null`` is no call).
+    """
+    try:
+        rec = json.loads(text)
+    except (json.JSONDecodeError, RecursionError) as exc:
+        raise ValueError(f"not valid JSON ({getattr(exc, 'msg', exc)})") from None
+    if not isinstance(rec, dict):
+        raise ValueError(f"expected a JSON object, got {type(rec).__name__}")
+    data_id = rec.get("data_id")
+    if data_id is None:  # the format before data_id, as evaluate.py reads it
+        data_id = rec.get("id")
+    if data_id is None or isinstance(data_id, (bool, dict, list)):
+        raise ValueError("record without 'data_id'")
+    calls = rec.get("tool_calls")
+    if calls is None:
+        calls = []
+    if not isinstance(calls, list) or not all(isinstance(c, dict) for c in calls):
+        raise ValueError("'tool_calls' must be a list of {name, arguments} objects")
+    error, detail = rec.get("error"), rec.get("error_detail")
+    return ResultRecord(
+        lineno, str(data_id), rec.get("dialogue_id"), calls, str(error) if error else None,
+        str(detail) if detail else None, text,
+    )
+
+
 def read_results(path: Path) -> tuple[list[ResultRecord], list[str]]:
-    """Parse a result file (JSON Lines, one turn per line; published format).
+    """Parse a result file (JSON Lines, one turn per line; published format) with
+    :func:`parse_result_line`. Blank lines are skipped, as published; a UTF-8 byte-order mark
+    at the start is dropped.
+
+    Args:
+        path: The result file, from any generator.
 
     Returns:
         The records in file order, and notes on lines graded as published but worth a warning
         (repeated ids; arguments that are not an object are noted by :func:`evaluate`).
 
     Raises:
-        ResultFileError: for an empty file, or lines that are not JSON objects, lack
-            ``data_id`` or have a ``tool_calls`` that is not a list of objects; the message
-            names the file, the first lines and the count.
+        ResultFileError: for an unreadable or empty file, or lines that are not UTF-8 JSON
+            objects, lack ``data_id`` or have a ``tool_calls`` that is not a list of objects;
+            the message names the file, the first lines and the count.
     """
     path = Path(path)
     try:
         data = path.read_bytes()
     except OSError as exc:
         raise ResultFileError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    data = data.removeprefix(b"\xef\xbb\xbf")
     records: list[ResultRecord] = []
     problems: list[str] = []
     seen: dict[str, int] = {}
@@ -381,30 +403,20 @@ def read_results(path: Path) -> tuple[list[ResultRecord], list[str]]:
         if not raw.strip():
             continue
         try:
-            rec = json.loads(raw)
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            torn = " (a torn last line: the run was interrupted; --resume repairs it)" if lineno == len(lines) else ""
-            problems.append(f"line {lineno}: not valid JSON ({getattr(exc, 'msg', exc)}){torn}")
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            problems.append(f"line {lineno}: not UTF-8 text")
             continue
-        if not isinstance(rec, dict):
-            problems.append(f"line {lineno}: expected a JSON object, got {type(rec).__name__}")
+        try:
+            rec = parse_result_line(text, lineno)
+        except ValueError as exc:
+            torn = " (a torn last line: was the generator interrupted?)" if lineno == len(lines) else ""
+            problems.append(f"line {lineno}: {exc}{torn}")
             continue
-        data_id = rec.get("data_id", rec.get("id"))
-        if data_id is None or isinstance(data_id, (bool, dict, list)):
-            problems.append(f"line {lineno}: record without 'data_id'")
-            continue
-        calls = rec.get("tool_calls")
-        if calls is None:
-            calls = []
-        if not isinstance(calls, list) or not all(isinstance(c, dict) for c in calls):
-            problems.append(f"line {lineno}: 'tool_calls' must be a list of {{name, arguments}} objects")
-            continue
-        data_id = str(data_id)
-        if data_id in seen:
+        if rec.data_id in seen:
             repeated.append(lineno)
-        seen.setdefault(data_id, lineno)
-        error = rec.get("error")
-        records.append(ResultRecord(lineno, data_id, rec.get("dialogue_id"), calls, str(error) if error else None))
+        seen.setdefault(rec.data_id, lineno)
+        records.append(rec)
     if problems:
         shown = "; ".join(problems[:MAX_LISTED])
         more = f" (and {len(problems) - MAX_LISTED} more)" if len(problems) > MAX_LISTED else ""
@@ -670,7 +682,7 @@ def _incorrect(rec: ResultRecord, turn: Turn | None, genre: str, gold: tuple) ->
         "data_id": rec.data_id,
         "dialogue_id": rec.dialogue_id if rec.dialogue_id is not None else (turn.dialogue_id if turn else None),
         "Incorrect_genre": genre,
-        "last_user_utterance": turn.user_utterance() if turn else None,
+        "last_user_utterance": turn.last_user if turn else None,
         "ground_truth": list(gold),
         "output": rec.calls,
     }
@@ -861,121 +873,3 @@ def write_score_files(out: Path, model: str, evaluation: Evaluation) -> dict[str
     _write_atomic(paths["incorrect"], "".join(dumps(r, ensure_ascii=False) + "\n" for r in evaluation.incorrect))
     _write_atomic(paths["diagnostics"], dumps(evaluation.diagnostics, ensure_ascii=False, indent=1) + "\n")
     return paths
-
-
-# --- from trajectories -----------------------------------------------------------------------
-def trajectory_calls(trajectory: Trajectory, tool_names: Iterable[str] | None = None) -> list[dict[str, Any]]:
-    """The calls of a turn in the result-file form, from every model step of its trajectory.
-
-    A well-formed call is ``{"name", "arguments"}``; a call that could not be parsed keeps its
-    raw text as ``arguments`` and says why in ``malformed`` (the published grader then sees a
-    call that is made but never equals the gold; it is never an abstention); a call of a tool
-    not in ``tool_names`` is marked ``"malformed": "unknown tool"``.
-    """
-    known = set(tool_names) if tool_names is not None else None
-    calls: list[dict[str, Any]] = []
-    for step in trajectory.model_steps:
-        for call in step.tool_calls:
-            if call.malformed:
-                calls.append({"name": call.name, "arguments": call.raw if call.raw is not None else "", "malformed": call.malformed})
-            elif known is not None and call.name not in known:
-                calls.append({"name": call.name, "arguments": call.arguments, "malformed": "unknown tool"})
-            else:
-                calls.append({"name": call.name, "arguments": call.arguments})
-    return calls
-
-
-def result_line(trajectory: Trajectory, dialogue_id: str | None, tool_names: Iterable[str] | None) -> dict[str, Any]:
-    """One result-file record: ``{"data_id", "dialogue_id", "tool_calls"}``, plus ``"error"``
-    (the exception type; every kind of timeout is written ``"TimeoutError"``, as the published
-    ``generate.py`` does) and ``"error_detail"`` when the episode ended in error (the model
-    could not answer after its retries)."""
-    record: dict[str, Any] = {
-        "data_id": trajectory.example_id,
-        "dialogue_id": dialogue_id,
-        "tool_calls": trajectory_calls(trajectory, tool_names),
-    }
-    if trajectory.status == "error":
-        detail = trajectory.error or "error"
-        kind = detail.split(":", 1)[0].strip() or "error"
-        record["tool_calls"] = []
-        # timeouts of any client (APITimeoutError, ReadTimeout, ...) as the published script names them
-        record["error"] = "TimeoutError" if kind.endswith(("Timeout", "TimeoutError")) else kind
-        record["error_detail"] = detail
-    return record
-
-
-def _example_slot_types(example: Example) -> dict[str, dict[str, str]]:
-    path = example.metadata.get("tools")
-    if not path:
-        return {}
-    from toolgym.suites.jmultiwoz_tc.data import load_tool_specs
-
-    return load_tool_specs(str(path)).slot_types
-
-
-def _gold_of(example: Example) -> tuple[dict[str, Any], ...]:
-    return tuple({"name": c.name, "arguments": c.arguments} for c in example.expected_calls or ())
-
-
-@register_grader("jmultiwoz_exact")
-@dataclass(frozen=True)
-class JMultiWOZExact:
-    """1.0 when the turn's calls equal the gold by the published equality (sets of
-    ``(name, arguments with sorted keys)``; JMultiWOZ-TC ``evaluate.py``), else 0.0. Its mean
-    over all turns is the 全体 row."""
-
-    name = "jmultiwoz_exact"
-
-    def grade(self, example: Example, trajectory: Trajectory) -> Score | None:
-        predicted = trajectory_calls(trajectory, _example_slot_types(example) or None)
-        gold = _gold_of(example)
-        ok = published_set(predicted) == published_set(gold)
-        return make_score(
-            self, trajectory, float(ok), "calls equal the gold" if ok else "calls differ from the gold",
-            expected=list(gold), actual=predicted,
-        )
-
-
-@register_grader("jmultiwoz_lenient")
-@dataclass(frozen=True)
-class JMultiWOZLenient:
-    """1.0 when the turn's well-formed calls equal the gold as multisets under lenient equality
-    (strings NFKC-normalised and trimmed, values coerced by the tool schema) and no call is
-    malformed; a diagnostic beside the published metric."""
-
-    name = "jmultiwoz_lenient"
-
-    def grade(self, example: Example, trajectory: Trajectory) -> Score | None:
-        types = _example_slot_types(example)
-        predicted = trajectory_calls(trajectory, types or None)
-        bad = [c for c in predicted if malformed_reason(c, set(types) or None)]
-        well = [c for c in predicted if c not in bad]
-        gold = _gold_of(example)
-        ok = not bad and Counter(lenient_key(c["name"], c["arguments"], types) for c in well) == Counter(
-            lenient_key(c["name"], c["arguments"], types) for c in gold
-        )
-        return make_score(
-            self, trajectory, float(ok), "leniently equal" if ok else "differs even leniently",
-            malformed=len(bad),
-        )
-
-
-@register_grader("jmultiwoz_decision")
-@dataclass(frozen=True)
-class JMultiWOZDecision:
-    """1.0 when the decision to call (or not) matches the gold (ツール使用・不使用判断); a turn
-    with a malformed call scores 0 whatever the gold (never credited as abstention)."""
-
-    name = "jmultiwoz_decision"
-
-    def grade(self, example: Example, trajectory: Trajectory) -> Score | None:
-        types = _example_slot_types(example)
-        predicted = trajectory_calls(trajectory, types or None)
-        if any(malformed_reason(c, set(types) or None) for c in predicted):
-            decision = "malformed"
-        else:
-            decision = "call" if predicted else "no_call"
-        expected = "call" if example.expected_calls else "no_call"
-        ok = decision == expected
-        return make_score(self, trajectory, float(ok), f"decided {decision}, gold {expected}", decision=decision)

@@ -10,42 +10,48 @@ from __future__ import annotations
 
 import copy
 import random
-from typing import Any, ClassVar
+from typing import Any
 
-from toolgym.data import DatasetError
-from toolgym.environments import Environment
-from toolgym.records import Example, Score
+from toolgym import DatasetError, Environment, Example
 
 
 class AnswerSheet(Environment):
-    """A tool-free task whose state is what the agent submitted.
-
-    Class attributes:
-        stop_sequences: Where a writing model should stop (the start of a next question).
-        chance: Accuracy of uniform guessing, shown in the report (``None``: not applicable).
-    """
-
-    stop_sequences: ClassVar[tuple[str, ...]] = ()
-    chance: ClassVar[float | None] = None
+    """A tool-free task whose state is what the agent submitted (empty for an agent that only
+    writes an answer)."""
 
     def reset(self, example: Example) -> None:
+        """Start with a blank sheet.
+
+        Args:
+            example: The example of the episode (unused: the prompt is its input).
+        """
         self.sheet: dict[str, Any] = {}
 
     def submit(self, **fields: Any) -> None:
-        """Record measurements on the answer sheet (JSON-safe values)."""
+        """Record measurements on the answer sheet.
+
+        Args:
+            **fields: JSON-safe values (``scoring``, ``choices``, ``logprobs``, ``greedy``,
+                ...), copied so the caller may reuse its objects.
+        """
         self.sheet.update(copy.deepcopy(fields))
 
     def read_state(self) -> dict[str, Any]:
+        """A copy of the sheet: the trajectory's ``final_state``, read by the graders."""
         return copy.deepcopy(self.sheet)
-
-    @classmethod
-    def report(cls, examples: dict[str, Example], scores: list[Score]) -> list[Any]:
-        """Task-specific report lines (per-subject accuracy, perplexity); none by default."""
-        return []
 
 
 def int_option(options: dict[str, Any], key: str, default: int | None, minimum: int = 0) -> int | None:
     """An integer environment option, validated.
+
+    Args:
+        options: The run's environment options (``--shots``, ``--sample``, ...).
+        key: The option's name.
+        default: Returned when the option is not given.
+        minimum: The smallest value allowed.
+
+    Returns:
+        The option as an integer, or ``default``.
 
     Raises:
         DatasetError: when the value is not an integer ≥ ``minimum``.
@@ -64,7 +70,18 @@ def int_option(options: dict[str, Any], key: str, default: int | None, minimum: 
 
 def sample_indices(n: int, options: dict[str, Any]) -> list[int] | None:
     """Indices of ``--sample N`` items drawn without replacement with ``sample_seed``
-    (default 0), in increasing order; ``None`` when no sample is asked for."""
+    (default 0), in increasing order.
+
+    Args:
+        n: How many items there are.
+        options: The run's environment options (``sample``, ``sample_seed``).
+
+    Returns:
+        The indices, or ``None`` when no sample is asked for or it would hold every item.
+
+    Raises:
+        DatasetError: for an invalid ``sample`` or ``sample_seed``.
+    """
     size = int_option(options, "sample", None, minimum=1)
     if size is None or size >= n:
         return None

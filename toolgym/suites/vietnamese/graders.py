@@ -7,6 +7,8 @@ perplexity).
 What the agent left in the trajectory decides the mode: a log-likelihood agent writes the
 scored continuations into the final state (``{"scoring": "loglik", ...}``); otherwise the
 answer is extracted from the final text. Everything is recomputed from the stored trajectory.
+The suite's report (:mod:`toolgym.suites.vietnamese.report`) aggregates these scores per subject
+and into a corpus perplexity.
 """
 
 from __future__ import annotations
@@ -14,15 +16,10 @@ from __future__ import annotations
 import math
 import re
 import unicodedata
-from collections import Counter, defaultdict
-from collections.abc import Iterable
 from dataclasses import dataclass
-from pathlib import Path
+from typing import ClassVar
 
-from toolgym.graders import make_score, register_grader
-from toolgym.logprobs import Perplexity, perplexity
-from toolgym.records import Example, Score, Trajectory
-from toolgym.stats import Estimate, estimate
+from toolgym import Example, Measure, Score, Trajectory, make_score
 from toolgym.suites.vietnamese.text import strip_punct
 
 # --- answer extraction -----------------------------------------------------------------------
@@ -110,7 +107,12 @@ def normalize_word(word: str | None) -> str:
 
 
 # --- graders ---------------------------------------------------------------------------------
-@register_grader("choice_accuracy")
+HARNESS = (
+    "lm-evaluation-harness (Gao et al., github.com/EleutherAI/lm-evaluation-harness) as used by "
+    "ViLLM-Eval (Nguyen et al. 2024)"
+)
+
+
 @dataclass(frozen=True)
 class ChoiceAccuracy:
     """1.0 when the chosen option is the reference letter, else 0.0.
@@ -120,12 +122,30 @@ class ChoiceAccuracy:
     answer by :func:`extract_letter`. An answer without a letter scores 0.0 with outcome
     ``unanswered`` (kept apart from ``wrong`` in the report). Applies to examples with
     ``metadata.options``.
+
+    Class attributes:
+        name (str): The name its scores carry.
+        measure (Measure): Pass/fail, 1 passes.
+        normalize (bool): Choose by log-probability per character instead of the sum.
     """
 
-    name = "choice_accuracy"
-    normalize = False
+    name: ClassVar[str] = "choice_accuracy"
+    measure: ClassVar[Measure] = Measure(reference=f"acc of {HARNESS}")
+    normalize: ClassVar[bool] = False
 
     def grade(self, example: Example, trajectory: Trajectory) -> Score | None:
+        """Score the option the trajectory chose.
+
+        Args:
+            example (Example): The question, with ``metadata.options`` and the key's letter as
+                ``reference``.
+            trajectory (Trajectory): The finished episode.
+
+        Returns:
+            Score | None: 1.0 or 0.0 with ``details.outcome`` (``correct``, ``wrong``,
+            ``unanswered``), ``chosen``, ``expected``, ``mode`` and ``subject``; ``None`` for
+            an example without options, or (normalised) a run without log-likelihoods.
+        """
         if "options" not in example.metadata:
             return None
         gold = str(example.reference)
@@ -145,17 +165,16 @@ class ChoiceAccuracy:
         )
 
 
-@register_grader("choice_accuracy_norm")
 @dataclass(frozen=True)
 class ChoiceAccuracyNorm(ChoiceAccuracy):
     """As ``choice_accuracy``, choosing by log-probability per character of the option's
     continuation (lm-evaluation-harness ``acc_norm``); log-likelihood runs only."""
 
-    name = "choice_accuracy_norm"
-    normalize = True
+    name: ClassVar[str] = "choice_accuracy_norm"
+    measure: ClassVar[Measure] = Measure(reference=f"acc_norm of {HARNESS}")
+    normalize: ClassVar[bool] = True
 
 
-@register_grader("last_word_accuracy")
 @dataclass(frozen=True)
 class LastWordAccuracy:
     """1.0 when the model gets the paragraph's last word (LAMBADA accuracy, Paperno et al.
@@ -165,11 +184,29 @@ class LastWordAccuracy:
     token is the arg-max). Answer extraction: the first word of the answer equals the target,
     compared after :func:`normalize_word` (case and surrounding punctuation ignored); an empty
     answer is ``unanswered``. Applies to examples with ``metadata.task == "last_word"``.
+
+    Class attributes:
+        name (str): The name its scores carry.
+        measure (Measure): Pass/fail, 1 passes.
     """
 
-    name = "last_word_accuracy"
+    name: ClassVar[str] = "last_word_accuracy"
+    measure: ClassVar[Measure] = Measure(
+        reference=f"LAMBADA accuracy (Paperno et al. 2016); acc of the lambada tasks of {HARNESS}"
+    )
 
     def grade(self, example: Example, trajectory: Trajectory) -> Score | None:
+        """Score whether the trajectory got the last word.
+
+        Args:
+            example (Example): The paragraph, with ``metadata.task == "last_word"`` and the
+                target word as ``reference``.
+            trajectory (Trajectory): The finished episode.
+
+        Returns:
+            Score | None: 1.0 or 0.0 with ``details.outcome``, ``mode`` and ``expected``;
+            ``None`` for an example of another task.
+        """
         if example.metadata.get("task") != "last_word":
             return None
         state = trajectory.final_state
@@ -187,16 +224,35 @@ class LastWordAccuracy:
         )
 
 
-@register_grader("target_nll")
 @dataclass(frozen=True)
 class TargetNLL:
     """Negative log-likelihood (nats) of the target continuation, summed over its tokens;
-    ``details.n_tokens`` holds the token count, so corpus perplexity is
-    exp(Σ nll / Σ n_tokens) (see :func:`run_perplexity`). Log-likelihood runs only."""
+    ``details.n_tokens`` holds the token count and ``details.logprobs`` the values, so corpus
+    perplexity is exp(Σ nll / Σ n_tokens) (see
+    :func:`toolgym.suites.vietnamese.report.run_perplexity`). Log-likelihood runs only.
 
-    name = "target_nll"
+    Class attributes:
+        name (str): The name its scores carry.
+        measure (Measure): Continuous, lower is better, no pass/fail reading.
+    """
+
+    name: ClassVar[str] = "target_nll"
+    measure: ClassVar[Measure] = Measure(
+        kind="continuous", direction="lower", pass_if=None,
+        reference=f"negative log-likelihood of the LAMBADA target (Paperno et al. 2016), perplexity of {HARNESS}",
+    )
 
     def grade(self, example: Example, trajectory: Trajectory) -> Score | None:
+        """The target's negative log-likelihood from a log-likelihood agent's answer sheet.
+
+        Args:
+            example (Example): The paragraph (unused: the sheet holds the target's tokens).
+            trajectory (Trajectory): The finished episode.
+
+        Returns:
+            Score | None: The NLL in nats, or ``None`` when the final state holds no
+            log-probabilities (a writing agent).
+        """
         state = trajectory.final_state
         if state.get("scoring") != "loglik" or "logprobs" not in state:
             return None
@@ -206,85 +262,3 @@ class TargetNLL:
             self, trajectory, nll, f"{nll:.3f} nats over {len(values)} tokens",
             n_tokens=len(values), logprobs=values,
         )
-
-
-# --- reports ---------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class ReportLine:
-    """One line of a task report.
-
-    Attributes:
-        metric: What is measured (``"choice_accuracy"``, ``"choice_accuracy [Biology]"``).
-        value: The formatted result (``"0.310 ± 0.046"``).
-        n: The denominator (questions, paragraphs or tokens, see ``note``).
-        note: Counts or units.
-    """
-
-    metric: str
-    value: str
-    n: int
-    note: str = ""
-
-
-def accuracy_lines(
-    scores: Iterable[Score], grader: str, examples: dict[str, Example], by: str | None = "subject",
-    chance: float | None = None,
-) -> list[ReportLine]:
-    """Accuracy ± standard error of ``grader`` overall and per ``metadata[by]`` group, with
-    the correct / wrong / unanswered counts.
-
-    Args:
-        scores: A run's scores (other graders ignored).
-        grader: The accuracy grader's name.
-        examples: Id → example, for the grouping field.
-        by: Metadata field to group by, or ``None``.
-        chance: Accuracy of uniform guessing, shown on the overall line.
-    """
-    mine = [s for s in scores if s.grader == grader]
-    if not mine:
-        return []
-
-    def line(label: str, group: list[Score], extra: str = "") -> ReportLine:
-        est: Estimate = estimate(s.value for s in group)
-        counts = Counter(s.details.get("outcome", "?") for s in group)
-        note = ", ".join(f"{k} {counts[k]}" for k in ("correct", "wrong", "unanswered") if counts[k])
-        return ReportLine(label, est.format(), est.n, note + extra)
-
-    chance_note = f"; chance {chance:.3f}" if chance else ""
-    lines = [line(grader, mine, chance_note)]
-    if by:
-        groups: dict[str, list[Score]] = defaultdict(list)
-        for s in mine:
-            ex = examples.get(s.example_id)
-            key = ex.metadata.get(by) if ex else None
-            if key is not None:
-                groups[str(key)].append(s)
-        if len(groups) > 1:
-            lines += [line(f"{grader} [{k}]", groups[k]) for k in sorted(groups)]
-    return lines
-
-
-def run_perplexity(scores: Iterable[Score]) -> Perplexity:
-    """Corpus perplexity from a run's ``target_nll`` scores: exp(-mean log-probability per
-    target token) over every scored example."""
-    return perplexity(s.details.get("logprobs", []) for s in scores if s.grader == "target_nll" and s.value is not None)
-
-
-def task_report(directory: Path) -> list[ReportLine]:
-    """The report of a graded run directory from its environment's ``report`` classmethod
-    (per-subject accuracy, perplexity), or ``[]`` when the environment has none.
-
-    Raises:
-        RunDirError / DatasetError: for a missing or invalid run directory or dataset.
-    """
-    from toolgym.data import load_examples
-    from toolgym.environments import get_environment
-    from toolgym.runio import read_run, read_scores
-
-    info = read_run(directory)
-    env_cls = get_environment(info["env"])
-    report = getattr(env_cls, "report", None)
-    if report is None:
-        return []
-    examples = load_examples(info["dataset"]["path"], env_cls, info.get("env_options"))
-    return report({ex.id: ex for ex in examples}, read_scores(directory))

@@ -1,7 +1,7 @@
 """``lambada_vi``: predict the last word of a Vietnamese Wikipedia paragraph (a LAMBADA-style
 task, Paperno et al. 2016), built here from the XQuAD Vietnamese paragraphs (Artetxe et al.
 2020) read by path. The construction rules and counts are in
-``toolgym/datasets/lambada_vi/README.md``; :func:`build_lambada` is the construction.
+``toolgym/suites/vietnamese/datasets/lambada_vi/README.md``; :func:`build_lambada` is the construction.
 """
 
 from __future__ import annotations
@@ -13,10 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from toolgym.data import DatasetError
-from toolgym.environments import register_environment
+from toolgym import DatasetError, Example
 from toolgym.suites.vietnamese.answer_sheet import AnswerSheet, sample_indices
-from toolgym.records import Example, Score
 from toolgym.suites.vietnamese.text import is_punct_or_symbol, strip_punct
 
 WORD_JOINERS = "-'’"
@@ -154,12 +152,19 @@ class LambadaVi(AnswerSheet):
     instructions = (
         "Đoạn văn sau bị thiếu từ cuối cùng. Chỉ viết đúng một từ còn thiếu đó, không giải thích."
     )
-    graders = ("last_word_accuracy", "target_nll")
     stop_sequences = ("\n",)
 
     @classmethod
     def load_dataset(cls, path: Path, options: dict[str, Any]) -> list[Example] | None:
-        """Build the examples from an XQuAD JSON file (``None`` for a toolgym JSONL file).
+        """Build the examples from an XQuAD JSON file (the benchmark's ``load_dataset``).
+
+        Args:
+            path (Path): An XQuAD JSON file, or a toolgym JSONL file.
+            options (dict[str, Any]): Environment options: ``sample``, ``sample_seed``.
+
+        Returns:
+            list[Example] | None: One example per kept paragraph, in file order, or ``None``
+            for a file that is not ``.json`` (then read as toolgym examples).
 
         Raises:
             DatasetError: for a malformed XQuAD file.
@@ -181,17 +186,3 @@ class LambadaVi(AnswerSheet):
             )
             for item in items
         ]
-
-    @classmethod
-    def report(cls, examples: dict[str, Example], scores: list[Score]) -> list[Any]:
-        """Accuracy ± standard error, and the corpus perplexity with its token count."""
-        from toolgym.suites.vietnamese.graders import ReportLine, accuracy_lines, run_perplexity
-
-        lines = accuracy_lines(scores, "last_word_accuracy", examples, by=None)
-        ppl = run_perplexity(scores)
-        if ppl.n_tokens:
-            lines.append(
-                ReportLine("perplexity", f"{ppl.value:.2f}", ppl.n_tokens,
-                           f"tokens of {ppl.n_sequences} targets; exp(-mean log-prob per token)")
-            )
-        return lines

@@ -34,10 +34,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from toolgym.data import DatasetError
-from toolgym.environments import register_environment
+from toolgym import DatasetError, Example
 from toolgym.suites.vietnamese.answer_sheet import AnswerSheet, int_option, sample_indices
-from toolgym.records import Example, Score
 
 DEFAULT_SHOTS = 5
 
@@ -211,9 +209,9 @@ class ChoiceTask(AnswerSheet):
     questions come from; default: the sibling split given by :meth:`default_shots_file`),
     ``sample`` (evaluate N questions drawn with ``sample_seed``, default 0). Questions are
     ordered by subject so each subject's prompt prefix is shared by consecutive questions.
+    A writing model stops where a next question would start.
     """
 
-    graders = ("choice_accuracy",)
     stop_sequences = ("\nCâu hỏi:", "\n\nCâu hỏi")
 
     @classmethod
@@ -239,7 +237,16 @@ class ChoiceTask(AnswerSheet):
 
     @classmethod
     def load_dataset(cls, path: Path, options: dict[str, Any]) -> list[Example] | None:
-        """Build K-shot examples from a native file; ``None`` for a toolgym JSONL file.
+        """Build K-shot examples from a native file (the benchmark's ``load_dataset``).
+
+        Args:
+            path (Path): The evaluated file (EXAMS or XCOPA JSONL, or toolgym JSONL).
+            options (dict[str, Any]): Environment options: ``shots``, ``shots_from``,
+                ``sample``, ``sample_seed``.
+
+        Returns:
+            list[Example] | None: The examples grouped by subject, or ``None`` for a file not
+            in the task's native format (then read as toolgym examples).
 
         Raises:
             DatasetError: for an invalid record or option, a missing shots file, or a shots
@@ -290,16 +297,6 @@ class ChoiceTask(AnswerSheet):
             },
         )
 
-    @classmethod
-    def report(cls, examples: dict[str, Example], scores: list[Score]) -> list[Any]:
-        """Accuracy ± standard error overall and per subject, for each accuracy grader."""
-        from toolgym.suites.vietnamese.graders import accuracy_lines
-
-        lines = []
-        for grader in ("choice_accuracy", "choice_accuracy_norm"):
-            lines += accuracy_lines(scores, grader, examples, by="subject", chance=cls.chance)
-        return lines
-
 
 class ExamVi(ChoiceTask):
     """Vietnamese grade-12 exam questions (EXAMS, four options), K-shot with solved questions
@@ -311,7 +308,6 @@ class ExamVi(ChoiceTask):
         "Bạn đang làm bài thi trắc nghiệm. Hãy trả lời câu hỏi cuối cùng: viết \"Đáp án:\" "
         "rồi chữ cái của phương án đúng (A, B, C hoặc D)."
     )
-    chance = 0.25
 
     @classmethod
     def parse(cls, path: Path) -> list[Question]:
@@ -345,7 +341,6 @@ class XcopaVi(ChoiceTask):
         "Hãy trả lời câu hỏi cuối cùng: viết \"Đáp án:\" rồi chữ cái của phương án hợp lý "
         "hơn (A hoặc B)."
     )
-    chance = 0.5
 
     @classmethod
     def parse(cls, path: Path) -> list[Question]:

@@ -26,7 +26,12 @@ from importlib import resources
 from pathlib import Path
 
 from toolgym.views.report.payload import build_payload, script_json
-from toolgym.views.report.tables import RESULT_FILE_PATTERNS, find_result_files, html_table, render_result_file
+from toolgym.views.report.tables import (
+    RESULT_FILE_PATTERNS,
+    find_result_files,
+    html_table,
+    render_result_file,
+)
 from toolgym.views.rundata import RunView, load_runs
 from toolgym.views.summary import COLUMNS, SummaryCell, summary_cells, summary_headers, summary_records
 
@@ -77,12 +82,16 @@ def success_series(runs: Sequence[RunView], success_grader: str | None = None):
     """Success counts by number of expected steps for each run, grouped by environment.
 
     The success grader of a run is ``success_grader`` when given (runs without it are left
-    out), else the run's first pass/fail grader. Trajectories without a score from it (errors,
-    which are not graded, as in the summary table) or with an unknown number of expected steps
-    are left out.
+    out), else the run's first grader with a pass rule; success is a value that passes that
+    grader's measure. Trajectories without a score from it (errors, which are not graded, as
+    in the summary table) or with an unknown number of expected steps are left out.
+
+    Args:
+        runs (Sequence[RunView]): Loaded runs.
+        success_grader (str | None): The grader that defines success.
 
     Returns:
-        ``{env: [SuccessSeries, ...]}``.
+        dict[str, list[SuccessSeries]]: ``{env: [SuccessSeries, ...]}``.
     """
     from toolgym.views.report.charts import SuccessSeries
 
@@ -90,15 +99,16 @@ def success_series(runs: Sequence[RunView], success_grader: str | None = None):
     for run in runs:
         pass_fail = run.pass_fail_graders()
         grader = success_grader or (pass_fail[0] if pass_fail else None)
-        if grader is None or grader not in run.graders:
+        if grader is None or grader not in pass_fail:
             continue
+        measure = run.measures[grader]
         counts: dict[int, list[int]] = defaultdict(lambda: [0, 0])
         for traj in run.trajectories:
-            value = next((s.value for s in run.scores_of(traj) if s.grader == grader), None)
+            passed = next((measure.passed(s.value) for s in run.scores_of(traj) if s.grader == grader), None)
             n_steps = run.n_expected_steps(traj)
-            if value is None or n_steps is None:
+            if passed is None or n_steps is None:
                 continue
-            counts[n_steps][0] += value == 1.0
+            counts[n_steps][0] += passed
             counts[n_steps][1] += 1
         if counts:
             by_env[run.env].append(
@@ -175,15 +185,16 @@ def render_report(
     generated = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
     no_charts = '<p class="note">No scored trajectories to chart.</p>'
     steps_note = (
-        "Success is each run's first pass/fail grader (named in the legend); trajectories that ended "
-        "in an error are not graded and are left out, as in the table."
+        "Success is a value that passes the pass rule of each run's first grader with one (named in "
+        "the legend); trajectories that ended in an error are not graded and are left out, as in the "
+        "table."
     )
     sections = [
         (
             f'<section id="summary"><h2>Summary</h2><ul class="runs">{run_list}</ul>{summary_html}'
             '<p class="note">Mean ± standard error (binomial for pass/fail graders) over scored '
             "trajectories; errors are counted apart, unscored trajectories are outside every "
-            "denominator.</p></section>"
+            "denominator. Passed: scored trajectories whose value passes the grader's pass rule.</p></section>"
         ),
         (
             '<section id="charts"><h2>Graders by run and environment</h2>'
@@ -241,12 +252,15 @@ def build_report(
     """Write the HTML report of ``directories`` to ``out``.
 
     Args:
-        directories: Run directories.
-        out: HTML file to write (parent directories are created).
-        png_dir: Also write every chart as a PNG file there.
-        success_grader: Pass/fail grader for the success-by-steps chart (default: each run's
-            first pass/fail grader).
-        max_chars: Longest text kept per field of a trace (longer text is cut, with a note).
+        directories (Sequence[str | Path]): Run directories (read by :func:`toolgym.api.load_run`).
+        out (Path): HTML file to write (parent directories are created).
+        png_dir (Path | None): Also write every chart as a PNG file there.
+        success_grader (str | None): Grader with a pass rule for the success-by-steps chart
+            (default: each run's first grader with a pass rule).
+        max_chars (int): Longest text kept per field of a trace (longer text is cut, with a note).
+
+    Returns:
+        ReportResult: What was written.
 
     Raises:
         RunDirError: for a missing or invalid run directory (file and line named).

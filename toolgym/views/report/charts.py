@@ -54,7 +54,8 @@ def run_colours(labels: Sequence[str]) -> dict[str, str]:
 def grader_chart(grader: str, cells: Sequence[SummaryCell], colours: dict[str, str]) -> Figure:
     """Bar chart of one grader: groups are environments, bars are runs, error bars are ±1
     standard error (:class:`toolgym.stats.Estimate`). Bars with no scored trajectory are left
-    out; the y axis spans [0, 1] when every mean lies in it.
+    out; the y axis spans [0, 1] when every mean lies in it and says which way is better (the
+    grader's measure).
 
     Raises:
         ValueError: if ``cells`` is empty or holds another grader.
@@ -98,7 +99,8 @@ def grader_chart(grader: str, cells: Sequence[SummaryCell], colours: dict[str, s
                     ax.text(x, y + e, f"{y:.2f}", ha="center", va="bottom", fontsize=7)
         ax.set_xticks(range(len(envs)), envs)
         ax.set_xlim(-0.6, len(envs) - 0.4)
-        ax.set_ylabel(f"{grader} (mean ± s.e.)")
+        better = "lower" if cells[0].measure.direction == "lower" else "higher"
+        ax.set_ylabel(f"{grader} (mean ± s.e.; {better} is better)")
         ax.set_title(grader)
         if means and all(0.0 <= m <= 1.0 for m in means):
             ax.set_ylim(0, 1.12)

@@ -7,17 +7,24 @@ when a trace is first opened. Both are escaped with :func:`script_json` so that 
 text can close the ``<script type="application/json">`` element they travel in; the page shows
 them with ``textContent`` only.
 
-Index format (``schema`` 1)::
+Pass and fail follow each grader's :class:`~toolgym.records.Measure` (its pass rule), computed
+here once: the page never compares values itself.
 
-    {"schema": 1, "graders": [name...],
-     "runs": [{"label", "env", "dir", "graders": [...], "passFail": [...]}...],
+Index format (``schema`` 2)::
+
+    {"schema": 2, "graders": [name...], "rules": [rule text|null...] (per grader, the pass
+     rule as "≥ 1", "≤ 0", "= 1"; null when no run gives it one),
+     "runs": [{"label", "env", "dir", "graders": [...], "passFail": [graders with a pass rule]}...],
      "items": [[run, example_id, trial, status, n_calls, n_expected|null, failed 0|1,
-                divergence_call|null, {grader_index: value|null}]...]}
+                divergence_call|null, {grader_index: value|null}, {grader_index: passed 0|1}]...]}
+
+where ``failed`` is :func:`~toolgym.views.rundata.is_failed` over every grader with a pass
+rule and ``passed`` holds the scored values of graders with a pass rule.
 
 Traces format: ``{"examples": [{"in": input, "exp": [[name, arguments]|name...]|null}...],
 "traces": [trace...]}`` in ``items`` order, where a trace is ``{"x": example|null, "d":
 duration_s, "e": error, "fa": final answer, "fs": final state, "dv": [call, reason]|null,
-"sc": [[grader, value, explanation]...], "s": [step...]}``; a model step is ``{"m": text, "l":
+"sc": [[grader, value, explanation, passed 1|0|null]...], "s": [step...]}``; a model step is ``{"m": text, "l":
 latency_s, "ti"/"to": tokens, "nc": number of calls, "c": [[name, arguments, malformed, raw]...]
 for calls that were never executed}``; a tool step is ``{"t": name, "a": arguments, "o":
 output, "err": 1, "mf": malformed, "raw": raw}``. Optional keys are left out when empty.
@@ -31,9 +38,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from toolgym.records import ModelStep, ToolCallSpec, Trajectory
-from toolgym.views.rundata import RunView, first_call_divergence, is_failed
+from toolgym.views.rundata import RunView, first_call_divergence, pass_rule_text
 
-SCHEMA = 1
+SCHEMA = 2
 TRUNCATION_NOTE = "… [{n} more characters not included in the report]"
 
 
@@ -158,7 +165,10 @@ def trajectory_payload(
         "d": round(traj.duration_s, 3),
         "s": steps,
         "fs": _clip_json(traj.final_state, max_chars),
-        "sc": [[s.grader, s.value, clip(s.explanation, max_chars)] for s in run.scores_of(traj)],
+        "sc": [
+            [s.grader, s.value, clip(s.explanation, max_chars), _flag(run.measures[s.grader].passed(s.value))]
+            for s in run.scores_of(traj)
+        ],
     }
     if divergence is not None:
         out["dv"] = [divergence.index, divergence.reason]
@@ -167,6 +177,10 @@ def trajectory_payload(
     if traj.final_answer is not None:
         out["fa"] = clip(traj.final_answer, max_chars)
     return out
+
+
+def _flag(passed: bool | None) -> int | None:
+    return None if passed is None else int(passed)
 
 
 def _expected_payload(expected: Sequence[ToolCallSpec] | Sequence[str] | None, max_chars: int) -> Any:
@@ -182,31 +196,33 @@ def build_payload(runs: Sequence[RunView], max_chars: int = 20_000) -> tuple[dic
     once.
 
     Args:
-        runs: Loaded run directories.
-        max_chars: Longest text kept per field (model text, tool output, input, ...); longer
-            text is cut with a note of how much was left out.
+        runs (Sequence[RunView]): Loaded run directories.
+        max_chars (int): Longest text kept per field (model text, tool output, input, ...);
+            longer text is cut with a note of how much was left out.
+
+    Returns:
+        tuple[dict[str, Any], dict[str, Any]]: The index and the traces.
     """
     graders = list(dict.fromkeys(g for r in runs for g in r.graders))
     grader_index = {g: i for i, g in enumerate(graders)}
+    rules = [
+        next((rule for r in runs if g in r.measures and (rule := pass_rule_text(r.measures[g]))), None)
+        for g in graders
+    ]
     runs_out, items, traces, examples = [], [], [], []
     example_ids: dict[tuple[str, str], int] = {}
     for run_i, run in enumerate(runs):
-        pass_fail = run.pass_fail_graders()
         runs_out.append(
             {
                 "label": run.label,
                 "env": run.env,
                 "dir": str(run.directory),
                 "graders": run.graders,
-                "passFail": pass_fail,
+                "passFail": run.pass_fail_graders(),
             }
         )
-        dataset = run.info.get("dataset") or {}
-        dataset_key = (
-            str(dataset.get("sha256") or dataset.get("path") or run.directory)
-            if isinstance(dataset, dict)
-            else str(run.directory)
-        )
+        dataset = run.record.dataset
+        dataset_key = str(dataset.sha256 or dataset.path or run.directory)
         for traj in run.trajectories:
             x = None
             if run.examples is not None and traj.example_id in run.examples:
@@ -234,11 +250,16 @@ def build_payload(runs: Sequence[RunView], max_chars: int = 20_000) -> tuple[dic
                     traj.status,
                     len(traj.tool_steps),
                     expected_n,
-                    int(is_failed(traj, scores, pass_fail)),
+                    int(run.failed(traj)),
                     trace["dv"][0] if "dv" in trace else None,
                     {str(grader_index[s.grader]): s.value for s in scores},
+                    {
+                        str(grader_index[s.grader]): flag
+                        for s in scores
+                        if (flag := _flag(run.measures[s.grader].passed(s.value))) is not None
+                    },
                 ]
             )
             traces.append(trace)
-    index = {"schema": SCHEMA, "graders": graders, "runs": runs_out, "items": items}
+    index = {"schema": SCHEMA, "graders": graders, "rules": rules, "runs": runs_out, "items": items}
     return index, {"schema": SCHEMA, "examples": examples, "traces": traces}

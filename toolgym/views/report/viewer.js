@@ -8,6 +8,7 @@
   var tracesDoc = null;
   var items = index.items;
   var graders = index.graders;
+  var rules = index.rules;
   var runs = index.runs;
   var state = { run: "", status: "", failedOnly: false, failedBy: "", search: "", page: 0, pageSize: 100 };
   var shown = [];
@@ -48,10 +49,14 @@
   }
 
   function isFailed(item) {
+    // pass and fail were decided by each grader's pass rule when the report was written
     if (state.failedBy === "") { return item[6] === 1; }
     if (item[3] !== "completed") { return true; }
-    var v = item[8][state.failedBy];
-    return v !== undefined && v !== null && v !== 1;
+    return item[9][state.failedBy] === 0;
+  }
+
+  function passClass(passed) {
+    return passed === 1 ? "pass" : passed === 0 ? "fail" : "";
   }
 
   function filter() {
@@ -101,8 +106,10 @@
 
     var by = labelled(box, "failed by", el("select"));
     by.id = "failed-by";
-    option(by, "", "any pass/fail grader");
-    graders.forEach(function (g, i) { option(by, String(i), g + " ≠ 1"); });
+    option(by, "", "any grader with a pass rule");
+    graders.forEach(function (g, i) {
+      if (rules[i] !== null) { option(by, String(i), g + " not " + rules[i]); }
+    });
     by.addEventListener("change", function () { state.failedBy = by.value; refresh(); });
 
     var search = el("input");
@@ -171,7 +178,7 @@
     add(tr, el("td", "num", it[7] === null ? "" : "call " + (it[7] + 1)));
     graders.forEach(function (g, gi) {
       var v = it[8][String(gi)];
-      var cls = v === undefined ? "num" : v === null ? "num unscored" : v === 1 ? "num pass" : "num fail";
+      var cls = v === undefined ? "num" : v === null ? "num unscored" : ("num " + passClass(it[9][String(gi)])).trim();
       add(tr, el("td", cls, v === undefined ? "" : fmt(v)));
     });
     tr.addEventListener("click", function () { toggle(tr, i, button); });
@@ -236,7 +243,7 @@
     t.sc.forEach(function (s) {
       var li = add(ul, el("li"));
       add(li, el("b", null, s[0] + " = "));
-      add(li, el("span", s[1] === null ? "meta" : s[1] === 1 ? "pass" : "fail", fmt(s[1])));
+      add(li, el("span", s[1] === null ? "meta" : passClass(s[3]), fmt(s[1])));
       add(li, el("span", null, " · " + s[2]));
     });
 

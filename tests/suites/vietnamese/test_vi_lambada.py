@@ -1,19 +1,13 @@
 """The LAMBADA-style construction from XQuAD paragraphs."""
 
-from pathlib import Path
-
 import pytest
 
+from tests.suites.vietnamese.vi_helpers import XQUAD
 from toolgym.data import DatasetError, load_examples
-from toolgym.suites.vietnamese.lambada_vi import (
-    LambadaVi,
-    LastWordItem,
-    build_lambada,
-    read_xquad,
-    split_last_word,
-)
+from toolgym.plugins import get_benchmark
+from toolgym.suites.vietnamese.lambada_vi import LastWordItem, build_lambada, read_xquad, split_last_word
 
-XQUAD = Path(__file__).parent / "fixtures" / "vietnamese" / "xquad_mini.json"
+LAMBADA = get_benchmark("lambada_vi")
 
 
 def test_last_word_is_the_target_and_the_rest_the_context():
@@ -57,19 +51,19 @@ def test_construction_counts_and_ids():
 
 
 def test_environment_examples():
-    examples = load_examples(XQUAD, LambadaVi, {})
+    examples = load_examples(XQUAD, LAMBADA, {})
     first = examples[0]
     assert first.input == "Hà Nội là thủ đô của Việt Nam. Thành phố nằm bên bờ sông"
     assert first.reference == "Hồng"
     assert first.metadata == {"task": "last_word", "continuation": " Hồng"}
-    assert len(load_examples(XQUAD, LambadaVi, {"sample": 1})) == 1
+    assert len(load_examples(XQUAD, LAMBADA, {"sample": 1})) == 1
 
 
 def test_malformed_xquad_names_the_record(tmp_path):
     bad = tmp_path / "x.json"
     bad.write_text('{"data": [{"title": "t", "paragraphs": [{"context": 3}]}]}')
     with pytest.raises(DatasetError, match=r"data\[0\].paragraphs\[0\].context must be a string"):
-        load_examples(bad, LambadaVi, {})
+        load_examples(bad, LAMBADA, {})
     bad.write_text("[1, 2]")
     with pytest.raises(DatasetError, match="expected a JSON object"):
-        load_examples(bad, LambadaVi, {})
+        load_examples(bad, LAMBADA, {})

@@ -2,23 +2,16 @@
 
 import json
 import shutil
-from pathlib import Path
 
 import pytest
 
+from tests.suites.vietnamese.vi_helpers import EXAMS_DEV, EXAMS_TEST, XCOPA_TEST
 from toolgym.data import DatasetError, load_examples
-from toolgym.suites.vietnamese.multiple_choice import (
-    ExamVi,
-    Question,
-    XcopaVi,
-    build_prompt,
-    format_question,
-    select_shots,
-)
+from toolgym.plugins import get_benchmark
+from toolgym.suites.vietnamese.multiple_choice import Question, build_prompt, format_question, select_shots
 
-FIXTURES = Path(__file__).parent / "fixtures" / "vietnamese"
-EXAMS_TEST = FIXTURES / "multilingual_test_vi.jsonl"
-EXAMS_DEV = FIXTURES / "multilingual_dev_vi.jsonl"
+EXAM = get_benchmark("exam_vi")
+XCOPA = get_benchmark("xcopa_vi")
 
 
 def q(i: int, subject: str = "Biology", answer: str = "A") -> Question:
@@ -50,7 +43,7 @@ def test_shots_prefer_the_subject_then_top_up_in_file_order():
 
 
 def test_exams_examples_take_shots_from_the_dev_split_of_the_same_subject():
-    examples = load_examples(EXAMS_TEST, ExamVi, {"shots": 2})
+    examples = load_examples(EXAMS_TEST, EXAM, {"shots": 2})
     by_id = {e.id: e for e in examples}
     bio = by_id["t-bio-1"]
     assert bio.reference == "B"
@@ -68,27 +61,27 @@ def test_exams_examples_take_shots_from_the_dev_split_of_the_same_subject():
 
 
 def test_default_is_five_shots():
-    examples = load_examples(EXAMS_TEST, ExamVi, {})
+    examples = load_examples(EXAMS_TEST, EXAM, {})
     assert all(len(e.metadata["shots"]) == 5 for e in examples)
     assert examples[0].input.count("Câu hỏi:") == 6
 
 
 def test_sample_is_deterministic_and_a_subset():
-    a = load_examples(EXAMS_TEST, ExamVi, {"shots": 0, "sample": 3, "sample_seed": 1})
-    b = load_examples(EXAMS_TEST, ExamVi, {"shots": 0, "sample": 3, "sample_seed": 1})
+    a = load_examples(EXAMS_TEST, EXAM, {"shots": 0, "sample": 3, "sample_seed": 1})
+    b = load_examples(EXAMS_TEST, EXAM, {"shots": 0, "sample": 3, "sample_seed": 1})
     assert [e.id for e in a] == [e.id for e in b] and len(a) == 3
-    assert len({e.id for e in load_examples(EXAMS_TEST, ExamVi, {"shots": 0, "sample": 99})}) == 6
+    assert len({e.id for e in load_examples(EXAMS_TEST, EXAM, {"shots": 0, "sample": 99})}) == 6
 
 
 def test_shots_need_a_separate_split(tmp_path):
     lonely = tmp_path / "multilingual_test_vi.jsonl"
     shutil.copy(EXAMS_TEST, lonely)
     with pytest.raises(DatasetError, match="--shots-from"):
-        load_examples(lonely, ExamVi, {})
+        load_examples(lonely, EXAM, {})
     with pytest.raises(DatasetError, match="separate split"):
-        load_examples(lonely, ExamVi, {"shots_from": str(lonely)})
-    assert len(load_examples(lonely, ExamVi, {"shots": 0})) == 6
-    assert load_examples(lonely, ExamVi, {"shots_from": str(EXAMS_DEV), "shots": 1})[0].metadata["shots"] == ["d-bio-1"]
+        load_examples(lonely, EXAM, {"shots_from": str(lonely)})
+    assert len(load_examples(lonely, EXAM, {"shots": 0})) == 6
+    assert load_examples(lonely, EXAM, {"shots_from": str(EXAMS_DEV), "shots": 1})[0].metadata["shots"] == ["d-bio-1"]
 
 
 def test_bad_records_name_file_line_and_field(tmp_path):
@@ -97,18 +90,18 @@ def test_bad_records_name_file_line_and_field(tmp_path):
     bad = tmp_path / "bad.jsonl"
     bad.write_text("\n".join(json.dumps(r, ensure_ascii=False) for r in rows), encoding="utf-8")
     with pytest.raises(DatasetError, match=r"bad.jsonl:3: answerKey 'E' is not among the labels ABCD"):
-        load_examples(bad, ExamVi, {"shots": 0})
+        load_examples(bad, EXAM, {"shots": 0})
     del rows[2]["question"]["stem"]
     rows[2]["answerKey"] = "A"
     bad.write_text("\n".join(json.dumps(r, ensure_ascii=False) for r in rows), encoding="utf-8")
     with pytest.raises(DatasetError, match=r"bad.jsonl:3: missing field question.stem"):
-        load_examples(bad, ExamVi, {"shots": 0})
+        load_examples(bad, EXAM, {"shots": 0})
     with pytest.raises(DatasetError, match="shots=-1 must be at least 0"):
-        load_examples(EXAMS_TEST, ExamVi, {"shots": -1})
+        load_examples(EXAMS_TEST, EXAM, {"shots": -1})
 
 
 def test_xcopa_prompt_and_shots_from_val():
-    examples = load_examples(FIXTURES / "test.vi.jsonl", XcopaVi, {"shots": 1})
+    examples = load_examples(XCOPA_TEST, XCOPA, {"shots": 1})
     first = {e.id: e for e in examples}["0"]
     assert first.reference == "A"
     assert first.metadata["options"] == {"A": "Đường phố ngập nước.", "B": "Mặt trời chiếu sáng."}
@@ -123,4 +116,4 @@ def test_toolgym_jsonl_still_loads(tmp_path):
     path = tmp_path / "plain.jsonl"
     path.write_text(json.dumps({"id": "x", "input": "Đáp án:", "reference": "A",
                                 "metadata": {"options": {"A": "a", "B": "b"}}}) + "\n")
-    assert load_examples(path, ExamVi, {})[0].id == "x"
+    assert load_examples(path, EXAM, {})[0].id == "x"

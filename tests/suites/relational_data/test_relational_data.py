@@ -12,7 +12,7 @@ import pytest
 from tests.conftest import REFERENCE_DATA
 from toolgym.cli import main
 from toolgym.data import DatasetError, load_examples
-from toolgym.environments import get_environment
+from toolgym.plugins import get_benchmark, get_environment
 from toolgym.suites.relational_data.environment import (
     DEFAULT_TABLES,
     RelationalData,
@@ -291,7 +291,7 @@ PUBLISHED_SOLUTIONS = {
 
 @needs_published
 def test_published_questions_are_answered_by_our_tools_on_the_published_tables():
-    examples = load_examples(PUBLISHED_DATASET, get_environment("relational_data"))
+    examples = load_examples(PUBLISHED_DATASET, get_benchmark("relational_data"))
     assert len(examples) == 21
     assert {ex.input for ex in examples} == set(PUBLISHED_SOLUTIONS)
     for ex in examples:
@@ -314,23 +314,23 @@ def test_langchain_form_needs_the_published_tables(tmp_path):
     lonely = tmp_path / "relational_data_dataset.json"
     shutil.copy(PUBLISHED_DATASET, lonely)
     with pytest.raises(DatasetError, match="needs the published tables"):
-        load_examples(lonely, RelationalData)
-    examples = load_examples(lonely, RelationalData, {"tables": str(PUBLISHED_TABLES)})
+        load_examples(lonely, get_benchmark("relational_data"))
+    examples = load_examples(lonely, get_benchmark("relational_data"), {"tables": str(PUBLISHED_TABLES)})
     assert all(ex.metadata["tables"] == str(PUBLISHED_TABLES.resolve()) for ex in examples)
 
 
 @needs_published
 def test_tables_file_is_not_a_dataset():
     with pytest.raises(DatasetError, match="tables file, not a dataset"):
-        load_examples(PUBLISHED_TABLES, RelationalData)
+        load_examples(PUBLISHED_TABLES, get_benchmark("relational_data"))
     with pytest.raises(DatasetError, match="without an 'examples' list"):
         load_examples(PUBLISHED_TABLES)
 
 
 def test_bad_tables_option_is_a_dataset_error(tmp_path):
-    dataset = Path(__file__).resolve().parents[1] / "toolgym" / "datasets" / "relational_data" / "test.jsonl"
+    dataset = Path(__file__).resolve().parents[3] / "toolgym" / "suites" / "relational_data" / "datasets" / "relational_data" / "test.jsonl"
     with pytest.raises(DatasetError, match="cannot read tables"):
-        load_examples(dataset, RelationalData, {"tables": str(tmp_path / "missing.json")})
+        load_examples(dataset, get_benchmark("relational_data"), {"tables": str(tmp_path / "missing.json")})
 
 
 def test_oracle_scores_one_on_every_grader(tmp_path):
@@ -339,3 +339,35 @@ def test_oracle_scores_one_on_every_grader(tmp_path):
     scores = read_scores(out)
     assert {s.grader for s in scores} == {"steps_exact", "step_ratio", "answer_match"}
     assert len(scores) == 3 * 26 and all(s.value == 1.0 for s in scores)
+
+
+# --- datasets ------------------------------------------------------------------------------
+
+
+def test_builtin_test_set_has_the_promised_shape():
+    from collections import Counter
+
+    from toolgym.plugins import get_benchmark
+
+    rel = load_examples(get_benchmark("relational_data").datasets / "test.jsonl")
+    assert len(rel) >= 20
+    assert set(Counter(ex.metadata["n_steps"] for ex in rel)) == {1, 2, 3, 4, 5}
+    assert {ex.order_matters for ex in rel} == {True, False}
+
+
+@pytest.mark.skipif(not (REFERENCE_DATA / "langchain_tool_usage").exists(), reason="reference data absent")
+def test_langchain_file_loads_and_the_tables_file_is_refused():
+    from toolgym.plugins import get_benchmark
+
+    folder = REFERENCE_DATA / "langchain_tool_usage"
+    doc = json.loads((folder / "relational_data_dataset.json").read_text())
+    examples = load_examples(folder / "relational_data_dataset.json", get_benchmark("relational_data"))
+    assert len(examples) == len(doc["examples"]) >= 21
+    for record, ex in zip(doc["examples"], examples, strict=True):
+        assert ex.input == record["question"] and ex.expected_steps == record["expected_steps"]
+        assert ex.reference == record.get("reference", record.get("answer"))
+    path = folder / "relational_data_tables.json"
+    for benchmark in (None, get_benchmark("relational_data")):
+        with pytest.raises(DatasetError, match="not a dataset") as info:
+            load_examples(path, benchmark)
+        assert str(path) in str(info.value)

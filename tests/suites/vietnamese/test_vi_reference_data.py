@@ -6,9 +6,9 @@ import pytest
 from tests.conftest import REFERENCE_DATA
 from toolgym.cli import main
 from toolgym.data import load_examples
-from toolgym.suites.vietnamese.lambada_vi import build_lambada, read_xquad
-from toolgym.suites.vietnamese.multiple_choice import ExamVi, XcopaVi
+from toolgym.plugins import get_benchmark
 from toolgym.runio import read_scores
+from toolgym.suites.vietnamese.lambada_vi import build_lambada, read_xquad
 
 VI = REFERENCE_DATA / "vietnamese"
 pytestmark = pytest.mark.skipif(not VI.is_dir(), reason="reference data not found")
@@ -21,10 +21,10 @@ def test_lambada_construction_counts_match_its_readme():
 
 
 def test_exams_and_xcopa_load_with_five_shots():
-    exams = load_examples(VI / "exams_vi" / "multilingual_test_vi.jsonl", ExamVi, {})
+    exams = load_examples(VI / "exams_vi" / "multilingual_test_vi.jsonl", get_benchmark("exam_vi"), {})
     assert len(exams) == 1222 and all(len(e.metadata["shots"]) == 5 for e in exams)
     assert all(set(e.metadata["options"]) == set("ABCD") for e in exams)
-    xcopa = load_examples(VI / "xcopa_vi" / "test.vi.jsonl", XcopaVi, {})
+    xcopa = load_examples(VI / "xcopa_vi" / "test.vi.jsonl", get_benchmark("xcopa_vi"), {})
     assert len(xcopa) == 500 and {e.reference for e in xcopa} == {"A", "B"}
 
 

@@ -12,6 +12,7 @@ from tests.conftest import REFERENCE_DATA
 from toolgym.cli import main
 from toolgym.data import DatasetError, load_examples
 from toolgym.suites.multiverse_math.environment import MultiverseMath
+from toolgym.plugins import get_benchmark
 from toolgym.records import Example
 from toolgym.runio import read_scores, read_trajectories
 
@@ -133,7 +134,7 @@ def test_every_published_answer_is_reproduced_by_our_tools():
 
 @needs_published
 def test_loader_derives_expected_calls_and_checks_the_published_answer(tmp_path):
-    examples = load_examples(PUBLISHED, MultiverseMath)
+    examples = load_examples(PUBLISHED, get_benchmark("multiverse_math"))
     assert all(ex.expected_calls and ex.metadata["answer_expression"] for ex in examples)
     by_question = {ex.input: ex for ex in examples}
     assert by_question["Add 2 and 3"].reference == 6.2
@@ -143,7 +144,7 @@ def test_loader_derives_expected_calls_and_checks_the_published_answer(tmp_path)
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps(doc))
     with pytest.raises(DatasetError, match=r"examples\[4\].*not the published 21"):
-        load_examples(bad, MultiverseMath)
+        load_examples(bad, get_benchmark("multiverse_math"))
 
 
 @needs_published
@@ -163,3 +164,32 @@ def test_oracle_on_the_builtin_test_set_scores_one(tmp_path):
     assert all(t.status == "completed" for t in read_trajectories(out))
     scores = read_scores(out)
     assert len(scores) == 3 * 25 and all(s.value == 1.0 for s in scores)
+
+
+# --- datasets ------------------------------------------------------------------------------
+
+
+def test_builtin_sets_have_the_promised_shape_and_their_expressions_match():
+    from toolgym.plugins import get_benchmark
+
+    folder = get_benchmark("multiverse_math").datasets
+    mm = load_examples(folder / "test.jsonl")
+    assert len(mm) >= 20 and all(ex.metadata["answer_expression"] for ex in mm)
+    assert max(ex.metadata["n_steps"] for ex in mm) >= 4
+    for name in ("test", "ladder"):
+        for ex in load_examples(folder / f"{name}.jsonl"):
+            result, calls = MultiverseMath.evaluate(ex.metadata["answer_expression"])
+            assert math.isclose(result, ex.reference, rel_tol=1e-12), ex.id
+            assert calls == [c.model_dump() for c in ex.expected_calls], ex.id
+
+
+@pytest.mark.skipif(not (REFERENCE_DATA / "langchain_tool_usage").exists(), reason="reference data absent")
+def test_langchain_file_loads_with_derived_calls():
+    from toolgym.plugins import get_benchmark
+
+    path = REFERENCE_DATA / "langchain_tool_usage" / "multiverse_math_dataset.json"
+    doc = json.loads(path.read_text())
+    generic = load_examples(path)
+    examples = load_examples(path, get_benchmark("multiverse_math"))
+    assert len(generic) == len(examples) == len(doc["examples"]) >= 20
+    assert all(ex.expected_calls for ex in examples)

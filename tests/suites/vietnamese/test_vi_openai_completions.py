@@ -5,17 +5,15 @@ import json
 import re
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 
 import pytest
 
+from tests.suites.vietnamese.vi_helpers import EXAMS_TEST
 from toolgym.cli import main
 from toolgym.logprobs import NoLogprobs, build_scorer
 from toolgym.logprobs.openai_compat import CompletionsScorer
 from toolgym.providers import ModelSettings
 from toolgym.runio import read_scores
-
-EXAMS_TEST = Path(__file__).parent / "fixtures" / "vietnamese" / "multilingual_test_vi.jsonl"
 
 # The stub's "model": a word (with its leading space) is one token; a word's log-probability
 # is -0.1 per character, except the favourites below; a token is greedy when it is a favourite.
