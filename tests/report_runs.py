@@ -8,9 +8,9 @@ import json
 from pathlib import Path
 
 from toolgym.data import write_examples
-from toolgym.suites.typewriter.environment import Typewriter1
 from toolgym.records import Example
 from toolgym.runner import RunConfig, run
+from toolgym.suites.typewriter.environment import Typewriter1
 
 SCRIPT_PAYLOAD = "<script>window.__xss = 'script'; alert(1)</script>"
 IMG_PAYLOAD = "<img src=x onerror=\"window.__xss = 'img'; alert(2)\">"

@@ -6,13 +6,14 @@ from __future__ import annotations
 # --- README example start ---
 import time
 
-from toolgym.agents import Agent, Episode, register_agent
+from toolgym import Agent, Episode
 from toolgym.parsing import model_step
 
 
-@register_agent("single_turn")
 class SingleTurnAgent(Agent):
     """One model turn; every tool call of it is executed; no observation is shown."""
+
+    name = "single_turn"
 
     async def play(self, episode: Episode) -> None:
         tools = episode.env.tools
@@ -30,7 +31,6 @@ import json
 import re
 from pathlib import Path
 
-from toolgym.agents import AGENTS
 from toolgym.plugins import get_agent
 from toolgym.runio import read_scores, read_trajectories
 from toolgym.runner import RunConfig, run
@@ -42,13 +42,14 @@ def test_readme_shows_exactly_this_example():
     source = Path(__file__).read_text(encoding="utf-8")
     tested = source.split("# --- README example start ---\n")[1].split("# --- README example end ---")[0]
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    section = readme.split("## Add your own agent architecture")[1]
+    section = readme.split("**Your own agent architecture.**")[1]
     shown = re.search(r"```python\n(.*?)```", section, re.DOTALL).group(1)
     assert shown.strip() == tested.strip()
 
 
 def test_custom_agent_runs_on_typewriter_1(tmp_path):
-    assert "single_turn" in AGENTS.names() and get_agent("single_turn") is SingleTurnAgent
+    spec = f"{Path(__file__)}:SingleTurnAgent"
+    assert get_agent(spec).name == "single_turn"
     dataset = tmp_path / "two.jsonl"
     rows = []
     for text in ("hi", "cat"):
@@ -68,7 +69,7 @@ def test_custom_agent_runs_on_typewriter_1(tmp_path):
     model_file = tmp_path / "script.json"
     model_file.write_text(json.dumps(script), encoding="utf-8")
     out = tmp_path / "run"
-    run(RunConfig(env="typewriter_1", agent="single_turn", model=f"scripted:{model_file}", dataset=str(dataset), out=out), progress=False)
+    run(RunConfig(env="typewriter_1", agent=spec, model=f"scripted:{model_file}", dataset=str(dataset), out=out), progress=False)
     trajectories = {t.example_id: t for t in read_trajectories(out)}
     assert trajectories["hi"].status == "completed" and trajectories["hi"].agent == "single_turn"
     assert trajectories["hi"].final_state == {"paper": "hi"} and trajectories["hi"].final_answer == "typed"

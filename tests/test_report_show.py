@@ -180,7 +180,7 @@ def test_summary_cells_match_runner_summarize(runs):
     assert (state.estimate.n, state.estimate.n_errors) == (6, 1) and state.estimate.mean == pytest.approx(0.5)
     record = dict(zip(summary_headers(), summary_records([state])[0], strict=True))
     assert record["mean ± stderr"] == "0.500 ± 0.204"
-    assert (record["passed"], record["better, pass rule"]) == ("3/6", "higher, pass ≥ 1")
+    assert (record["passed"], record["measure"]) == ("3/6", "higher, pass ≥ 1")
     ratio = next(c for c in cells if c.directory == runs["scripted"] and c.grader == "step_ratio")
     ones = sum(s.value == 1.0 for s in ratio.scores)
     assert dict(zip(summary_headers(), summary_records([ratio])[0], strict=True))["passed"] == f"{ones}/6"

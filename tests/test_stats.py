@@ -7,7 +7,6 @@ import math
 import pytest
 
 from toolgym.records import BINARY, Example, Measure, Score
-from toolgym.views.analysis import breakdown, grader_stats
 from toolgym.stats import (
     clustered_estimate,
     estimate,
@@ -17,6 +16,7 @@ from toolgym.stats import (
     pass_hat_k,
     wilson_interval,
 )
+from toolgym.views.analysis import breakdown, grader_stats
 
 # 3 examples x 4 trials: A passes 3 of 4, B none, C all.
 TABLE = {"A": [1, 1, 0, 1], "B": [0, 0, 0, 0], "C": [1, 1, 1, 1]}

@@ -40,7 +40,7 @@ def cmd_list(args: argparse.Namespace) -> int:
     regs = registries()
     table = Table(title="toolgym: what can be named (NAME, module.path:Name or path/file.py:Name)")
     for col in ("kind", "name", "from", "notes"):
-        table.add_column(col)
+        table.add_column(col, no_wrap=col != "notes")
     environments = regs["environments"]
     for name, source in environments.sources():
         notes = ""
@@ -52,7 +52,7 @@ def cmd_list(args: argparse.Namespace) -> int:
         for name, source in regs[kind].sources():
             table.add_row(kind[:-1] if kind != "models" else "model", name, source,
                           "spec: NAME[:MODEL]" if kind == "models" else "")
-    console.print(table)
+    Console(width=max(console.width, 140), file=console.file).print(table)
     for problem in suite_problems():
         print(f"warning: {problem}", file=sys.stderr)
     return 0
@@ -195,6 +195,19 @@ def cmd_show(args: argparse.Namespace) -> int:
     return show(Path(args.dir), example=args.example, console=console, failed=args.failed, grader=args.grader, limit=args.limit)
 
 
+def cmd_check(args: argparse.Namespace) -> int:
+    from toolgym.data import check_dataset
+    from toolgym.runner import load_run_examples, resolve_benchmark
+
+    benchmark, _ = resolve_benchmark(args.env)
+    path, examples = load_run_examples(benchmark, args.dataset, None, {})
+    problems = check_dataset(benchmark, examples, path or "dataset")
+    for problem in problems:
+        print(f"problem: {problem}", file=sys.stderr)
+    console.print(f"{path}: {len(examples)} examples, {len(problems)} problem(s)", highlight=False, soft_wrap=True)
+    return 1 if problems else 0
+
+
 def cmd_generate(args: argparse.Namespace) -> int:
     from toolgym.data import write_examples
     from toolgym.generators import generate, parse_levels
@@ -288,6 +301,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--grader", help="grader deciding failure (default: any pass/fail grader)")
     p.add_argument("--limit", type=int, help="show at most N trajectories")
     p.set_defaults(func=cmd_show)
+
+    p = sub.add_parser("check", help="check a dataset against the dataset rules (its oracle must solve it)")
+    p.add_argument("--env", required=True, help="environment name or spec")
+    p.add_argument("--dataset", help="JSONL or LangChain JSON file, or a built-in dataset name (default: test)")
+    p.set_defaults(func=cmd_check)
 
     p = sub.add_parser("generate", help="write a seeded difficulty ladder as a JSONL dataset")
     p.add_argument("--env", required=True, help="typewriter_1, typewriter_26, relational_data, multiverse_math")

@@ -71,7 +71,7 @@ COLUMNS: list[Column] = [
     Column("errors", lambda c: str(c.estimate.n_errors)),
     Column("unscored", lambda c: str(c.estimate.n_unscored)),
     Column("passed", lambda c: "-" if c.passed is None else f"{c.passed}/{c.estimate.n}"),
-    Column("better, pass rule", lambda c: rule_text(c.measure), numeric=False),
+    Column("measure", lambda c: rule_text(c.measure), numeric=False),
 ]
 """The statistic columns after ``env``, ``run`` and ``grader``, in display order."""
 

@@ -40,14 +40,13 @@ def print_run_report(report: RunReport, console: Console | None = None) -> None:
     trials = max((s.trials for s in report.stats), default=0)
     ks = _ks(trials) if trials > 1 else []
     table = Table(title=f"{report.env}: per grader (SE clustered by example)", box=box.SIMPLE_HEAD)
-    for col in ("grader", "better, pass rule", "mean ± SE", "pass rate", "95% Wilson", "examples", "trials"):
-        table.add_column(col, justify="left" if col in ("grader", "better, pass rule") else "right")
+    for col in ("grader", "measure", "mean ± SE", "pass rate [95% Wilson]", "examples", "trials"):
+        table.add_column(col, justify="left" if col in ("grader", "measure") else "right", no_wrap=col == "grader")
     for s in report.stats:
-        wilson = f"[{s.wilson[0]:.3f}, {s.wilson[1]:.3f}]" if s.wilson else "-"
-        rate = "-" if s.pass_rate is None else _num(s.pass_rate)
-        table.add_row(
-            s.grader, rule_text(s.measure), s.estimate.format(), rate, wilson, str(s.n_examples), str(s.trials)
-        )
+        rate = "-"
+        if s.pass_rate is not None and s.wilson is not None:
+            rate = f"{s.pass_rate:.3f} [{s.wilson[0]:.3f}, {s.wilson[1]:.3f}]"
+        table.add_row(s.grader, rule_text(s.measure), s.estimate.format(), rate, str(s.n_examples), str(s.trials))
     console.print(table)
     binary = [s for s in report.stats if s.pass_rate is not None and s.trials > 1]
     if ks and binary:

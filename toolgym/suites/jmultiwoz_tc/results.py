@@ -1,32 +1,102 @@
-"""The published result file of a JMultiWOZ-TC run: ``result_<model>.jsonl`` in the run
-directory, one line per turn, appended as each turn finishes; resumable; graded at the end
-into ``score_<model>.json``, ``incorrect_<model>.json`` and ``diagnostics_<model>.json``."""
+"""The published files of JMultiWOZ-TC, derived from a graded run, and result files of other
+generators read into trajectories.
+
+A run's record is its ``trajectories.jsonl`` and ``scores.jsonl``; nothing else is written
+while it plays. After every grading (``run``, ``grade DIR``, ``grade --result``) the exporter
+:func:`export_published` derives from the run, each through a temporary file and a rename:
+
+* ``result_<model>.jsonl``: the result format of ``generate.py`` (github.com/llm-jp/JMultiWOZ-TC),
+  one line per trajectory in dataset order (see :func:`result_line`);
+* ``score_<model>.json`` (the five published rows of ``evaluate.py``), ``incorrect_<model>.json``
+  and ``diagnostics_<model>.json``, computed from those very lines (:func:`evaluate_run`).
+
+``<model>`` is the model spec, or the agent's name for an agent without a model, made safe
+for a file name (:func:`~toolgym.suites.jmultiwoz_tc.scoring.safe_model_name`). A killed
+run leaves these files as the last grading wrote them; ``--resume`` (or ``grade DIR``)
+rewrites all of them from the trajectories, so they agree again.
+
+``grade --env jmultiwoz_tc --result FILE --dataset D`` reads a result file of any generator
+with :func:`import_result_file`: one trajectory per line (a data_id repeated in the file
+becomes trial 1, 2, ... of its turn: each line counts, as published). Each line is kept
+verbatim as the text of the trajectory's model step, and ``final_state["result_file"]``
+records where it came from (``{"file", "line"}``; the environment is stateless, so its final
+state holds nothing else). Graders and the exporter read an imported turn's calls from that
+line, so the exported result file holds the imported lines themselves (in dataset order) and
+its published rows are identical to those of the imported file. The model step's
+``tool_calls`` show the parsed calls, for the views. A line whose ``error`` is set, or whose
+data_id is not in the dataset, is a trajectory of status ``error``: the core grades neither,
+the published rows count both as ``evaluate.py`` does (the first as 出力ミス, the second
+against an empty gold).
+
+The exporter never overwrites the file a run was imported from (``run.json`` records it as
+``agent.result_file``): with ``--out`` left to the result file's folder and the file named
+``result_<model>.jsonl``, the exported result file would be that file, so it is not written
+(a note says so); the score files are computed from the same lines either way.
+"""
 
 from __future__ import annotations
 
 import json
 import os
-import warnings
+import re
+from collections.abc import Iterable, Mapping
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from toolgym import Example, ModelStep, ReportTable, Run, RunRecord, ToolCall, Trajectory
+from toolgym.suites.jmultiwoz_tc.data import load_tool_specs
+from toolgym.suites.jmultiwoz_tc.environment import JMultiWOZTC
 from toolgym.suites.jmultiwoz_tc.scoring import (
+    PUBLISHED_KEYS,
     Evaluation,
+    ResultRecord,
     Turn,
+    call_parts,
     evaluate,
+    malformed_reason,
+    parse_arguments,
+    parse_result_line,
     read_results,
-    result_line,
     safe_model_name,
     write_score_files,
 )
-from toolgym.records import Example, Trajectory
-from toolgym.runio import RunDirError
 
-__all__ = ["ResultWriter", "check_trials", "grade_file", "turns_of"]
+__all__ = [
+    "IMPORTED_AGENT",
+    "ORIGIN",
+    "evaluate_run",
+    "export_name",
+    "export_published",
+    "import_result_file",
+    "imported_line",
+    "report",
+    "result_line",
+    "trajectory_calls",
+    "turns_of",
+]
+
+IMPORTED_AGENT = "imported"
+"""The agent name of trajectories read from a result file (as in the run's ``run.json``)."""
+
+ORIGIN = "result_file"
+"""The ``final_state`` key of an imported trajectory: ``{"file": path, "line": number}``."""
+
+_RESULT_NAME = re.compile(r"result_(.+?)\.jsonl?$")
 
 
-def turns_of(examples: list[Example]) -> dict[str, Turn]:
-    """Gold turns of loaded examples, by id."""
+# --- gold and tools of a run's examples ------------------------------------------------------
+def turns_of(examples: Iterable[Example]) -> dict[str, Turn]:
+    """The gold turns of loaded examples, by id, in dataset order.
+
+    Args:
+        examples (Iterable[Example]): Turns loaded by
+            :func:`toolgym.suites.jmultiwoz_tc.data.load_examples` (or any examples with
+            ``expected_calls``).
+
+    Returns:
+        dict[str, Turn]: What grading needs of each turn.
+    """
     turns = {}
     for ex in examples:
         history = ex.input if isinstance(ex.input, list) else [{"role": "user", "content": ex.input}]
@@ -36,129 +106,324 @@ def turns_of(examples: list[Example]) -> dict[str, Turn]:
     return turns
 
 
-def grade_file(result: Path, turns: dict[str, Turn], slot_types: dict[str, dict[str, str]], out: Path, model: str,
-               notes: list[str] | None = None) -> Evaluation:
-    """Read, grade and write the score files of one result file.
-
-    Raises:
-        ResultFileError: for an unreadable, empty or invalid result file (nothing is written).
-    """
-    records, read_notes = read_results(result)
-    evaluation = evaluate(records, turns, slot_types, [*(notes or []), *read_notes], source=str(result))
-    write_score_files(out, model, evaluation)
-    return evaluation
+def _tool_types(examples: Iterable[Example]) -> dict[str, dict[str, str]] | None:
+    """``{tool: {slot: JSON type}}`` of the ``tools.json`` the examples name (the first one
+    naming a file), or ``None`` when none does."""
+    path = next((ex.metadata["tools"] for ex in examples if ex.metadata.get("tools")), None)
+    return load_tool_specs(str(path)).slot_types if path else None
 
 
-class ResultWriter:
-    """Appends one published result line per finished turn (flushed at once) and grades the
-    file when the run ends (see :class:`toolgym.environments.RunOutputs`).
+def _types_from_gold(turns: Mapping[str, Turn]) -> dict[str, dict[str, str]]:
+    types: dict[str, dict[str, str]] = {}
+    for turn in turns.values():
+        for call in turn.gold:
+            slots = types.setdefault(call["name"], {})
+            for k, v in call["arguments"].items():
+                kind = "integer" if isinstance(v, int) and not isinstance(v, bool) else "string"
+                slots[k] = kind if slots.get(k, kind) == kind else "string"
+    return types
+
+
+# --- trajectories in the result form ---------------------------------------------------------
+@lru_cache(maxsize=64)  # the graders of one turn read its line one after the other
+def _parsed(text: str, line: int) -> ResultRecord:
+    return parse_result_line(text, line)
+
+
+def imported_line(trajectory: Trajectory) -> ResultRecord | None:
+    """The result line an imported trajectory was read from, or ``None`` for a trajectory
+    played by an agent.
 
     Args:
-        out: The run directory.
-        examples: The run's examples (their gold is what the file is graded against).
-        model: The model spec (or agent name); sanitised for the file names.
-        resume: Continue an existing result file: its data_ids are skipped; a torn last line
-            left by a killed run is cut off (a complete last line without its newline gets one).
-        tool_names: The tools the model was offered (other names are marked malformed).
-        slot_types: ``{tool: {slot: JSON type}}`` for the lenient diagnostics.
+        trajectory (Trajectory): Any trajectory of the environment.
+
+    Returns:
+        ResultRecord | None: The line (its ``text`` verbatim, its ``line`` number in the
+        imported file); callers must not change it.
 
     Raises:
-        RunDirError: if the result file exists and is not empty while ``resume`` is off, or
-            holds an invalid line other than a torn last one.
+        ValueError: when the stored line no longer parses (the trajectories file was edited).
     """
-
-    def __init__(self, out: Path, examples: list[Example], model: str, resume: bool,
-                 tool_names: list[str], slot_types: dict[str, dict[str, str]]) -> None:
-        self.out = Path(out)
-        self.model = safe_model_name(model)
-        self.path = self.out / f"result_{self.model}.jsonl"
-        self.examples = examples
-        self.tool_names = tool_names
-        self.slot_types = slot_types
-        self._dialogues = {ex.id: ex.metadata.get("dialogue_id") for ex in examples}
-        self._done: set[str] = set()
-        if self.path.exists() and self.path.stat().st_size:
-            if not resume:
-                raise RunDirError(f"{self.path} already exists; pass --resume to continue it or choose another --out")
-            self._done = self._prepare_resume()
-        self._fh = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 - closed by close()
-
-    def _prepare_resume(self) -> set[str]:
-        data = self.path.read_bytes()
-        lines = data.split(b"\n")
-        done: set[str] = set()
-        for lineno, raw in enumerate(lines, 1):
-            if not raw.strip():
-                continue
-            last = lineno == len(lines)
-            try:
-                rec = json.loads(raw)
-                data_id = rec.get("data_id", rec.get("id")) if isinstance(rec, dict) else None
-                if data_id is None:
-                    raise ValueError("record without 'data_id'")
-            except (ValueError, UnicodeDecodeError) as exc:
-                if last:  # a write torn by kill -9: never a complete record
-                    warnings.warn(f"{self.path}:{lineno}: cut off a torn last line ({len(raw)} bytes)", stacklevel=3)
-                    with open(self.path, "r+b") as fh:
-                        fh.truncate(len(data) - len(raw))
-                    break
-                raise RunDirError(f"{self.path}:{lineno}: cannot resume: invalid line ({exc})") from None
-            if last:  # complete, but without its newline
-                with open(self.path, "ab") as fh:
-                    fh.write(b"\n")
-            done.add(str(data_id))
-        return done
-
-    def done_ids(self) -> set[str]:
-        """data_ids already in the result file."""
-        return set(self._done)
-
-    def write(self, trajectory: Trajectory) -> None:
-        """Append the turn's result line and flush it."""
-        record = result_line(trajectory, self._dialogues.get(trajectory.example_id), self.tool_names)
-        self._fh.write(json.dumps(record, ensure_ascii=False) + "\n")
-        self._fh.flush()
-
-    def close(self) -> None:
-        """Close the result file."""
-        if not self._fh.closed:
-            self._fh.close()
-
-    def finish(self) -> None:
-        """Put the result lines in dataset order (lines are kept byte for byte; ids unknown to
-        the dataset keep their order at the end), then write the score files.
-
-        The rewrite goes through a temporary file, so an interruption leaves the appended file.
-        """
-        self.close()
-        self._sort_in_dataset_order()
-        grade_file(self.path, turns_of(self.examples), self.slot_types, self.out, self.model)
-
-    def _sort_in_dataset_order(self) -> None:
-        order = {ex.id: i for i, ex in enumerate(self.examples)}
-        lines = [line for line in self.path.read_bytes().split(b"\n") if line.strip()]
-        if not lines:
-            return
-        keyed = []
-        for i, line in enumerate(lines):
-            try:
-                rec: Any = json.loads(line)
-                data_id = str(rec.get("data_id", rec.get("id")))
-            except (ValueError, AttributeError):
-                return  # leave an unexpected file untouched; grading will name the line
-            keyed.append((order.get(data_id, len(order)), i, line))
-        keyed.sort()
-        tmp = self.path.with_name(self.path.name + ".tmp")
-        tmp.write_bytes(b"".join(line + b"\n" for _, _, line in keyed))
-        os.replace(tmp, self.path)
+    origin = trajectory.final_state.get(ORIGIN)
+    steps = trajectory.model_steps
+    if not isinstance(origin, dict) or not steps:
+        return None
+    return _parsed(steps[0].text, int(origin.get("line") or 0))
 
 
-def check_trials(trials: int) -> None:
-    """The published format has one line per turn.
+def trajectory_calls(trajectory: Trajectory, tool_names: Iterable[str] | None = None) -> list[Any]:
+    """The calls of a turn in the result-file form.
+
+    For an imported trajectory, the ``tool_calls`` of its line as written (either published
+    form). Otherwise from every model step: a well-formed call is ``{"name", "arguments"}``; a
+    call that could not be parsed keeps its raw text as ``arguments`` and says why in
+    ``malformed`` (the published grader then sees a call that is made but never equals the
+    gold; it is never an abstention); a call of a tool not in ``tool_names`` is marked
+    ``"malformed": "unknown tool"``.
+
+    Args:
+        trajectory (Trajectory): The turn.
+        tool_names (Iterable[str] | None): The tools offered (``None``: any name is known).
+
+    Returns:
+        list[Any]: The calls (a new list).
+    """
+    line = imported_line(trajectory)
+    if line is not None:
+        return list(line.calls)
+    known = set(tool_names) if tool_names is not None else None
+    calls: list[Any] = []
+    for step in trajectory.model_steps:
+        for call in step.tool_calls:
+            if call.malformed:
+                calls.append({"name": call.name, "arguments": call.raw if call.raw is not None else "", "malformed": call.malformed})
+            elif known is not None and call.name not in known:
+                calls.append({"name": call.name, "arguments": call.arguments, "malformed": "unknown tool"})
+            else:
+                calls.append({"name": call.name, "arguments": call.arguments})
+    return calls
+
+
+def result_line(trajectory: Trajectory, dialogue_id: str | None, tool_names: Iterable[str] | None) -> dict[str, Any]:
+    """The result-file record of a played turn, as ``generate.py`` writes it.
+
+    Args:
+        trajectory (Trajectory): A turn played by an agent.
+        dialogue_id (str | None): Its dialogue.
+        tool_names (Iterable[str] | None): The tools offered (see :func:`trajectory_calls`).
+
+    Returns:
+        dict[str, Any]: ``{"data_id", "dialogue_id", "tool_calls"}``, plus ``"error"`` (the
+        exception type; every kind of timeout is written ``"TimeoutError"``, as the published
+        ``generate.py`` does) and ``"error_detail"`` (the whole message) when the episode
+        ended in error (the model could not answer after its retries).
+    """
+    record: dict[str, Any] = {
+        "data_id": trajectory.example_id,
+        "dialogue_id": dialogue_id,
+        "tool_calls": trajectory_calls(trajectory, tool_names),
+    }
+    if trajectory.status == "error":
+        detail = trajectory.error or "error"
+        kind = detail.split(":", 1)[0].strip() or "error"
+        record["tool_calls"] = []
+        # timeouts of any client (APITimeoutError, ReadTimeout, ...) as the published script names them
+        record["error"] = "TimeoutError" if kind.endswith(("Timeout", "TimeoutError")) else kind
+        record["error_detail"] = detail
+    return record
+
+
+# --- importing a result file -----------------------------------------------------------------
+def _model_of(path: Path) -> str:
+    m = _RESULT_NAME.match(path.name)
+    return safe_model_name(m.group(1) if m else path.stem)
+
+
+def _tool_call(call: dict[str, Any], index: int, lineno: int, tool_names: set[str] | None) -> ToolCall:
+    name, raw = call_parts(call)
+    call_id = str(call.get("id") or f"line{lineno}_{index}")
+    reason = malformed_reason(call, tool_names)
+    if reason is None:
+        return ToolCall(id=call_id, name=name, arguments=parse_arguments(raw))
+    text = raw if isinstance(raw, str) else json.dumps(raw, ensure_ascii=False)
+    return ToolCall(id=call_id, name=name if isinstance(name, str) else "", malformed=reason, raw=text)
+
+
+def import_result_file(path: Path, examples: list[Example]) -> list[Trajectory]:
+    """Read a result file of any generator (the published format) into trajectories.
+
+    Every tolerance of the published ``evaluate.py`` is kept: both call forms, arguments as a
+    JSON string or not an object, unknown tools, ``tool_calls`` of ``null``, the older ``id``
+    key, blank lines, repeated data_ids and data_ids unknown to the dataset (see the module
+    docstring for how each becomes a trajectory). Lines it could not read either are refused.
+
+    Args:
+        path (Path): The result file (``result_<model>.jsonl`` names the model ``<model>``;
+            any other name, its stem).
+        examples (list[Example]): The dataset's turns.
+
+    Returns:
+        list[Trajectory]: One per line, in file order.
 
     Raises:
-        ValueError: when ``trials`` is not 1.
+        ResultFileError: (a ``ValueError``) for an unreadable or empty file, or lines that are
+            not UTF-8 JSON objects, lack ``data_id`` or have a ``tool_calls`` that is not a
+            list of objects (a torn last line among them); the message names the file, the
+            lines and their count. Nothing is returned, so nothing is written.
     """
-    if trials != 1:
-        raise ValueError(f"jmultiwoz_tc writes one result line per turn; --trials must be 1 (got {trials})")
+    path = Path(path)
+    records = read_results(path)
+    model = _model_of(path)
+    known = {ex.id for ex in examples}
+    types = _tool_types(examples)
+    tool_names = set(types) if types else None
+    where = str(path.resolve())
+    trials: dict[str, int] = {}
+    trajectories = []
+    for rec in records:
+        trial = trials.get(rec.data_id, 0)
+        trials[rec.data_id] = trial + 1
+        step = ModelStep(text=rec.text, tool_calls=[_tool_call(c, i, rec.line, tool_names) for i, c in enumerate(rec.calls)])
+        error = None
+        if rec.data_id not in known:
+            error = (f"UnknownTurn: data_id {rec.data_id!r} is not in the dataset (the published rows grade "
+                     "it against an empty gold, as evaluate.py does)")
+        elif rec.error:
+            error = rec.error_detail or rec.error
+        trajectories.append(
+            Trajectory(
+                example_id=rec.data_id, trial=trial, env=JMultiWOZTC.name, agent=IMPORTED_AGENT, model=model,
+                status="error" if error else "completed", error=error, steps=[step],
+                final_state={ORIGIN: {"file": where, "line": rec.line}},
+            )
+        )
+    return trajectories
 
+
+# --- exporting -------------------------------------------------------------------------------
+def export_name(record: RunRecord) -> str:
+    """The ``<model>`` of a run's published file names.
+
+    Args:
+        record (RunRecord): The run's ``run.json``.
+
+    Returns:
+        str: The model spec, else the agent's name, made safe for a file name.
+    """
+    return safe_model_name(record.model or record.agent_name)
+
+
+def _is_file(path: Path, other: str | None) -> bool:
+    if not other:
+        return False
+    try:
+        return os.path.samefile(path, other)
+    except OSError:  # one of them is missing
+        return path.resolve() == Path(other).resolve()
+
+
+def evaluate_run(run: Run) -> tuple[Evaluation, list[str], str]:
+    """The published result lines of a run and their evaluation.
+
+    Lines are in dataset order (then trial), lines of data_ids the dataset lacks (imported)
+    last, in their file order. A played turn's line is :func:`result_line`; an imported
+    turn's is the line it was read from, verbatim.
+
+    Args:
+        run (Run): A graded run with its examples (``None`` examples: every id is unknown).
+
+    Returns:
+        tuple[Evaluation, list[str], str]: The evaluation of the lines (exactly what grading
+        the exported result file gives), the lines' text, and ``<model>`` of the file names.
+    """
+    examples = run.examples or {}
+    turns = turns_of(examples.values())
+    order = {ex_id: i for i, ex_id in enumerate(examples)}
+    types = _tool_types(examples.values())
+    notes: list[str] = []
+    if types is None:
+        types = _types_from_gold(turns)
+        notes.append("the examples name no tools.json: lenient coercion infers slot types from the gold values")
+    tool_names = list(types)
+
+    def position(traj: Trajectory) -> tuple:
+        line = imported_line(traj)
+        number = line.line if line is not None else 0
+        if traj.example_id in order:
+            return (0, order[traj.example_id], traj.trial, number)
+        return (1, number, 0, 0)
+
+    name = export_name(run.record)
+    source = run.record.agent.get("result_file")
+    if source:  # notes name the imported file's own lines
+        label = str(source)
+    elif run.directory is not None:
+        label = str(run.directory / f"result_{name}.jsonl")
+    else:
+        label = "result file"
+    records: list[ResultRecord] = []
+    texts: list[str] = []
+    for i, traj in enumerate(sorted(run.trajectories, key=position), 1):
+        line = imported_line(traj)
+        if line is None:
+            example = examples.get(traj.example_id)
+            dialogue = example.metadata.get("dialogue_id") if example is not None else None
+            text = json.dumps(result_line(traj, dialogue, tool_names), ensure_ascii=False)
+            line = parse_result_line(text, i)
+        records.append(line)
+        texts.append(line.text)
+    if run.directory is not None and _is_file(run.directory / f"result_{name}.jsonl", source):
+        notes.append(f"result_{name}.jsonl is the imported result file and is left as it is (not rewritten)")
+    return evaluate(records, turns, types, notes, source=label), texts, name
+
+
+def export_published(run: Run) -> list[Path]:
+    """Write the published files of a graded run into its directory (the benchmark's
+    exporter; see the module docstring), each through a temporary file and a rename.
+
+    Args:
+        run (Run): The graded run (a run kept in memory, ``directory`` ``None``, gets none).
+
+    Returns:
+        list[Path]: The files written (never the file the run was imported from).
+    """
+    if run.directory is None:
+        return []
+    evaluation, texts, name = evaluate_run(run)
+    source = run.record.agent.get("result_file")
+    written = []
+    result = run.directory / f"result_{name}.jsonl"
+    if not _is_file(result, source):
+        tmp = result.with_name(result.name + ".tmp")
+        tmp.write_text("".join(t + "\n" for t in texts), encoding="utf-8")
+        os.replace(tmp, result)
+        written.append(result)
+    # the score files never have the imported file's name: <model> comes from that name
+    written += write_score_files(run.directory, name, evaluation).values()
+    return written
+
+
+# --- report ----------------------------------------------------------------------------------
+def report(run: Run) -> list[ReportTable]:
+    """The suite's section of a graded run: the five published rows, and the lenient and
+    multiset columns with the notes (unknown ids, decisions, ...).
+
+    Computed from the run by :func:`evaluate_run`, so the tables are the exported files'
+    content; without the run's examples (its dataset moved), the rows are read from the
+    exported ``score_<model>.json``.
+
+    Args:
+        run (Run): The graded run.
+
+    Returns:
+        list[ReportTable]: The two tables (the rows only, or nothing, without the examples).
+    """
+    if run.examples is None:
+        return _score_file_table(run)
+    evaluation, _, name = evaluate_run(run)
+    where = f", {run.directory / f'score_{name}.json'}" if run.directory is not None else ""
+    rows = [{k: r.get(k) for k in PUBLISHED_KEYS} for r in evaluation.rows]
+    diagnostics = evaluation.diagnostics
+    outcomes = diagnostics["decision_outcomes"]
+    notes = [
+        *evaluation.notes,
+        "decisions (gold call): " + json.dumps(outcomes["gold_call"], ensure_ascii=False)
+        + "; (gold no call): " + json.dumps(outcomes["gold_no_call"], ensure_ascii=False),
+    ]
+    return [
+        ReportTable(f"JMultiWOZ-TC {name} (published metrics{where})", rows),
+        ReportTable(f"lenient/multiset columns (diagnostics_{name}.json)", diagnostics["lenient_table"], notes),
+    ]
+
+
+def _score_file_table(run: Run) -> list[ReportTable]:
+    if run.directory is None:
+        return []
+    path = run.directory / f"score_{export_name(run.record)}.json"
+    try:
+        rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    except (OSError, ValueError):
+        return []
+    rows = [{k: r.get(k) for k in PUBLISHED_KEYS} for r in rows if isinstance(r, dict)]
+    note = f"{run.problem or 'the dataset was not read'}; rows as exported by the last grading"
+    return [ReportTable(f"JMultiWOZ-TC {export_name(run.record)} (published metrics, {path})", rows, [note])]

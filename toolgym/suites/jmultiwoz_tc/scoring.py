@@ -50,6 +50,7 @@ __all__ = [
     "parse_result_line",
     "read_results",
     "safe_model_name",
+    "split_calls",
     "strict_key",
     "write_score_files",
 ]
@@ -248,6 +249,31 @@ def malformed_reason(call: Any, tool_names: set[str] | None) -> str | None:
     return _malformed(call, name, raw, parse_arguments(raw), tool_names)
 
 
+def split_calls(calls: Iterable[Any], tool_names: set[str] | None) -> tuple[list[dict[str, Any]], list[str]]:
+    """A turn's calls (either published form) split as the diagnostics see them.
+
+    Args:
+        calls (Iterable[Any]): The calls as written in a result line.
+        tool_names (set[str] | None): The known tools (``None``: any name).
+
+    Returns:
+        tuple[list[dict[str, Any]], list[str]]: The well-formed calls as ``{"name",
+        "arguments"}`` (arguments parsed), and why each other call is malformed (see
+        :func:`malformed_reason`).
+    """
+    well: list[dict[str, Any]] = []
+    reasons: list[str] = []
+    for call in calls:
+        name, raw = call_parts(call)
+        args = parse_arguments(raw)
+        reason = _malformed(call, name, raw, args, tool_names)
+        if reason is None:
+            well.append({"name": name, "arguments": args})
+        else:
+            reasons.append(reason)
+    return well, reasons
+
+
 def _malformed(call: Any, name: Any, raw: Any, args: Any, tool_names: set[str] | None) -> str | None:
     if not isinstance(call, dict):
         return "call is not an object"
@@ -371,7 +397,7 @@ def parse_result_line(text: str, lineno: int) -> ResultRecord:
     )
 
 
-def read_results(path: Path) -> tuple[list[ResultRecord], list[str]]:
+def read_results(path: Path) -> list[ResultRecord]:
     """Parse a result file (JSON Lines, one turn per line; published format) with
     :func:`parse_result_line`. Blank lines are skipped, as published; a UTF-8 byte-order mark
     at the start is dropped.
@@ -380,8 +406,8 @@ def read_results(path: Path) -> tuple[list[ResultRecord], list[str]]:
         path: The result file, from any generator.
 
     Returns:
-        The records in file order, and notes on lines graded as published but worth a warning
-        (repeated ids; arguments that are not an object are noted by :func:`evaluate`).
+        list[ResultRecord]: The records in file order (repeated ids and arguments that are not
+        an object are graded as published and noted by :func:`evaluate`).
 
     Raises:
         ResultFileError: for an unreadable or empty file, or lines that are not UTF-8 JSON
@@ -396,8 +422,6 @@ def read_results(path: Path) -> tuple[list[ResultRecord], list[str]]:
     data = data.removeprefix(b"\xef\xbb\xbf")
     records: list[ResultRecord] = []
     problems: list[str] = []
-    seen: dict[str, int] = {}
-    repeated: list[int] = []
     lines = data.split(b"\n")
     for lineno, raw in enumerate(lines, 1):
         if not raw.strip():
@@ -413,9 +437,6 @@ def read_results(path: Path) -> tuple[list[ResultRecord], list[str]]:
             torn = " (a torn last line: was the generator interrupted?)" if lineno == len(lines) else ""
             problems.append(f"line {lineno}: {exc}{torn}")
             continue
-        if rec.data_id in seen:
-            repeated.append(lineno)
-        seen.setdefault(rec.data_id, lineno)
         records.append(rec)
     if problems:
         shown = "; ".join(problems[:MAX_LISTED])
@@ -423,12 +444,7 @@ def read_results(path: Path) -> tuple[list[ResultRecord], list[str]]:
         raise ResultFileError(f"{path}: {len(problems)} invalid line(s): {shown}{more}")
     if not records:
         raise ResultFileError(f"{path}: no results (the file is empty)")
-    notes = []
-    if repeated:
-        notes.append(
-            f"{path}: {len(repeated)} line(s) repeat a data_id (each line counts, as published): lines {_lines(repeated)}"
-        )
-    return records, notes
+    return records
 
 
 def _lines(numbers: list[int]) -> str:
@@ -505,16 +521,22 @@ def evaluate(
     notes: Iterable[str] = (),
     source: str = "result file",
 ) -> Evaluation:
-    """Grade result records against the gold turns.
+    """Grade result records against the gold turns: the five published rows of
+    ``evaluate.py`` (github.com/llm-jp/JMultiWOZ-TC) and the diagnostics beside them.
 
     Args:
-        results: The result file's records, in file order (each line counts once).
-        turns: Gold turns by ``data_id``; a result id missing here is graded against an
-            empty gold (as published) and reported in ``notes`` with a count.
-        slot_types: ``{tool: {slot: JSON type}}`` for lenient coercion; its keys are the known
-            tool names (a call of another name is malformed).
-        notes: Notes from reading (carried into the evaluation).
-        source: How notes name the result file.
+        results (list[ResultRecord]): The result lines, in file order (each line counts once,
+            a repeated data_id too, as published; repeats are noted).
+        turns (Mapping[str, Turn]): Gold turns by ``data_id``; a result id missing here is
+            graded against an empty gold (as published) and reported in ``notes`` with a count.
+        slot_types (Mapping[str, Mapping[str, str]]): ``{tool: {slot: JSON type}}`` for
+            lenient coercion; its keys are the known tool names (a call of another name is
+            malformed).
+        notes (Iterable[str]): Notes carried into the evaluation.
+        source (str): How notes name the result file (its line numbers are ``results[i].line``).
+
+    Returns:
+        Evaluation: The rows, the wrong turns, the diagnostics and the notes.
     """
     tool_names = set(slot_types) or None
     notes = list(notes)
@@ -633,6 +655,16 @@ def evaluate(
         if not gold_used and made:
             wrong_nouse.append(_incorrect(rec, turn, "ツール不使用判断", gold))
 
+    seen: set[str] = set()
+    repeated = []
+    for rec in results:
+        if rec.data_id in seen:
+            repeated.append(rec.line)
+        seen.add(rec.data_id)
+    if repeated:
+        notes.append(
+            f"{source}: {len(repeated)} line(s) repeat a data_id (each line counts, as published): lines {_lines(repeated)}"
+        )
     if bad_args:
         lines = sorted(set(bad_args))
         notes.append(

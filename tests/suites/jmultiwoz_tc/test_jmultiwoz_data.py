@@ -9,18 +9,25 @@ from collections import Counter
 
 import pytest
 
-from tests.jmultiwoz_helpers import HOTEL, REAL_ZIP, TAXI, WEATHER, ndjson, records, write_dataset
+from tests.suites.jmultiwoz_tc.jmultiwoz_helpers import (
+    BENCHMARK,
+    HOTEL,
+    REAL_ZIP,
+    TAXI,
+    WEATHER,
+    ndjson,
+    records,
+    write_dataset,
+)
 from toolgym.data import DatasetError, load_examples
-from toolgym.environments import get_environment
-from toolgym.suites.jmultiwoz_tc.data import load_turns, stratified_sample
+from toolgym.suites.jmultiwoz_tc.data import stratified_sample
 
-ENV = get_environment("jmultiwoz_tc")
 
 
 @pytest.mark.parametrize("form", ["zip", "json", "jsonl"])
 def test_loads_every_published_form(tmp_path, form):
     path = write_dataset(tmp_path, form)
-    examples = load_examples(path, ENV)
+    examples = load_examples(path, BENCHMARK)
     assert [e.id for e in examples] == [r["data_id"] for r in records()[0]]
     by_id = {e.id: e for e in examples}
     two = by_id["jmultiwoz_tc_1_turn_2"]
@@ -34,12 +41,12 @@ def test_loads_every_published_form(tmp_path, form):
 
 def test_gold_file_path_and_directory_are_accepted(tmp_path):
     write_dataset(tmp_path, "jsonl")
-    assert len(load_examples(tmp_path / "jmultiwoz_tc_ground.jsonl", ENV)) == 7
-    assert len(load_examples(tmp_path, ENV)) == 7
+    assert len(load_examples(tmp_path / "jmultiwoz_tc_ground.jsonl", BENCHMARK)) == 7
+    assert len(load_examples(tmp_path, BENCHMARK)) == 7
 
 
 def test_histories_share_messages_within_a_dialogue(tmp_path):
-    examples = {e.id: e for e in load_examples(write_dataset(tmp_path, "json"), ENV)}
+    examples = {e.id: e for e in load_examples(write_dataset(tmp_path, "json"), BENCHMARK)}
     first, later = examples["jmultiwoz_tc_1_turn_0"], examples["jmultiwoz_tc_1_turn_3"]
     assert later.input[0] is first.input[0]
 
@@ -50,7 +57,7 @@ def test_id_mismatch_reports_count_and_first_ids(tmp_path):
     golds = golds[:-1] + [dict(golds[0], data_id="only_in_gold")]
     path = write_dataset(tmp_path, "json", inputs=inputs + extra_inputs, golds=golds)
     with pytest.raises(DatasetError) as info:
-        load_examples(path, ENV)
+        load_examples(path, BENCHMARK)
     message = str(info.value)
     assert "do not correspond one to one" in message
     assert "8 id(s) only in the input: jmultiwoz_tc_1_turn_3, only_in_input_0" in message
@@ -79,13 +86,13 @@ def test_bad_lines_name_file_and_line(tmp_path, which, line, expected):
     kwargs = {"input_text": text} if which == "input" else {"gold_text": text}
     path = write_dataset(tmp_path, "json", **kwargs)
     with pytest.raises(DatasetError, match=expected):
-        load_examples(path, ENV)
+        load_examples(path, BENCHMARK)
 
 
 def test_gold_arguments_as_json_string_are_parsed(tmp_path):
     _inputs, golds = records()
     golds[1] = dict(golds[1], ground_truth=[{"name": "Search_hotel", "arguments": json.dumps(HOTEL["arguments"])}])
-    examples = load_examples(write_dataset(tmp_path, "json", golds=golds), ENV)
+    examples = load_examples(write_dataset(tmp_path, "json", golds=golds), BENCHMARK)
     assert examples[1].expected_calls[0].arguments == HOTEL["arguments"]
 
 
@@ -93,45 +100,20 @@ def test_missing_files_are_named(tmp_path):
     write_dataset(tmp_path, "json")
     (tmp_path / "jmultiwoz_tc_ground.json").unlink()
     with pytest.raises(DatasetError, match="gold file .* was not found beside it"):
-        load_examples(tmp_path / "jmultiwoz_tc_input.json", ENV)
+        load_examples(tmp_path / "jmultiwoz_tc_input.json", BENCHMARK)
     other = tmp_path / "notools"
     with pytest.raises(DatasetError, match="tools.json .* was not found"):
-        load_examples(write_dataset(other, "zip", tools=False), ENV)
+        load_examples(write_dataset(other, "zip", tools=False), BENCHMARK)
     broken = tmp_path / "broken.zip"
     broken.write_bytes(b"PK not really")
     with pytest.raises(DatasetError, match="cannot read the zip"):
-        load_examples(broken, ENV)
+        load_examples(broken, BENCHMARK)
 
 
 def test_other_files_fall_back_to_the_generic_loader(tmp_path):
     path = tmp_path / "examples.jsonl"
     path.write_text('{"id": "1", "input": "hi"}\n', encoding="utf-8")
-    assert [e.id for e in load_examples(path, ENV)] == ["1"]
-
-
-def test_load_turns_parses_lines_in_another_layout(tmp_path):
-    inputs, golds = records()
-    renamed = {r["data_id"]: f"t{i}" for i, r in enumerate(inputs)}
-    inputs = [{"question": r["question"], "data_id": renamed[r["data_id"]]} for r in inputs]  # id last
-    golds = [dict(g, data_id=renamed[g["data_id"]]) for g in golds]
-    turns, _, _ = load_turns(write_dataset(tmp_path, "jsonl", inputs=inputs, golds=golds))
-    assert turns["t5"].depth == 2 and turns["t5"].user_utterance().startswith("9時に")
-    bad = [dict(inputs[0], question="not a list")]
-    with pytest.raises(DatasetError, match=r"input\.jsonl:1: 'question' must be"):
-        load_turns(write_dataset(tmp_path / "bad", "jsonl", inputs=bad + inputs[1:], golds=golds))
-
-
-def test_load_turns_keeps_what_grading_needs(tmp_path):
-    turns, files, notes = load_turns(write_dataset(tmp_path, "zip"))
-    t = turns["jmultiwoz_tc_1_turn_2"]
-    assert t.gold == (TAXI, WEATHER) and t.depth == 2 and t.user_utterance().startswith("9時に")
-    assert notes == [] and files.tools is not None
-    (tmp_path / "g").mkdir()
-    gold_only = tmp_path / "g" / "jmultiwoz_tc_ground.jsonl"
-    gold_only.write_text(ndjson(records()[1]), encoding="utf-8")
-    turns, files, notes = load_turns(gold_only)
-    assert turns["jmultiwoz_tc_1_turn_2"].depth == 2 and turns["jmultiwoz_tc_1_turn_2"].last_user is None
-    assert files.input is None and "no input file" in notes[0]
+    assert [e.id for e in load_examples(path, BENCHMARK)] == ["1"]
 
 
 # --- sampling --------------------------------------------------------------------------------
@@ -147,9 +129,9 @@ def _many(tmp_path, n_dialogues=30):
 
 def test_sample_is_stratified_reproducible_and_in_dataset_order(tmp_path):
     path = _many(tmp_path)  # 120 turns, 30 with a gold call
-    first = load_examples(path, ENV, {"sample": 20, "seed": 0})
-    again = load_examples(path, ENV, {"sample": 20, "seed": 0})
-    other = load_examples(path, ENV, {"sample": 20, "seed": 1})
+    first = load_examples(path, BENCHMARK, {"sample": 20, "seed": 0})
+    again = load_examples(path, BENCHMARK, {"sample": 20, "seed": 0})
+    other = load_examples(path, BENCHMARK, {"sample": 20, "seed": 1})
     assert [e.id for e in first] == [e.id for e in again]
     assert [e.id for e in first] != [e.id for e in other]
     assert Counter(bool(e.expected_calls) for e in first) == {True: 5, False: 15}
@@ -158,7 +140,7 @@ def test_sample_is_stratified_reproducible_and_in_dataset_order(tmp_path):
 
 
 def test_small_samples_keep_both_strata(tmp_path):
-    examples = load_examples(_many(tmp_path), ENV)
+    examples = load_examples(_many(tmp_path), BENCHMARK)
     sample = stratified_sample(examples, 2, 3)
     assert sorted(bool(e.expected_calls) for e in sample) == [False, True]
     assert len(stratified_sample(examples, 500, 0)) == 120
@@ -169,7 +151,7 @@ def test_small_samples_keep_both_strata(tmp_path):
 # --- the real release ------------------------------------------------------------------------
 @pytest.mark.skipif(not REAL_ZIP.exists(), reason="JMultiWOZ-TC data not present at ../shared/data")
 def test_real_release_loads_with_its_quirks():
-    examples = load_examples(REAL_ZIP, ENV)
+    examples = load_examples(REAL_ZIP, BENCHMARK)
     assert len(examples) == 31_303
     assert len({e.metadata["dialogue_id"] for e in examples}) == 4_246
     assert sum(len(e.expected_calls) for e in examples) == 16_523

@@ -11,7 +11,11 @@ import zipfile
 from pathlib import Path
 from typing import Any
 
-REAL_DIR = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "jmultiwoz_tc"
+from tests.conftest import REFERENCE_DATA
+from toolgym.suites.jmultiwoz_tc import SUITE
+
+BENCHMARK = SUITE.benchmarks[0]
+REAL_DIR = REFERENCE_DATA / "jmultiwoz_tc"
 REAL_ZIP = REAL_DIR / "JMultiWOZ-TC_data.zip"
 
 TOOLS = [

@@ -1,0 +1,156 @@
+"""The per-turn JMultiWOZ-TC graders: the published equality of a turn's calls, a lenient
+diagnostic beside it, and the decision to call or not.
+
+Each grader reads the calls of the trajectory in the published result form
+(:func:`toolgym.suites.jmultiwoz_tc.results.trajectory_calls`: the line itself for a turn
+imported from a result file), so a turn's score and the published rows written by the
+exporter come from the same calls. The published rows are percentages over result lines
+(error lines out of the denominator, rounded to two decimals; ``evaluate.py`` of
+github.com/llm-jp/JMultiWOZ-TC); the exporter computes them from the run
+(:func:`toolgym.suites.jmultiwoz_tc.scoring.evaluate`) and writes them to
+``score_<model>.json``.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from toolgym import Example, Measure, Score, Trajectory, make_score
+from toolgym.suites.jmultiwoz_tc.data import load_tool_specs
+from toolgym.suites.jmultiwoz_tc.results import trajectory_calls
+from toolgym.suites.jmultiwoz_tc.scoring import lenient_key, published_set, split_calls
+
+__all__ = ["EVALUATE_PY", "JMultiWOZDecision", "JMultiWOZExact", "JMultiWOZLenient"]
+
+EVALUATE_PY = "evaluate.py of github.com/llm-jp/JMultiWOZ-TC"
+
+
+def _slot_types(example: Example) -> dict[str, dict[str, str]]:
+    path = example.metadata.get("tools")
+    return load_tool_specs(str(path)).slot_types if path else {}
+
+
+def _gold(example: Example) -> tuple[dict[str, Any], ...]:
+    return tuple({"name": c.name, "arguments": c.arguments} for c in example.expected_calls or ())
+
+
+@dataclass(frozen=True)
+class JMultiWOZExact:
+    """1.0 when the turn's calls equal the gold by the published equality (sets of
+    ``(name, arguments as JSON with sorted keys)``, arguments given as a JSON string parsed
+    first), else 0.0.
+
+    Its mean over the graded turns is the 全体 row; over the turns whose gold calls a tool, the
+    tool call精度 row (both exactly, for a run's own trajectories; an imported file's lines
+    with an unknown data_id are in the published rows only).
+
+    Class attributes:
+        name (str): The name its scores carry.
+        measure (Measure): Pass/fail, 1 passes; aggregated by the published formula.
+    """
+
+    name: ClassVar[str] = "jmultiwoz_exact"
+    measure: ClassVar[Measure] = Measure(
+        aggregation="jmultiwoz_tc published rows 全体 and tool call精度: 正解数 / 評価対象数 × 100, "
+        "rounded to 2 decimals, over result lines (error lines out of 評価対象数)",
+        reference=f"set equality of normalised calls, {EVALUATE_PY}",
+    )
+
+    def grade(self, example: Example, trajectory: Trajectory) -> Score | None:
+        """Compare the turn's calls with the gold as published.
+
+        Args:
+            example (Example): The turn, with the gold as ``expected_calls``.
+            trajectory (Trajectory): The finished turn.
+
+        Returns:
+            Score: 1.0 or 0.0, with ``details.expected`` (the gold) and ``details.actual`` (the
+            calls in the result form).
+        """
+        predicted = trajectory_calls(trajectory, _slot_types(example) or None)
+        gold = _gold(example)
+        ok = published_set(predicted) == published_set(gold)
+        return make_score(
+            self, trajectory, float(ok), "calls equal the gold" if ok else "calls differ from the gold",
+            expected=list(gold), actual=predicted,
+        )
+
+
+@dataclass(frozen=True)
+class JMultiWOZLenient:
+    """1.0 when the turn's well-formed calls equal the gold as multisets under lenient equality
+    (strings NFKC-normalised and trimmed, values coerced by the tool schema) and no call is
+    malformed; a diagnostic beside the published equality (the ``lenient_multiset(%)`` column
+    of ``diagnostics_<model>.json``).
+
+    Class attributes:
+        name (str): The name its scores carry.
+        measure (Measure): Pass/fail, 1 passes; a plain mean.
+    """
+
+    name: ClassVar[str] = "jmultiwoz_lenient"
+    measure: ClassVar[Measure] = Measure(
+        reference=f"toolgym's lenient diagnostic; relaxes the strict call equality of {EVALUATE_PY}",
+    )
+
+    def grade(self, example: Example, trajectory: Trajectory) -> Score | None:
+        """Compare the turn's calls with the gold leniently.
+
+        Args:
+            example (Example): The turn, with the gold as ``expected_calls``.
+            trajectory (Trajectory): The finished turn.
+
+        Returns:
+            Score: 1.0 or 0.0, with ``details.malformed`` (calls that could not be parsed).
+        """
+        types = _slot_types(example)
+        well, bad = split_calls(trajectory_calls(trajectory, types or None), set(types) or None)
+        ok = not bad and Counter(lenient_key(c["name"], c["arguments"], types) for c in well) == Counter(
+            lenient_key(c["name"], c["arguments"], types) for c in _gold(example)
+        )
+        return make_score(
+            self, trajectory, float(ok), "leniently equal" if ok else "differs even leniently",
+            malformed=len(bad),
+        )
+
+
+@dataclass(frozen=True)
+class JMultiWOZDecision:
+    """1.0 when the decision to call (or not) matches the gold; a turn with a malformed call
+    scores 0 whatever the gold (never credited as an abstention).
+
+    Stricter than the published decision rows, which count a malformed call as a call: the
+    rows ツール使用判断, ツール不使用判断 and ツール使用・不使用判断 of ``score_<model>.json`` are
+    computed by the published formula, not as this grader's mean.
+
+    Class attributes:
+        name (str): The name its scores carry.
+        measure (Measure): Pass/fail, 1 passes; the published rows use the published formula.
+    """
+
+    name: ClassVar[str] = "jmultiwoz_decision"
+    measure: ClassVar[Measure] = Measure(
+        aggregation="jmultiwoz_tc published rows ツール使用判断, ツール不使用判断 and ツール使用・不使用判断: "
+        "正解数 / 評価対象数 × 100, rounded to 2 decimals, a malformed call counted as a call",
+        reference=f"tool-use judgement of {EVALUATE_PY}; malformed calls kept apart by toolgym",
+    )
+
+    def grade(self, example: Example, trajectory: Trajectory) -> Score | None:
+        """Compare the decision to call with the gold's.
+
+        Args:
+            example (Example): The turn, with the gold as ``expected_calls``.
+            trajectory (Trajectory): The finished turn.
+
+        Returns:
+            Score: 1.0 or 0.0, with ``details.decision`` (``call``, ``no_call`` or
+            ``malformed``).
+        """
+        types = _slot_types(example)
+        well, bad = split_calls(trajectory_calls(trajectory, types or None), set(types) or None)
+        decision = "malformed" if bad else ("call" if well else "no_call")
+        expected = "call" if example.expected_calls else "no_call"
+        ok = decision == expected
+        return make_score(self, trajectory, float(ok), f"decided {decision}, gold {expected}", decision=decision)
