@@ -165,6 +165,11 @@ def resolve_benchmark(env: Any) -> tuple[Benchmark, ExtensionRef]:
         entry = benchmark_entry(env)
         return entry.obj, _ref(entry)
     benchmark = as_benchmark(env)
+    if isinstance(env, Benchmark):  # recorded by the module-level name it is bound to, if any
+        module = sys.modules.get(benchmark.environment.__module__)
+        for name, value in (vars(module).items() if module is not None else ()):
+            if value is env and module.__name__ != "__main__":
+                return benchmark, ExtensionRef(spec=f"{module.__name__}:{name}", source="object")
     return benchmark, _object_ref(benchmark.environment)
 
 

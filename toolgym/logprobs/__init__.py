@@ -11,6 +11,8 @@ return prompt log-probabilities (a chat-only API), and callers fall back to answ
 
 from __future__ import annotations
 
+import importlib
+
 import json
 import math
 import threading
@@ -187,7 +189,13 @@ class ScriptedScorer:
 # --- registry --------------------------------------------------------------------------------
 ScorerFactory = Callable[[str, ModelSettings], "LogprobScorer | None"]
 
-SCORERS: Registry[ScorerFactory] = Registry("log-probability backend", "toolgym.logprobs")
+def _builtin_scorers() -> None:
+    for module in ("llama", "openai_compat"):
+        importlib.import_module(f"toolgym.logprobs.{module}")
+
+
+SCORERS: Registry[ScorerFactory] = Registry("log-probability backend", "toolgym.logprobs", _builtin_scorers)
+"""Log-probability backends by ``--model`` prefix, and the ``toolgym.logprobs`` entry points."""
 
 
 def register_scorer(name: str) -> Callable[[ScorerFactory], ScorerFactory]:

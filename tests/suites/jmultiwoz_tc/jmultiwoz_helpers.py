@@ -7,6 +7,9 @@ full-width name, integer slots.
 from __future__ import annotations
 
 import json
+import shutil
+import subprocess
+import sys
 import zipfile
 from pathlib import Path
 from typing import Any
@@ -17,6 +20,8 @@ from toolgym.suites.jmultiwoz_tc import SUITE
 BENCHMARK = SUITE.benchmarks[0]
 REAL_DIR = REFERENCE_DATA / "jmultiwoz_tc"
 REAL_ZIP = REAL_DIR / "JMultiWOZ-TC_data.zip"
+EVALUATE_PY = REFERENCE_DATA.parent / "reference" / "jmultiwoz_tc" / "evaluate.py"
+"""The published scoring script (github.com/llm-jp/JMultiWOZ-TC), run as it is, never copied."""
 
 TOOLS = [
     {
@@ -145,3 +150,22 @@ def write_dataset(
 def result_row(data_id: str, calls: list[Any] | None = None, **extra: Any) -> dict[str, Any]:
     """A result-file record."""
     return {"data_id": data_id, "dialogue_id": None, "tool_calls": calls if calls is not None else [], **extra}
+
+
+def reference_rows(result: Path, gold: str | bytes, workdir: Path) -> list[dict[str, Any]]:
+    """The five rows the published ``evaluate.py`` writes for ``result``.
+
+    The script reads ``jmultiwoz_tc_ground.json`` from its working directory and names its
+    output after ``result_<name>.json``, so both are put in ``workdir`` first.
+
+    Args:
+        result: Any result file.
+        gold: The gold file's content.
+        workdir: A new folder to run the script in.
+    """
+    workdir.mkdir(parents=True)
+    (workdir / "jmultiwoz_tc_ground.json").write_bytes(gold.encode() if isinstance(gold, str) else gold)
+    shutil.copyfile(result, workdir / "result_ref.json")
+    subprocess.run([sys.executable, str(EVALUATE_PY), "--result", "result_ref.json"], cwd=workdir, check=True,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    return [json.loads(line) for line in (workdir / "score_ref.json").read_text(encoding="utf-8").splitlines()[:5]]

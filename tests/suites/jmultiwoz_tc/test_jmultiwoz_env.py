@@ -1,5 +1,5 @@
 """The jmultiwoz_tc environment end to end: tools from JSON schemas, one model answer per turn,
-the published result/score files, resume, and the grade command's handling of bad input."""
+the published files exported after grading, and a killed run resumed."""
 
 from __future__ import annotations
 
@@ -10,17 +10,29 @@ from pathlib import Path
 import pytest
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
-from tests.jmultiwoz_helpers import HOTEL, TAXI, TOOLS, WEATHER, records, result_row, write_dataset
+from tests.suites.jmultiwoz_tc.jmultiwoz_helpers import (
+    BENCHMARK,
+    EVALUATE_PY,
+    HOTEL,
+    TAXI,
+    TOOLS,
+    WEATHER,
+    ndjson,
+    records,
+    reference_rows,
+    write_dataset,
+)
 from toolgym.agents.tool_calling import ToolCallingAgent
 from toolgym.cli import main
 from toolgym.data import load_examples
-from toolgym.environments import get_environment
-from toolgym.suites.jmultiwoz_tc.scoring import PUBLISHED_ROWS, safe_model_name
 from toolgym.providers.scripted import ScriptedChatModel
-from toolgym.runio import RunDirError, read_trajectories
-from toolgym.runner import RunConfig, run
+from toolgym.runio import read_scores, read_trajectories
+from toolgym.runner import RunConfig, grade, run
+from toolgym.suites.jmultiwoz_tc.results import result_line
+from toolgym.suites.jmultiwoz_tc.scoring import PUBLISHED_ROWS, safe_model_name
 
-ENV = get_environment("jmultiwoz_tc")
+ENV = BENCHMARK.environment
+TOOL_NAMES = [t["function"]["name"] for t in TOOLS]
 
 
 @pytest.fixture
@@ -29,7 +41,7 @@ def dataset(tmp_path) -> Path:
 
 
 def first_example(dataset, index=1):
-    return load_examples(dataset, ENV)[index]
+    return load_examples(dataset, BENCHMARK)[index]
 
 
 # --- tools -----------------------------------------------------------------------------------
@@ -137,7 +149,10 @@ def test_run_writes_published_files(tmp_path, dataset):
     incorrect = lines(out / f"incorrect_{name}.json")
     assert [e["data_id"] for e in incorrect] == ["jmultiwoz_tc_1_turn_1", "jmultiwoz_tc_0_turn_2", "jmultiwoz_tc_1_turn_0"]
     assert incorrect[0]["last_user_utterance"] == "3月21日の大阪の天気は？"
-    assert (out / "scores.jsonl").exists()
+    assert sorted(p.name for p in out.iterdir()) == sorted(
+        ["run.json", "trajectories.jsonl", "scores.jsonl", f"result_{name}.jsonl", f"score_{name}.json",
+         f"incorrect_{name}.json", f"diagnostics_{name}.json"]
+    )
 
 
 def test_oracle_run_scores_100(tmp_path, dataset):
@@ -160,109 +175,93 @@ def test_sample_flag(tmp_path, dataset):
 
 
 def test_trials_other_than_one_are_refused(tmp_path, dataset):
-    with pytest.raises(ValueError, match="--trials must be 1"):
+    with pytest.raises(ValueError, match=r"at most 1 trial\(s\) per example, got --trials 2"):
         run(RunConfig(env="jmultiwoz_tc", agent="oracle", out=tmp_path / "t", dataset=str(dataset), trials=2), progress=False)
 
 
-def test_resume_skips_present_ids_repairs_a_torn_line_and_loses_nothing(tmp_path, dataset):
-    out = tmp_path / "r"
-    config = {"env": "jmultiwoz_tc", "agent": "oracle", "out": out, "dataset": str(dataset)}
-    run(RunConfig(**config, limit=3), progress=False)
-    result = out / "result_oracle.jsonl"
-    before = result.read_bytes()
-    with pytest.raises(RunDirError, match="--resume"):
-        run(RunConfig(**config), progress=False)
-    assert result.read_bytes() == before
-    # a line written by hand is kept and its id is not re-run; a torn last line is cut off
-    hand = result_row("jmultiwoz_tc_1_turn_0", [HOTEL])
-    hand["dialogue_id"] = "dialogue_B"
-    with open(result, "a", encoding="utf-8") as fh:
-        fh.write(json.dumps(hand, ensure_ascii=False) + "\n" + '{"data_id": "jmultiwoz_tc_1_tu')
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        run(RunConfig(**config, resume=True), progress=False)
-    assert any("torn last line" in str(w.message) for w in caught)
-    after = lines(result)
-    assert [r["data_id"] for r in after] == [r["data_id"] for r in records()[0]]
-    assert {json.dumps(r, ensure_ascii=False) for r in after} >= {x for x in before.decode().splitlines()}
-    assert next(r for r in after if r["data_id"] == "jmultiwoz_tc_1_turn_0")["tool_calls"] == [HOTEL]
-    assert len(read_trajectories(out)) == 6  # the hand-written turn was not played
-    rows = {r["評価項目"]: r for r in lines(out / "score_oracle.json")}
-    assert rows["全体"]["総データ数"] == 7 and rows["ツール不使用判断"]["不正解数"] == 1
+# --- one source of truth ----------------------------------------------------------------------
+def run_config(tmp_path: Path, dataset: Path, agent: str, out: Path, **extra) -> RunConfig:
+    model = {"model": script(tmp_path, scripted_answers())} if agent == "scripted" else {"agent": agent}
+    return RunConfig(env="jmultiwoz_tc", out=out, dataset=str(dataset), concurrency=4, **model, **extra)
 
 
-def test_resume_refuses_a_corrupt_middle_line(tmp_path, dataset):
-    out = tmp_path / "c"
-    config = {"env": "jmultiwoz_tc", "agent": "oracle", "out": out, "dataset": str(dataset)}
-    run(RunConfig(**config, limit=2), progress=False)
-    result = out / "result_oracle.jsonl"
-    text = result.read_text(encoding="utf-8")
-    result.write_text("garbage\n" + text, encoding="utf-8")
-    with pytest.raises(RunDirError, match=r"result_oracle\.jsonl:1: cannot resume"):
-        run(RunConfig(**config, resume=True), progress=False)
-    assert result.read_text(encoding="utf-8") == "garbage\n" + text
+def published(out: Path) -> dict[str, bytes]:
+    """The exported files of a run directory, by kind (``result``, ``score``, ...)."""
+    return {p.name.split("_", 1)[0]: p.read_bytes() for p in out.iterdir() if p.name.split("_", 1)[0] in
+            ("result", "score", "incorrect", "diagnostics")}
 
 
-# --- grade --result --------------------------------------------------------------------------
-def grade(result: Path, dataset: Path, out: Path) -> int:
-    return main(["grade", "--env", "jmultiwoz_tc", "--result", str(result), "--dataset", str(dataset), "--out", str(out)])
+def check_agreement(out: Path) -> None:
+    """The exported result file holds one line per trajectory, each the trajectory's own line, in
+    dataset order; the score file is what the published script gives for it."""
+    trajectories = read_trajectories(out)
+    (result,) = out.glob("result_*.jsonl")
+    rows = lines(result)
+    dialogues = {r["data_id"]: r["dialogue_id"] for r in records()[0]}
+    order = list(dialogues)
+    by_id = {t.example_id: t for t in trajectories}
+    assert len(rows) == len(trajectories) == len(by_id)
+    assert [r["data_id"] for r in rows] == sorted(by_id, key=order.index)
+    assert rows == [result_line(by_id[r["data_id"]], dialogues[r["data_id"]], TOOL_NAMES) for r in rows]
+    graded = {s.example_id for s in read_scores(out)}
+    assert graded == {t.example_id for t in trajectories if t.status != "error"}
 
 
-def write_result(path: Path, rows: list) -> Path:
-    path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
-    return path
+@pytest.mark.parametrize("agent", ["oracle", "scripted"])
+@pytest.mark.parametrize("keep", [0, 3, 6])
+def test_a_run_killed_at_any_moment_then_resumed_exports_what_a_whole_run_does(tmp_path, dataset, agent, keep):
+    whole = tmp_path / "whole"
+    run(run_config(tmp_path, dataset, agent, whole), progress=False)
+    out = tmp_path / "killed"
+    run(run_config(tmp_path, dataset, agent, out), progress=False)
+    # killed mid-way: the trajectories end after `keep` lines and half of the next one (a torn
+    # line), and the exports of an earlier grading no longer agree with them
+    path = out / "trajectories.jsonl"
+    kept = path.read_bytes().splitlines(keepends=True)
+    path.write_bytes(b"".join(kept[:keep]) + kept[keep][: len(kept[keep]) // 2])
+    (result,) = out.glob("result_*.jsonl")
+    result.write_text('{"data_id": "stale", "tool_calls": []}\ngarbage\n', encoding="utf-8")
+    with pytest.warns(UserWarning, match="torn last line"):
+        run(run_config(tmp_path, dataset, agent, out, resume=True), progress=False)
+    check_agreement(out)
+    before, after = published(whole), published(out)
+    assert after["score"] == before["score"] and after["incorrect"] == before["incorrect"]
+    assert after["result"] == before["result"]
+    assert json.loads(after["diagnostics"])["lenient_table"] == json.loads(before["diagnostics"])["lenient_table"]
 
 
-def test_grade_any_result_file(tmp_path, dataset, capsys):
-    golds = records()[1]
-    rows = [result_row(g["data_id"], g["ground_truth"]) for g in golds]
-    rows[1] = result_row(golds[1]["data_id"], [{"type": "function", "function": {"name": "Search_hotel", "arguments": json.dumps(HOTEL["arguments"])}}])
-    result = write_result(tmp_path / "result_other-tool.json", rows)
-    assert grade(result, dataset, tmp_path / "g") == 0
-    scores = lines(tmp_path / "g" / "score_other-tool.json")
-    assert [r["全体の正答率(%)"] for r in scores] == [100.0] * 5
-    printed = capsys.readouterr().out
-    assert "tool call精度" in printed and "100.0" in printed
+def test_nothing_is_exported_while_a_run_plays(tmp_path, dataset):
+    class Watching(ScriptedChatModel):
+        def _generate(self, messages, stop=None, run_manager=None, **kwargs):
+            seen.update(p.name for p in out.iterdir())
+            return super()._generate(messages, stop, run_manager, **kwargs)
+
+    seen: set[str] = set()
+    out = tmp_path / "w"
+    run(RunConfig(env="jmultiwoz_tc", out=out, model=Watching(turns=[""]), dataset=str(dataset)), progress=False)
+    assert seen == {"run.json", "trajectories.jsonl"}
+    check_agreement(out)
 
 
-def test_grade_warns_about_unknown_ids(tmp_path, dataset, capsys):
-    rows = [result_row("jmultiwoz_tc_0_turn_0"), result_row("nope_1"), result_row("nope_2", [HOTEL])]
-    assert grade(write_result(tmp_path / "result_m.jsonl", rows), dataset, tmp_path / "g") == 0
-    assert "2 result id(s) are not in the gold" in capsys.readouterr().err
-
-
-@pytest.mark.parametrize(
-    ("text", "expected"),
-    [
-        ('{"data_id": "jmultiwoz_tc_0_turn_0", "tool_calls": []}\n{broken\n', "result_m.jsonl: 1 invalid line(s): line 2: not valid JSON"),
-        ('{"tool_calls": []}\n', "line 1: record without 'data_id'"),
-        ("", "no results (the file is empty)"),
-    ],
-)
-def test_grade_bad_input_is_a_message_not_a_traceback(tmp_path, dataset, capsys, text, expected):
+def test_grading_again_rewrites_the_exports_from_the_trajectories(tmp_path, dataset):
     out = tmp_path / "g"
-    out.mkdir()
-    (out / "score_m.json").write_text("earlier scores\n", encoding="utf-8")
-    result = tmp_path / "result_m.jsonl"
-    result.write_text(text, encoding="utf-8")
-    assert grade(result, dataset, out) == 2
-    err = capsys.readouterr().err
-    assert "".join(expected.split()) in "".join(err.split()) and "Traceback" not in err
-    assert (out / "score_m.json").read_text(encoding="utf-8") == "earlier scores\n"  # nothing lost
-    assert result.read_text(encoding="utf-8") == text
+    run(run_config(tmp_path, dataset, "scripted", out), progress=False)
+    before = published(out)
+    for path in out.glob("*_*.json*"):
+        if path.name.split("_", 1)[0] in before:
+            path.write_text("edited by hand\n", encoding="utf-8")
+    grade(out)
+    assert published(out) == before
+    check_agreement(out)
 
 
-def test_grade_arguments_not_an_object_is_a_warning(tmp_path, dataset, capsys):
-    rows = [result_row("jmultiwoz_tc_0_turn_1", [{"name": "Search_hotel", "arguments": "東京"}])]
-    assert grade(write_result(tmp_path / "result_m.jsonl", rows), dataset, tmp_path / "g") == 0
-    err = " ".join(capsys.readouterr().err.split())
-    assert "result_m.jsonl: 1 line(s) have call arguments that are not a JSON object" in err and "lines 1" in err
-
-
-def test_grade_needs_env_and_dataset(tmp_path, capsys):
-    assert main(["grade", "--result", str(tmp_path / "r.jsonl")]) == 2
-    assert "needs --env and --dataset" in capsys.readouterr().err
-    assert main(["grade", "--env", "jmultiwoz_tc", "--result", str(tmp_path / "r.jsonl"), "--dataset", str(tmp_path / "x.txt")]) == 2
+@pytest.mark.skipif(not EVALUATE_PY.exists(), reason="the published evaluate.py is not at ../shared/reference")
+def test_exported_score_file_is_what_the_published_script_gives(tmp_path, dataset):
+    out = tmp_path / "p"
+    run(run_config(tmp_path, dataset, "scripted", out), progress=False)
+    (result,) = out.glob("result_*.jsonl")
+    (score,) = out.glob("score_*.json")
+    assert lines(score) == reference_rows(result, ndjson(records()[1]), tmp_path / "ref")
 
 
 def test_result_order_does_not_depend_on_completion_order(tmp_path, dataset):

@@ -9,7 +9,9 @@ import random
 
 import pytest
 
-from tests.jmultiwoz_helpers import HOTEL, TAXI, TOOLS, WEATHER
+from tests.suites.jmultiwoz_tc.jmultiwoz_helpers import HOTEL, TAXI, TOOLS, WEATHER
+from toolgym import Trajectory
+from toolgym.suites.jmultiwoz_tc.results import result_line
 from toolgym.suites.jmultiwoz_tc.scoring import (
     PUBLISHED_KEYS,
     PUBLISHED_ROWS,
@@ -21,11 +23,9 @@ from toolgym.suites.jmultiwoz_tc.scoring import (
     max_weight_assignment,
     published_set,
     read_results,
-    result_line,
     safe_model_name,
     write_score_files,
 )
-from toolgym.records import Trajectory
 
 SLOT_TYPES = {
     t["function"]["name"]: {k: v["type"] for k, v in t["function"]["parameters"]["properties"].items()}
@@ -106,8 +106,9 @@ def test_error_turns_and_tool_call_accuracy_corner():
 
 def test_empty_error_field_is_not_an_error_and_lines_count_not_ids():
     turns = {"a": turn("a", [])}
-    evaluation = evaluate([rec("a", [], error=None), rec("a", [], error=None)], turns, SLOT_TYPES)
+    evaluation = evaluate([rec("a", [], error=None), rec("a", [], error=None, line=2)], turns, SLOT_TYPES, source="f")
     assert rows_by_label(evaluation)["全体"]["総データ数"] == 2
+    assert evaluation.notes == ["f: 1 line(s) repeat a data_id (each line counts, as published): lines 2"]
 
 
 def test_unknown_ids_graded_as_empty_gold_with_a_note():
@@ -293,12 +294,24 @@ def test_read_results_accepts_both_call_forms_and_null_calls(tmp_path):
     path.write_text(
         '{"data_id": "a", "tool_calls": null}\n\n'
         '{"id": "b", "tool_calls": [{"type": "function", "function": {"name": "Search_hotel", "arguments": "{}"}}]}\n'
-        '{"data_id": "c", "tool_calls": [], "error": "TimeoutError"}',
+        '{"data_id": "c", "tool_calls": [], "error": "TimeoutError"}\n'
+        '{"data_id": null, "id": "d", "error": "", "error_detail": "x"}',
         encoding="utf-8",
     )
-    records, notes = read_results(path)
-    assert [(r.data_id, r.line, r.error) for r in records] == [("a", 1, None), ("b", 3, None), ("c", 4, "TimeoutError")]
-    assert notes == []
+    records = read_results(path)
+    assert [(r.data_id, r.line, r.error) for r in records] == [
+        ("a", 1, None), ("b", 3, None), ("c", 4, "TimeoutError"), ("d", 5, None),  # "id" when data_id is null
+    ]
+    assert records[0].text == '{"data_id": "a", "tool_calls": null}'  # kept verbatim
+
+
+def test_read_results_drops_a_byte_order_mark_and_refuses_other_encodings(tmp_path):
+    path = tmp_path / "result_m.jsonl"
+    path.write_bytes(b'\xef\xbb\xbf{"data_id": "a"}\n{"data_id": "\xff"}\n')
+    with pytest.raises(ResultFileError, match="1 invalid line.*line 2: not UTF-8 text"):
+        read_results(path)
+    path.write_bytes(b'\xef\xbb\xbf{"data_id": "a"}\n')
+    assert read_results(path)[0].text == '{"data_id": "a"}'
 
 
 @pytest.mark.parametrize(
@@ -310,7 +323,7 @@ def test_read_results_accepts_both_call_forms_and_null_calls(tmp_path):
         ('{"data_id": "a", "tool_calls": {"name": "x"}}\n', "line 1: 'tool_calls' must be a list"),
         ("", "no results (the file is empty)"),
         ("\n\n", "no results"),
-        ('{"data_id": "a"}\n{"data_id": "b"', "line 2: not valid JSON"),
+        ('{"data_id": "a"}\n{"data_id": "b"', "line 2: not valid JSON (Expecting ',' delimiter) (a torn last line"),
     ],
 )
 def test_read_results_bad_input_names_file_and_line(tmp_path, text, expected):
@@ -332,8 +345,8 @@ def test_arguments_not_an_object_are_a_warning_with_lines(tmp_path):
     path = tmp_path / "result_m.jsonl"
     rows = [{"data_id": str(i), "tool_calls": [{"name": "Search_hotel", "arguments": "not json"}]} for i in range(7)]
     path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
-    records, notes = read_results(path)
-    assert len(records) == 7 and notes == []
+    records = read_results(path)
+    assert len(records) == 7
     turns = {str(i): turn(str(i), [HOTEL]) for i in range(7)}
     notes = evaluate(records, turns, SLOT_TYPES, source=str(path)).notes
     assert len(notes) == 1 and str(path) in notes[0] and "7 line(s)" in notes[0]
