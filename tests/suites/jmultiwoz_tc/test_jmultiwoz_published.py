@@ -124,7 +124,7 @@ def test_how_lines_become_trajectories(tmp_path, dataset):
     assert trajectories[("jmultiwoz_tc_0_turn_1", 1)].steps[0].text == CORNERS.splitlines()[4]  # verbatim
     hotel = trajectories[("jmultiwoz_tc_0_turn_1", 0)].steps[0].tool_calls[0]
     assert (hotel.name, hotel.arguments, hotel.malformed) == ("Search_hotel", HOTEL["arguments"], None)
-    assert trajectories[("jmultiwoz_tc_0_turn_2", 0)].steps[0].tool_calls[0].malformed == "arguments are not a JSON object"
+    assert trajectories[("jmultiwoz_tc_0_turn_2", 0)].steps[0].tool_calls[0].malformed == "arguments are not valid JSON"
     assert trajectories[("jmultiwoz_tc_1_turn_0", 0)].steps[0].tool_calls[0].malformed == "unknown tool"
     assert trajectories[("jmultiwoz_tc_1_turn_1", 0)].status == "error"  # 出力ミス: graded by no grader
     assert trajectories[("ghost", 0)].status == "error" and "not in the dataset" in trajectories[("ghost", 0)].error

@@ -1,0 +1,68 @@
+"""run.json is one typed record: written and read in toolgym.runio, older versions migrated,
+newer ones refused with the version named."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from toolgym import Example, RunRecord
+from toolgym.cli import main
+from toolgym.runio import RUN_SCHEMA_VERSION, RunDirError, read_run
+
+
+def _oracle_run(tmp_path):
+    out = tmp_path / "run"
+    assert main(["run", "--env", "typewriter_1", "--agent", "oracle", "--limit", "2", "--out", str(out), "--no-progress"]) == 0
+    return out
+
+
+def test_a_run_writes_a_versioned_record_with_measures_and_sources(tmp_path):
+    out = _oracle_run(tmp_path)
+    record = read_run(out)
+    assert isinstance(record, RunRecord) and record.schema_version == RUN_SCHEMA_VERSION == 2
+    assert record.extensions["env"].source == "suite typewriter"
+    assert record.extensions["agent"].spec == "oracle"
+    assert record.measures["step_ratio"].pass_if == "==" and record.measures["step_ratio"].direction == "lower"
+    assert record.measures["final_state"].kind == "binary"
+
+
+def test_a_version_1_record_is_migrated_and_still_graded(tmp_path):
+    out = _oracle_run(tmp_path)
+    data = json.loads((out / "run.json").read_text())
+    for key in ("schema_version", "extensions", "measures"):
+        data.pop(key)
+    (out / "run.json").write_text(json.dumps(data))
+    assert read_run(out).schema_version == 2
+    assert main(["grade", str(out)]) == 0
+    assert main(["show", str(out)]) == 0
+
+
+def test_a_newer_record_is_refused_naming_its_version(tmp_path, capsys):
+    out = _oracle_run(tmp_path)
+    data = json.loads((out / "run.json").read_text())
+    data["schema_version"] = 7
+    (out / "run.json").write_text(json.dumps(data))
+    with pytest.raises(RunDirError, match="schema_version 7 by a newer toolgym"):
+        read_run(out)
+    assert main(["show", str(out)]) == 2
+    assert "schema_version 7" in capsys.readouterr().err
+
+
+def test_an_invalid_field_is_named(tmp_path):
+    out = _oracle_run(tmp_path)
+    data = json.loads((out / "run.json").read_text())
+    data["trials"] = "three"
+    (out / "run.json").write_text(json.dumps(data))
+    with pytest.raises(RunDirError, match="field trials"):
+        read_run(out)
+
+
+def test_expected_steps_are_derived_from_expected_calls():
+    example = Example(id="1", input="ab", expected_calls=[
+        {"name": "type_letter", "arguments": {"letter": "a"}}, {"name": "type_letter", "arguments": {"letter": "b"}},
+    ])
+    assert example.expected_steps == ["type_letter", "type_letter"]
+    with pytest.raises(ValueError, match="must equal expected_steps"):
+        Example(id="2", input="a", expected_steps=["b"], expected_calls=[{"name": "a"}])
