@@ -19,8 +19,10 @@ from langchain_core.language_models import BaseChatModel  # noqa: E402
 from langchain_core.messages import AIMessage  # noqa: E402
 from langchain_core.outputs import ChatGeneration, ChatResult  # noqa: E402
 
-from toolgym.plugins import get_agent  # noqa: E402
-from toolgym.plugins import get_environment  # noqa: E402
+from toolgym.plugins import (
+    get_agent,  # noqa: E402
+    get_environment,  # noqa: E402
+)
 from toolgym.records import Example  # noqa: E402
 
 

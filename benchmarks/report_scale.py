@@ -24,13 +24,13 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from toolgym.data import write_examples  # noqa: E402
-from toolgym.suites.typewriter.environment import Typewriter1  # noqa: E402
 from toolgym.plugins import get_grader  # noqa: E402
 from toolgym.records import Example, ModelStep, ToolCall, ToolStep, Trajectory  # noqa: E402
-from toolgym.views.report import build_report  # noqa: E402
-from toolgym.views.report.browser import CHROMIUM_ARGS  # noqa: E402
 from toolgym.runio import JsonlAppender, write_json_atomic, write_jsonl_atomic  # noqa: E402
 from toolgym.runner import grade, grade_trajectories  # noqa: E402
+from toolgym.suites.typewriter.environment import Typewriter1  # noqa: E402
+from toolgym.views.report import build_report  # noqa: E402
+from toolgym.views.report.browser import CHROMIUM_ARGS  # noqa: E402
 
 JMWOZ_ZIP = ROOT.parent / "shared" / "data" / "jmultiwoz_tc" / "JMultiWOZ-TC_data.zip"
 

@@ -3,9 +3,8 @@
 from langchain_core.messages import AIMessage
 
 from tests.conftest import call, turn
-from toolgym.plugins import get_agent
 from toolgym.environments import Environment, tool
-from toolgym.plugins import get_environment
+from toolgym.plugins import get_agent, get_environment
 from toolgym.records import Example
 
 

@@ -6,9 +6,8 @@ from toolgym import Benchmark
 from toolgym.benchmark import ENVIRONMENTS
 from toolgym.environments import Environment, ToolBug, tool
 from toolgym.plugins import get_environment, load_suites
-from toolgym.registry import DuplicateNameError
 from toolgym.records import Example
-from toolgym.registry import UnknownNameError
+from toolgym.registry import DuplicateNameError, UnknownNameError
 
 EX = Example(id="x", input="ab")
 

@@ -9,8 +9,8 @@ import pytest
 
 from toolgym.cli import main
 from toolgym.data import load_examples
-from toolgym.plugins import get_benchmark
 from toolgym.generators import generate, parse_levels
+from toolgym.plugins import get_benchmark
 
 ENVS = ["typewriter_1", "typewriter_26", "relational_data", "multiverse_math"]
 

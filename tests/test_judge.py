@@ -8,23 +8,22 @@ import math
 
 import pytest
 
-from toolgym.views.analysis import agreement
-from toolgym.cli import main
 from toolgym import Benchmark
+from toolgym.cli import main
 from toolgym.environments import Environment, tool
-from toolgym.plugins import get_benchmark
-from toolgym.plugins import get_grader
 from toolgym.graders.answer import AnswerMatch, last_number
-from toolgym.suites.multiverse_math.graders import MultiverseCorrectness
 from toolgym.graders.judge import (
     Correctness,
     numbers_match,
     parse_verdict,
 )
+from toolgym.plugins import get_benchmark, get_grader
 from toolgym.providers.scripted import ScriptedChatModel
 from toolgym.records import Example, Score, Trajectory
 from toolgym.runio import read_run, read_scores
 from toolgym.runner import RunConfig, grade, make_graders, run
+from toolgym.suites.multiverse_math.graders import MultiverseCorrectness
+from toolgym.views.analysis import agreement
 
 CORRECT = "VERDICT: CORRECT\nREASON: Same city as the reference."
 INCORRECT = "VERDICT: INCORRECT\nREASON: The reference says Paris."

@@ -4,12 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from toolgym.plugins import get_agent
 from toolgym.agents.prompted import OBSERVATION_MARK
 from toolgym.agents.react_json import parse_react
 from toolgym.agents.xml_prompting import parse_xml_calls
-from toolgym.plugins import get_environment
-from toolgym.plugins import get_grader
+from toolgym.plugins import get_agent, get_environment, get_grader
 from toolgym.providers.scripted import ScriptedChatModel
 from toolgym.records import Example
 

@@ -10,9 +10,8 @@ import pytest
 from langchain_core.messages import AIMessage
 
 from tests.fakeserver import FakeModelServer, sequence
-from toolgym.plugins import get_agent
 from toolgym.parsing import model_step, text_calls
-from toolgym.plugins import get_environment
+from toolgym.plugins import get_agent, get_environment
 from toolgym.providers import ModelSettings, build_model
 from toolgym.records import Example
 

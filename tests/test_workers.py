@@ -13,17 +13,17 @@ import time
 from pathlib import Path
 
 import pytest
+from tests.jmultiwoz_helpers import write_dataset
+from tests.test_jmultiwoz_env import script, scripted_answers
 
 from benchmarks.faults import write_dataset as write_words
 from tests.fakeserver import FakeModelServer
-from tests.jmultiwoz_helpers import write_dataset
-from tests.test_jmultiwoz_env import script, scripted_answers
 from toolgym.agents import Agent, register_agent
 from toolgym.cli import main
-from toolgym.suites.jmultiwoz_tc.scoring import safe_model_name
 from toolgym.records import ToolCall
 from toolgym.runio import read_trajectories
 from toolgym.runner import RunConfig, WorkerDied, run
+from toolgym.suites.jmultiwoz_tc.scoring import safe_model_name
 
 
 def comparable(directory):

@@ -13,7 +13,6 @@ import dataclasses
 import datetime as dt
 import gc
 import hashlib
-import json
 import os
 import platform
 import subprocess
@@ -30,7 +29,14 @@ from pydantic import ValidationError
 
 from toolgym.agents import Agent, as_agent_class
 from toolgym.benchmark import Benchmark, as_benchmark
-from toolgym.data import DatasetError, check_tools, load_examples, resolve_dataset, sha256_file, write_examples
+from toolgym.data import (
+    DatasetError,
+    check_tools,
+    load_examples,
+    resolve_dataset,
+    sha256_file,
+    write_examples,
+)
 from toolgym.environments import Environment
 from toolgym.graders import Grader, grader_name, measure_of
 from toolgym.plugins import agent_entry, benchmark_entry, grader_entry
@@ -39,6 +45,8 @@ from toolgym.records import Example, Score, Trajectory
 from toolgym.registry import Entry, ExtensionError, UnknownNameError
 from toolgym.runio import (
     RUN_FILE as RUN_FILE_NAME,
+)
+from toolgym.runio import (
     SCORES_FILE,
     TRAJECTORIES_FILE,
     DatasetRef,
@@ -49,7 +57,6 @@ from toolgym.runio import (
     RunRecord,
     read_jsonl,
     read_run,
-    read_scores,
     read_trajectories,
     write_jsonl_atomic,
     write_run,

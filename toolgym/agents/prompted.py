@@ -27,9 +27,9 @@ from langchain_core.utils.function_calling import convert_to_openai_tool
 from langgraph.graph import END
 
 from toolgym.agents import Agent, Episode
-from toolgym.parsing import OBSERVATION_MARK, message_text, observation_message
 from toolgym.agents.tool_calling import AgentState, model_tool_loop
 from toolgym.environments import Environment
+from toolgym.parsing import OBSERVATION_MARK, message_text, observation_message
 from toolgym.records import ModelStep, ToolCall, ToolStep
 
 __all__ = ["OBSERVATION_MARK", "Parsed", "PromptedAgent", "observation_message", "tool_specs"]

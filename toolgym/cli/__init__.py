@@ -9,7 +9,6 @@ import warnings
 from pathlib import Path
 
 from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
 
 from toolgym.benchmark import ReportTable

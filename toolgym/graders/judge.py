@@ -28,9 +28,9 @@ from typing import Any, ClassVar
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
 
-from toolgym.parsing import message_text
 from toolgym.graders import make_score, register_grader
 from toolgym.graders.answer import last_number
+from toolgym.parsing import message_text
 from toolgym.providers import ModelSettings, build_model
 from toolgym.records import Example, Score, Trajectory
 

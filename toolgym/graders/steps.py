@@ -3,10 +3,9 @@ and "# steps / # expected steps")."""
 
 from __future__ import annotations
 
-from typing import ClassVar
-
 from collections import Counter
 from dataclasses import dataclass
+from typing import ClassVar
 
 from toolgym.graders import make_score, register_grader
 from toolgym.records import Example, Measure, Score, Trajectory

@@ -12,7 +12,6 @@ return prompt log-probabilities (a chat-only API), and callers fall back to answ
 from __future__ import annotations
 
 import importlib
-
 import json
 import math
 import threading

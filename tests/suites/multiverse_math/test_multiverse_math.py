@@ -11,10 +11,10 @@ import pytest
 from tests.conftest import REFERENCE_DATA
 from toolgym.cli import main
 from toolgym.data import DatasetError, load_examples
-from toolgym.suites.multiverse_math.environment import MultiverseMath
 from toolgym.plugins import get_benchmark
 from toolgym.records import Example
 from toolgym.runio import read_scores, read_trajectories
+from toolgym.suites.multiverse_math.environment import MultiverseMath
 
 PUBLISHED = REFERENCE_DATA / "langchain_tool_usage" / "multiverse_math_dataset.json"
 needs_published = pytest.mark.skipif(not PUBLISHED.exists(), reason="reference data absent")

@@ -12,7 +12,9 @@ import pytest
 from tests.conftest import REFERENCE_DATA
 from toolgym.cli import main
 from toolgym.data import DatasetError, load_examples
-from toolgym.plugins import get_benchmark, get_environment
+from toolgym.plugins import get_benchmark
+from toolgym.records import Example
+from toolgym.runio import read_scores
 from toolgym.suites.relational_data.environment import (
     DEFAULT_TABLES,
     RelationalData,
@@ -20,8 +22,6 @@ from toolgym.suites.relational_data.environment import (
     derive_answer,
     name_similarity,
 )
-from toolgym.records import Example
-from toolgym.runio import read_scores
 
 LANGCHAIN = REFERENCE_DATA / "langchain_tool_usage"
 PUBLISHED_DATASET = LANGCHAIN / "relational_data_dataset.json"
