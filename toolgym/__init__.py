@@ -55,6 +55,9 @@ _EXPORTS: dict[str, str] = {
     "EvalResult": "toolgym.api",
     "load_run": "toolgym.api",
     "Estimate": "toolgym.stats",
+    "UnknownNameError": "toolgym.registry",
+    "ExtensionError": "toolgym.registry",
+    "DuplicateNameError": "toolgym.registry",
 }
 
 __all__ = sorted(_EXPORTS)
@@ -93,5 +96,6 @@ if TYPE_CHECKING:  # for type checkers and IDEs; at run time the names load lazi
         ToolStep,
         Trajectory,
     )
+    from toolgym.registry import DuplicateNameError, ExtensionError, UnknownNameError
     from toolgym.runio import Run, RunDirError, RunRecord
     from toolgym.stats import Estimate

@@ -40,9 +40,9 @@ from toolgym.data import (
 from toolgym.environments import Environment
 from toolgym.graders import Grader, grader_name, measure_of
 from toolgym.plugins import agent_entry, benchmark_entry, grader_entry
-from toolgym.providers import ModelSettings
+from toolgym.providers import PROVIDERS, ModelSettings, split_spec
 from toolgym.records import Example, Score, Trajectory
-from toolgym.registry import Entry, ExtensionError, UnknownNameError
+from toolgym.registry import Entry, ExtensionError, UnknownNameError, is_spec
 from toolgym.runio import (
     RUN_FILE as RUN_FILE_NAME,
 )
@@ -189,6 +189,21 @@ def resolve_agent(agent: Any) -> tuple[type[Agent] | Agent, ExtensionRef]:
     if isinstance(agent, Agent):
         return agent, _object_ref(type(agent))
     return as_agent_class(agent, getattr(agent, "__name__", "")), _object_ref(agent)
+
+
+def model_spec_ref(spec: str) -> tuple[str, ExtensionRef]:
+    """The model spec to record (a ``file.py:Name`` spec made absolute) and where its provider
+    came from (built-in prefix, a ``toolgym.models`` entry point, a module or a file).
+
+    Raises:
+        UnknownNameError / ExtensionError: when neither a registered prefix nor a loadable spec.
+    """
+    prefix, _ = split_spec(spec)
+    if prefix not in PROVIDERS and is_spec(spec):
+        entry = PROVIDERS.entry(spec)
+        return entry.spec, _ref(entry)
+    entry = PROVIDERS.entry(prefix)
+    return spec, ExtensionRef(spec=spec, source=entry.source, distribution=entry.distribution, version=entry.version)
 
 
 def make_graders(
@@ -496,7 +511,7 @@ def run(config: RunConfig, progress: bool = True) -> RunResult:
                 model, model_label = config.model, f"object:{type(config.model).__name__}"
                 model_ref = _object_ref(type(config.model))
             else:
-                model_label = str(config.model)
+                model_label, model_ref = model_spec_ref(str(config.model))
                 model = agent_cls.make_model(model_label, settings) if jobs else None
         agent = agent_cls(model=model, model_spec=model_label, max_steps=config.max_steps)
     record = RunRecord(
@@ -741,8 +756,8 @@ def check_resume(config: RunConfig) -> None:
     now: dict[str, Any] = {
         "env": benchmark.name,
         "agent": agent_cls.name,
-        "model": (config.model if isinstance(config.model, str) else f"object:{type(config.model).__name__}")
-        if agent_cls.needs_model else None,
+        "model": (model_spec_ref(config.model)[0] if isinstance(config.model, str)
+                  else f"object:{type(config.model).__name__}") if agent_cls.needs_model else None,
     }
     before: dict[str, Any] = {"env": record.env, "agent": record.agent_name, "model": record.model}
     if not isinstance(config.dataset, (list, tuple)):
