@@ -8,7 +8,7 @@ malformed arguments, unknown tools, model errors), then runs the real command
     python run_agent.py grade --env jmultiwoz_tc --result RESULT --dataset DATASET --out DIR
 
 in a fresh process, several times, and reports wall time and peak resident memory (the
-child's ``ru_maxrss``), plus the in-process grading time without interpreter start-up.
+child's ``ru_maxrss``), plus the in-process time of import, grading and export without interpreter start-up.
 
 Usage: python benchmarks/jmultiwoz_grading.py [--dataset PATH] [--repeat 3]
 """
@@ -33,10 +33,10 @@ DEFAULT = ROOT.parent / "shared" / "data" / "jmultiwoz_tc" / "JMultiWOZ-TC_data.
 FULL = str.maketrans("0123456789()", "０１２３４５６７８９（）")
 
 
-def perturb(i: int, turn) -> dict:
-    """A predicted result line for gold ``turn``; the kind of mistake depends on ``i``."""
-    calls = [dict(c) for c in turn.gold]
-    record = {"data_id": turn.data_id, "dialogue_id": turn.dialogue_id}
+def perturb(i: int, example) -> dict:
+    """A predicted result line for the gold of ``example``; the kind of mistake depends on ``i``."""
+    calls = [c.model_dump() for c in example.expected_calls]
+    record = {"data_id": example.id, "dialogue_id": example.metadata["dialogue_id"]}
     if i % 50 == 0:
         return record | {"tool_calls": [], "error": "TimeoutError"}
     if i % 7 == 0:
@@ -62,19 +62,22 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
 
-    from toolgym.suites.jmultiwoz_tc.environment import JMultiWOZTC
-    from toolgym.suites.jmultiwoz_tc.data import load_turns
+    from toolgym import load_run
+    from toolgym.runner import import_results
+    from toolgym.suites.jmultiwoz_tc import SUITE
+    from toolgym.suites.jmultiwoz_tc.data import load_examples
 
-    turns, _, _ = load_turns(args.dataset)
+    examples = load_examples(args.dataset)
     with tempfile.TemporaryDirectory() as tmp:
         result = Path(tmp) / "result_bench-model.jsonl"
         with open(result, "w", encoding="utf-8") as fh:
-            fh.writelines(json.dumps(perturb(i, turn), ensure_ascii=False) + "\n" for i, turn in enumerate(turns.values()))
-        print(f"result file: {len(turns)} turns, {result.stat().st_size / 1e6:.1f} MB")
+            fh.writelines(json.dumps(perturb(i, ex), ensure_ascii=False) + "\n" for i, ex in enumerate(examples))
+        print(f"result file: {len(examples)} turns, {result.stat().st_size / 1e6:.1f} MB")
 
         start = time.perf_counter()
-        tables = JMultiWOZTC.grade_result_file(result, args.dataset, Path(tmp) / "inproc", {})
+        import_results("jmultiwoz_tc", result, args.dataset, Path(tmp) / "inproc")
         inproc = time.perf_counter() - start
+        tables = SUITE.benchmarks[0].report(load_run(Path(tmp) / "inproc"))
 
         command = [sys.executable, str(ROOT / "run_agent.py"), "grade", "--env", "jmultiwoz_tc",
                    "--result", str(result), "--dataset", args.dataset, "--out", str(Path(tmp) / "out")]
@@ -94,7 +97,7 @@ def main() -> int:
     for row in rows:
         print("  ", json.dumps(row, ensure_ascii=False))
     print("lenient columns:", json.dumps(tables[1].rows[0], ensure_ascii=False))
-    print(f"in-process grade_result_file: {inproc:.2f} s wall")
+    print(f"in-process import, grading and export: {inproc:.2f} s wall")
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
     print(f"CLI (fresh process, {args.repeat} runs, load average {load}): wall median {statistics.median(walls):.2f} s, "
           f"max {max(walls):.2f} s; CPU (user+sys) median {statistics.median(cpus):.2f} s; peak RSS {max(peaks):.0f} MB")

@@ -13,7 +13,8 @@ except those whose history is also the history of an earlier turn with other gol
 of the 31,303; they get that turn's answer); the stub counts them and the script compares.
 
 The harness is the real one: ``toolgym.runner.run`` with the ``tool_calling`` agent, the
-``jmultiwoz_tc`` environment, the result/trajectory files and the final grading. The model is the
+``jmultiwoz_tc`` environment, the trajectory file, the final grading and the export of the published
+files. The model is the
 ``openai-compatible`` provider a user would run (``--model openai-compatible:stub --base-url
 <stub>``: toolgym's ``ChatOpenAI`` with retries, per-attempt timeout and the SDK's aiohttp
 transport). Generation time is the wall time of the episodes
@@ -82,11 +83,11 @@ async def serve(port_file: Path, dataset: str, delay: float, limit: int | None) 
     number of the first ``limit`` turns the stub must answer wrongly (their history is also
     the history of an earlier turn with other gold calls)."""
     from toolgym.data import load_examples
-    from toolgym.environments import get_environment
+    from toolgym.plugins import get_benchmark
 
     answers: dict[str, list[dict[str, Any]]] = {}
     shadowed = 0
-    for i, ex in enumerate(load_examples(dataset, get_environment("jmultiwoz_tc"))):
+    for i, ex in enumerate(load_examples(dataset, get_benchmark("jmultiwoz_tc"))):
         calls = [c.model_dump() for c in ex.expected_calls]
         first = answers.setdefault(digest(ex.input), calls)
         if limit is None or i < limit:

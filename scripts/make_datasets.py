@@ -15,9 +15,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from toolgym.data import DATASETS_DIR, write_examples
+from toolgym.generators import generate
 from toolgym.suites.multiverse_math.environment import MultiverseMath
 from toolgym.suites.relational_data.environment import make_example
-from toolgym.generators import generate
 
 
 def c(tool_name: str, /, **arguments) -> dict:

@@ -30,7 +30,7 @@ def copies(tmp_path_factory):
     def copy_without(suite: str) -> Path:
         if suite not in made:
             dest = tmp_path_factory.mktemp(f"without-{suite}")
-            for part in ("toolgym", "tests", "run_agent.py", "pyproject.toml"):
+            for part in ("toolgym", "tests", "benchmarks", "run_agent.py", "pyproject.toml", "README.md"):
                 source = ROOT / part
                 if source.is_dir():
                     shutil.copytree(source, dest / part, ignore=shutil.ignore_patterns("__pycache__"))
@@ -63,8 +63,12 @@ def test_without_a_suite_the_rest_imports_and_lists(copies, suite):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("suite", SUITES)
-def test_without_a_suite_the_other_suites_tests_pass(copies, suite):
+@pytest.mark.parametrize("suite", ["jmultiwoz_tc", "vietnamese"])
+def test_without_a_suite_every_other_test_passes(copies, suite):
+    """The whole test suite but this file and the wheel test, on a copy without ``suite``
+    (the core's own tests use the typewriters, so those two suites are the ones a user can
+    drop without touching a test)."""
     copy = copies(suite)
-    tested = _run(copy, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", "tests/suites", timeout=900)
-    assert tested.returncode in (0, 5), tested.stdout[-3000:] + tested.stderr[-2000:]
+    tested = _run(copy, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", "tests",
+                  "--ignore=tests/test_suites_removable.py", "--ignore=tests/test_plugins_wheel.py", timeout=1200)
+    assert tested.returncode == 0, tested.stdout[-3000:] + tested.stderr[-2000:]

@@ -24,6 +24,7 @@ from typing import Any
 
 from toolgym.agents import Episode, register_agent
 from toolgym.agents.direct import DirectAgent
+from toolgym.environments import SupportsSubmit
 from toolgym.logprobs import LogprobScorer, build_scorer
 from toolgym.providers import ModelSettings, build_model
 from toolgym.records import ModelStep
@@ -89,7 +90,7 @@ class LoglikAgent(DirectAgent):
             await self.answer(episode)
             return
         example = episode.example
-        if not hasattr(episode.env, "submit"):
+        if not isinstance(episode.env, SupportsSubmit):
             raise ValueError(f"environment {episode.env.name!r} has no answer sheet for log-likelihoods")
         if not isinstance(example.input, str):
             raise ValueError(f"example {example.id!r}: log-likelihood scoring needs a text prompt, not a chat history")

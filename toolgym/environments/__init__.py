@@ -19,7 +19,7 @@ import difflib
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Protocol, runtime_checkable
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 from langchain_core.tools import BaseTool, StructuredTool
@@ -29,6 +29,7 @@ from toolgym.records import Example
 
 __all__ = [
     "Environment",
+    "SupportsSubmit",
     "ToolBug",
     "ToolError",
     "ToolResult",
@@ -127,6 +128,18 @@ class ToolResult:
 
     output: str
     error: bool = False
+
+
+@runtime_checkable
+class SupportsSubmit(Protocol):
+    """An environment whose state is what the agent submits rather than what tools did (a
+    tool-free task measured by log-likelihood): the ``loglik`` agent writes its measurements
+    (option log-probabilities, a target's token log-probabilities) with :meth:`submit`, and
+    graders read them from the trajectory's final state."""
+
+    def submit(self, **fields: Any) -> None:
+        """Record JSON-safe measurements on the sheet."""
+        ...
 
 
 class Environment:

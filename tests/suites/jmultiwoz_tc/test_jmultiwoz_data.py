@@ -23,7 +23,6 @@ from toolgym.data import DatasetError, load_examples
 from toolgym.suites.jmultiwoz_tc.data import stratified_sample
 
 
-
 @pytest.mark.parametrize("form", ["zip", "json", "jsonl"])
 def test_loads_every_published_form(tmp_path, form):
     path = write_dataset(tmp_path, form)

@@ -4,7 +4,6 @@ the published files exported after grading, and a killed run resumed."""
 from __future__ import annotations
 
 import json
-import warnings
 from pathlib import Path
 
 import pytest
@@ -203,8 +202,13 @@ def check_agreement(out: Path) -> None:
     assert len(rows) == len(trajectories) == len(by_id)
     assert [r["data_id"] for r in rows] == sorted(by_id, key=order.index)
     assert rows == [result_line(by_id[r["data_id"]], dialogues[r["data_id"]], TOOL_NAMES) for r in rows]
-    graded = {s.example_id for s in read_scores(out)}
-    assert graded == {t.example_id for t in trajectories if t.status != "error"}
+    exact = {s.example_id: s.value for s in read_scores(out) if s.grader == "jmultiwoz_exact"}
+    assert set(exact) == {t.example_id for t in trajectories if t.status != "error"}
+    (score,) = out.glob("score_*.json")
+    table = {r["評価項目"]: r for r in lines(score)}  # the graders' scores agree with the published rows
+    assert (table["全体"]["評価対象数"], table["全体"]["正解数"]) == (len(exact), sum(exact.values()))
+    calls = {g["data_id"] for g in records()[1] if g["ground_truth"]} & set(exact)
+    assert table["tool call精度"]["正解数"] == sum(exact[i] for i in calls)
 
 
 @pytest.mark.parametrize("agent", ["oracle", "scripted"])

@@ -273,3 +273,16 @@ def test_real_release_rows_equal_the_published_script(tmp_path):
     assert ours == reference_rows(result, gold, tmp_path / "ref")
     assert ours[0]["総データ数"] == len(golds) + 2 and 0 < ours[0]["全体の正答率(%)"] < 100
     assert ours == reference_rows(tmp_path / "g" / "result_m.jsonl", gold, tmp_path / "ref2")
+
+
+def test_a_dataset_of_toolgym_examples_grades_with_slot_types_from_the_gold(tmp_path, capsys):
+    examples = load_examples(write_dataset(tmp_path / "data", "zip"), BENCHMARK)
+    plain = tmp_path / "turns.jsonl"
+    plain.write_text("".join(ex.model_copy(update={"metadata": {}}).model_dump_json() + "\n" for ex in examples),
+                     encoding="utf-8")
+    day_as_text = {"name": "Search_weather", "arguments": {"city": "大阪", "month": 3, "day": "21"}}
+    result = write_result(tmp_path / "result_m.jsonl", [result_row("jmultiwoz_tc_1_turn_1", [day_as_text])])
+    assert grade(result, plain, tmp_path / "g") == 0
+    diagnostics = json.loads((tmp_path / "g" / "diagnostics_m.json").read_text(encoding="utf-8"))
+    assert diagnostics["lenient_table"][-1]["lenient(%)"] == 100.0  # "21" is 21: day is an integer in the gold
+    assert "infers slot types from the gold values" in capsys.readouterr().err

@@ -16,8 +16,7 @@ from typing import Any, ClassVar
 
 from langchain_core.tools import BaseTool
 
-from toolgym import DatasetError, Environment, Example
-from toolgym.environments import schema_tool
+from toolgym import DatasetError, Environment, Example, schema_tool
 from toolgym.suites.jmultiwoz_tc.data import ToolSpecs, load_tool_specs
 
 __all__ = ["ACK_NOTE", "JMultiWOZTC", "acknowledgement"]
@@ -29,11 +28,11 @@ def acknowledgement(name: str, arguments: dict[str, Any]) -> str:
     """The observation returned for a valid call.
 
     Args:
-        name: The tool called.
-        arguments: Its (validated) arguments.
+        name (str): The tool called.
+        arguments (dict[str, Any]): Its (validated) arguments.
 
     Returns:
-        A JSON object ``{"status": "accepted", "tool", "arguments", "note"}`` as text.
+        str: A JSON object ``{"status": "accepted", "tool", "arguments", "note"}``.
     """
     return json.dumps({"status": "accepted", "tool": name, "arguments": arguments, "note": ACK_NOTE}, ensure_ascii=False)
 
@@ -69,7 +68,7 @@ class JMultiWOZTC(Environment):
         """Select the tool schemas named by the example.
 
         Args:
-            example: A turn loaded by :func:`toolgym.suites.jmultiwoz_tc.data.load_examples`.
+            example (Example): A turn loaded by :func:`toolgym.suites.jmultiwoz_tc.data.load_examples`.
 
         Raises:
             DatasetError: if the example has no ``metadata["tools"]`` or the file is invalid.

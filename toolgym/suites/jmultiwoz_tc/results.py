@@ -60,6 +60,7 @@ from toolgym.suites.jmultiwoz_tc.scoring import (
     read_results,
     safe_model_name,
     write_score_files,
+    write_text_atomic,
 )
 
 __all__ = [
@@ -326,8 +327,8 @@ def evaluate_run(run: Run) -> tuple[Evaluation, list[str], str]:
         notes.append("the examples name no tools.json: lenient coercion infers slot types from the gold values")
     tool_names = list(types)
 
-    def position(traj: Trajectory) -> tuple:
-        line = imported_line(traj)
+    def position(entry: tuple[Trajectory, ResultRecord | None]) -> tuple:
+        traj, line = entry
         number = line.line if line is not None else 0
         if traj.example_id in order:
             return (0, order[traj.example_id], traj.trial, number)
@@ -343,8 +344,8 @@ def evaluate_run(run: Run) -> tuple[Evaluation, list[str], str]:
         label = "result file"
     records: list[ResultRecord] = []
     texts: list[str] = []
-    for i, traj in enumerate(sorted(run.trajectories, key=position), 1):
-        line = imported_line(traj)
+    entries = sorted(((traj, imported_line(traj)) for traj in run.trajectories), key=position)
+    for i, (traj, line) in enumerate(entries, 1):
         if line is None:
             example = examples.get(traj.example_id)
             dialogue = example.metadata.get("dialogue_id") if example is not None else None
@@ -374,9 +375,7 @@ def export_published(run: Run) -> list[Path]:
     written = []
     result = run.directory / f"result_{name}.jsonl"
     if not _is_file(result, source):
-        tmp = result.with_name(result.name + ".tmp")
-        tmp.write_text("".join(t + "\n" for t in texts), encoding="utf-8")
-        os.replace(tmp, result)
+        write_text_atomic(result, "".join(t + "\n" for t in texts))
         written.append(result)
     # the score files never have the imported file's name: <model> comes from that name
     written += write_score_files(run.directory, name, evaluation).values()

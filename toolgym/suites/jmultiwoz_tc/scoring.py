@@ -53,6 +53,7 @@ __all__ = [
     "split_calls",
     "strict_key",
     "write_score_files",
+    "write_text_atomic",
 ]
 
 PUBLISHED_ROWS = ("全体", "ツール使用判断", "ツール不使用判断", "ツール使用・不使用判断", "tool call精度")
@@ -302,7 +303,7 @@ def max_weight_assignment(weights: list[list[float]]) -> list[tuple[int, int]]:
     (Hungarian algorithm with potentials, O(n²m)); pairs of weight ≤ 0 are left out.
 
     Args:
-        weights: ``n × m`` non-negative weights (rows and columns may differ in number).
+        weights (list[list[float]]): ``n × m`` non-negative weights (rows and columns may differ in number).
     """
     n = len(weights)
     m = len(weights[0]) if n else 0
@@ -363,11 +364,11 @@ def parse_result_line(text: str, lineno: int) -> ResultRecord:
     """One line of a result file, read as the published ``evaluate.py`` reads it.
 
     Args:
-        text: The line (decoded, without its newline).
-        lineno: Its number in the file (1-based), kept in the record.
+        text (str): The line (decoded, without its newline).
+        lineno (int): Its number in the file (1-based), kept in the record.
 
     Returns:
-        The record; ``text`` is kept verbatim in it.
+        ResultRecord: The record; ``text`` is kept verbatim in it.
 
     Raises:
         ValueError: saying why the line cannot be graded: not JSON, not an object, no
@@ -403,7 +404,7 @@ def read_results(path: Path) -> list[ResultRecord]:
     at the start is dropped.
 
     Args:
-        path: The result file, from any generator.
+        path (Path): The result file, from any generator.
 
     Returns:
         list[ResultRecord]: The records in file order (repeated ids and arguments that are not
@@ -876,7 +877,14 @@ def safe_model_name(model: str) -> str:
     return _UNSAFE.sub("_", model).strip("._") or "model"
 
 
-def _write_atomic(path: Path, text: str) -> None:
+def write_text_atomic(path: Path, text: str) -> None:
+    """Write UTF-8 text through a temporary file beside ``path`` and a rename (readers see
+    the old file or the new one, never half of it).
+
+    Args:
+        path (Path): The file.
+        text (str): Its new content.
+    """
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(text, encoding="utf-8")
     os.replace(tmp, path)
@@ -888,7 +896,9 @@ def write_score_files(out: Path, model: str, evaluation: Evaluation) -> dict[str
     through a temporary file (an earlier version is never left half-written).
 
     Args:
-        model: Already sanitised (see :func:`safe_model_name`).
+        out (Path): The folder.
+        model (str): Already sanitised (see :func:`safe_model_name`).
+        evaluation (Evaluation): What to write.
 
     Returns:
         The paths written, by kind (``score``, ``incorrect``, ``diagnostics``).
@@ -901,7 +911,7 @@ def write_score_files(out: Path, model: str, evaluation: Evaluation) -> dict[str
         "diagnostics": out / f"diagnostics_{model}.json",
     }
     dumps = json.dumps
-    _write_atomic(paths["score"], "".join(dumps(r, ensure_ascii=False) + "\n" for r in evaluation.rows))
-    _write_atomic(paths["incorrect"], "".join(dumps(r, ensure_ascii=False) + "\n" for r in evaluation.incorrect))
-    _write_atomic(paths["diagnostics"], dumps(evaluation.diagnostics, ensure_ascii=False, indent=1) + "\n")
+    write_text_atomic(paths["score"], "".join(dumps(r, ensure_ascii=False) + "\n" for r in evaluation.rows))
+    write_text_atomic(paths["incorrect"], "".join(dumps(r, ensure_ascii=False) + "\n" for r in evaluation.incorrect))
+    write_text_atomic(paths["diagnostics"], dumps(evaluation.diagnostics, ensure_ascii=False, indent=1) + "\n")
     return paths

@@ -13,11 +13,11 @@ import time
 from pathlib import Path
 
 import pytest
-from tests.jmultiwoz_helpers import write_dataset
-from tests.test_jmultiwoz_env import script, scripted_answers
 
 from benchmarks.faults import write_dataset as write_words
 from tests.fakeserver import FakeModelServer
+from tests.suites.jmultiwoz_tc.jmultiwoz_helpers import write_dataset
+from tests.suites.jmultiwoz_tc.test_jmultiwoz_env import script, scripted_answers
 from toolgym.agents import Agent, register_agent
 from toolgym.cli import main
 from toolgym.records import ToolCall
@@ -36,7 +36,7 @@ def start_run(argv: list[str], lines: int, stderr: int = subprocess.DEVNULL) -> 
     """Start ``run_agent.py`` with ``argv`` in a new process group; return once the run
     directory's trajectories file has ``lines`` lines (or after 60 s)."""
     out = Path(argv[argv.index("--out") + 1])
-    proc = subprocess.Popen([sys.executable, "run_agent.py", *argv], cwd=Path(__file__).resolve().parents[1],
+    proc = subprocess.Popen([sys.executable, "run_agent.py", *argv], cwd=Path(__file__).resolve().parents[3],
                             start_new_session=True, stdout=subprocess.DEVNULL, stderr=stderr)
     path = out / "trajectories.jsonl"
     deadline = time.monotonic() + 60
