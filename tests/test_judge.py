@@ -270,5 +270,5 @@ def test_environment_declared_judges_switch_on_when_regrading_with_a_judge(tmp_p
     assert [r.grader for r in rows] == ["steps_exact"]  # no judge model: no judge
     script = tmp_path / "judge.json"
     script.write_text(json.dumps([CORRECT]))
-    rows = grade(out, grader_settings={"judge_model": f"scripted:{script}", "judge_cache": ""})
+    rows = grade(out, grader_settings={"judge_model": f"scripted:{script}", "judge_cache": ""}).summary
     assert [(r.grader, r.estimate.mean) for r in rows] == [("steps_exact", 1.0), ("correctness", 1.0)]

@@ -15,7 +15,7 @@ from toolgym.benchmark import ReportTable
 from toolgym.cli.providers import add_provider_arguments, record_accounting, serve_for, settings_from_args
 from toolgym.data import DatasetError
 from toolgym.registry import DuplicateNameError, ExtensionError, UnknownNameError
-from toolgym.runio import RunDirError, locked_run_dir, read_trajectories
+from toolgym.runio import Run, RunDirError, locked_run_dir
 from toolgym.runner import RunConfig, WorkerDied, check_resume, grade, run, status_counts
 from toolgym.stats import SummaryRow
 
@@ -84,12 +84,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     check_resume(config)
     with locked_run_dir(out), serve_for(args, settings, out):
         result = run(config, progress=not args.no_progress)
-    counts = status_counts(read_trajectories(out))
+    counts = status_counts(result.trajectories)
     print_summary(result.summary, title=f"{out} ({', '.join(f'{k}: {v}' for k, v in sorted(counts.items()))})")
-    for line in record_accounting(out, args.price_in, args.price_out).lines():
+    for line in record_accounting(out, result.trajectories, args.price_in, args.price_out).lines():
         console.print(line, highlight=False, soft_wrap=True)
-    print_statistics(out)
-    print_suite_report(out)
+    print_statistics(result.run)
+    print_suite_report(result.run)
     return 0
 
 
@@ -102,14 +102,12 @@ def env_options(args: argparse.Namespace) -> dict:
     return {k: v for k, v in given.items() if v is not None}
 
 
-def print_suite_report(directory: Path, dataset: str | None = None) -> None:
+def print_suite_report(graded: Run) -> None:
     """Print the suite's own section of a graded run (per-subject accuracy, perplexity,
     published metrics), if its benchmark declares one."""
-    from toolgym.api import load_run
     from toolgym.runner import benchmark_of
 
-    graded = load_run(directory, dataset)
-    benchmark = benchmark_of(graded.record, directory)
+    benchmark = benchmark_of(graded.record, graded.directory)
     if benchmark.report is not None and graded.examples is not None:
         print_report_tables(benchmark.report(graded))
 
@@ -122,19 +120,19 @@ def cmd_grade(args: argparse.Namespace) -> int:
 
         result = Path(args.result)
         out = Path(args.out) if args.out else result.parent
-        rows = import_results(args.env, result, args.dataset, out)
-        print_summary(rows, title=str(out))
-        print_suite_report(out)
+        graded = import_results(args.env, result, args.dataset, out)
+        print_summary(graded.summary, title=str(out))
+        print_suite_report(graded.run)
         return 0
     if not args.dir:
         raise ValueError("grade needs a run directory, or --result FILE with --env and --dataset")
-    rows = grade(
+    graded = grade(
         Path(args.dir), graders=args.grader or None, dataset=args.dataset,
         grader_settings=judge_settings(args),
     )
-    print_summary(rows, title=str(args.dir))
-    print_statistics(Path(args.dir), dataset=args.dataset)
-    print_suite_report(Path(args.dir), dataset=args.dataset)
+    print_summary(graded.summary, title=str(args.dir))
+    print_statistics(graded.run)
+    print_suite_report(graded.run)
     return 0
 
 
@@ -161,12 +159,12 @@ def judge_settings(args: argparse.Namespace) -> dict[str, str | None]:
     return {"judge_model": args.judge_model, "judge_cache": cache}
 
 
-def print_statistics(directory: Path, dataset: str | None = None) -> None:
+def print_statistics(graded: Run) -> None:
     """Pass rates with Wilson intervals, pass@k / pass^k, breakdowns and judge agreement."""
-    from toolgym.views.analysis import load_run, run_report
+    from toolgym.views.analysis import run_report
     from toolgym.views.tables import print_run_report
 
-    print_run_report(run_report(load_run(directory, dataset)), console)
+    print_run_report(run_report(graded), console)
 
 
 def cmd_compare(args: argparse.Namespace) -> int:

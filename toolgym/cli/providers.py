@@ -10,7 +10,8 @@ from pathlib import Path
 
 from toolgym.accounting import Accounting, account
 from toolgym.providers import ModelSettings, split_spec
-from toolgym.runio import read_run, read_trajectories, write_run
+from toolgym.records import Trajectory
+from toolgym.runio import read_run, write_run
 
 __all__ = ["add_provider_arguments", "record_accounting", "serve_for", "settings_from_args", "vllm_args"]
 
@@ -119,15 +120,17 @@ def serve_for(args: argparse.Namespace, settings: ModelSettings, out: Path) -> I
         yield
 
 
-def record_accounting(out: Path, price_in: float | None, price_out: float | None) -> Accounting:
-    """Account for every trajectory in run directory ``out`` and store it in its ``run.json``
+def record_accounting(
+    out: Path, trajectories: list[Trajectory], price_in: float | None, price_out: float | None
+) -> Accounting:
+    """Account for every trajectory of run directory ``out`` and store it in its ``run.json``
     (key ``accounting``).
 
     Raises:
         RunDirError: if ``out`` has no valid run.json.
     """
     record = read_run(out)
-    totals = account(read_trajectories(out), price_in, price_out)
+    totals = account(trajectories, price_in, price_out)
     record.accounting = totals.record()
     write_run(Path(out), record)
     return totals
