@@ -218,6 +218,11 @@ class Registry(Generic[T]):
                 f"{self.kind} {name!r} is registered twice: {_origin(self._raw[name])} "
                 f"({existing.describe()}) and {_origin(obj)} ({source})"
             )
+        if name in self._plugins:
+            ep = self._plugins[name]
+            raise DuplicateNameError(
+                f"{self.kind} {name!r} is declared by {_ep_source(ep)} ({ep.value}) and registered by {source}"
+            )
         self._raw[name] = obj
         self._entries[name] = Entry(name, self._coerce(obj, name), name, source)
 
