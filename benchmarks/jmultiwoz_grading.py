@@ -8,7 +8,8 @@ malformed arguments, unknown tools, model errors), then runs the real command
     python run_agent.py grade --env jmultiwoz_tc --result RESULT --dataset DATASET --out DIR
 
 in a fresh process, several times, and reports wall time and peak resident memory (the
-child's ``ru_maxrss``), plus the in-process time of import, grading and export without interpreter start-up.
+command's own ``ru_maxrss``, from ``wait4``), plus the in-process time of import, grading and
+export without interpreter start-up.
 
 Usage: python benchmarks/jmultiwoz_grading.py [--dataset PATH] [--repeat 3]
 """
@@ -18,7 +19,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import statistics
 import subprocess
 import sys
@@ -56,44 +56,62 @@ def perturb(i: int, example) -> dict:
     return record | {"tool_calls": calls}
 
 
+def write_result(dataset: str, result: Path) -> int:
+    """Write the result file of the benchmark; returns the number of turns."""
+    from toolgym.suites.jmultiwoz_tc.data import load_examples
+
+    examples = load_examples(dataset)
+    with open(result, "w", encoding="utf-8") as fh:
+        fh.writelines(json.dumps(perturb(i, ex), ensure_ascii=False) + "\n" for i, ex in enumerate(examples))
+    return len(examples)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--dataset", default=str(DEFAULT))
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--write-result", metavar="FILE", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.write_result:
+        print(write_result(args.dataset, Path(args.write_result)))
+        return 0
 
-    from toolgym import load_run
-    from toolgym.runner import import_results
-    from toolgym.suites.jmultiwoz_tc import SUITE
-    from toolgym.suites.jmultiwoz_tc.data import load_examples
-
-    examples = load_examples(args.dataset)
     with tempfile.TemporaryDirectory() as tmp:
+        # Everything that loads the data runs after the command's runs or in a child: a command
+        # started from a large process would report that process's size as its own peak RSS
+        # (the child shares its pages until it executes the command).
         result = Path(tmp) / "result_bench-model.jsonl"
-        with open(result, "w", encoding="utf-8") as fh:
-            fh.writelines(json.dumps(perturb(i, ex), ensure_ascii=False) + "\n" for i, ex in enumerate(examples))
-        print(f"result file: {len(examples)} turns, {result.stat().st_size / 1e6:.1f} MB")
-
-        start = time.perf_counter()
-        import_results("jmultiwoz_tc", result, args.dataset, Path(tmp) / "inproc")
-        inproc = time.perf_counter() - start
-        tables = SUITE.benchmarks[0].report(load_run(Path(tmp) / "inproc"))
+        made = subprocess.run([sys.executable, __file__, "--dataset", args.dataset, "--write-result", str(result)],
+                              capture_output=True, text=True, check=True)
+        print(f"result file: {made.stdout.strip()} turns, {result.stat().st_size / 1e6:.1f} MB")
 
         command = [sys.executable, str(ROOT / "run_agent.py"), "grade", "--env", "jmultiwoz_tc",
                    "--result", str(result), "--dataset", args.dataset, "--out", str(Path(tmp) / "out")]
         walls, cpus, peaks = [], [], []
         for _ in range(args.repeat):
-            before = resource.getrusage(resource.RUSAGE_CHILDREN)
             start = time.perf_counter()
-            proc = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, check=False)
+            with tempfile.TemporaryFile() as out:
+                proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, cwd=ROOT)
+                _, status, usage = os.wait4(proc.pid, 0)  # this command's usage (and its children's) only
+                proc.returncode = code = os.waitstatus_to_exitcode(status)
+                out.seek(0)
+                output = out.read().decode()
             walls.append(time.perf_counter() - start)
-            if proc.returncode:
-                print(proc.stdout, proc.stderr)
+            if code:
+                print(output)
                 return 1
-            after = resource.getrusage(resource.RUSAGE_CHILDREN)
-            cpus.append(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
-            peaks.append(after.ru_maxrss / 1024)  # the largest child so far: every run is the same command
+            cpus.append(usage.ru_utime + usage.ru_stime)
+            peaks.append(usage.ru_maxrss / 1024)
         rows = [json.loads(x) for x in (Path(tmp) / "out" / "score_bench-model.json").read_text().splitlines()]
+
+        from toolgym import load_run
+        from toolgym.runner import import_results
+        from toolgym.suites.jmultiwoz_tc import SUITE
+
+        start = time.perf_counter()
+        import_results("jmultiwoz_tc", result, args.dataset, Path(tmp) / "inproc")
+        inproc = time.perf_counter() - start
+        tables = SUITE.benchmarks[0].report(load_run(Path(tmp) / "inproc"))
     for row in rows:
         print("  ", json.dumps(row, ensure_ascii=False))
     print("lenient columns:", json.dumps(tables[1].rows[0], ensure_ascii=False))

@@ -172,7 +172,7 @@ def as_benchmark(obj: Any, name: str = "") -> Benchmark:
         return obj
     if isinstance(obj, type) and issubclass(obj, Environment):
         return Benchmark(environment=obj, name=obj.name or (name if re.fullmatch(r"\w+", name or "") else ""))
-    raise TypeError(f"expected an Environment subclass or a Benchmark, got {obj!r}")
+    raise TypeError(f"environment {name or obj!r}: expected an Environment subclass or a Benchmark, got {obj!r}")
 
 
 def _snake(name: str) -> str:

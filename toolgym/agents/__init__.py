@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib
+import json
 import time
 from collections.abc import Callable
 from typing import Any, ClassVar
@@ -112,8 +113,9 @@ class Episode:
         """The finished trajectory (status ``error`` when ``error`` is given)."""
         try:
             state = self.env.read_state()
+            json.dumps(state)
         except Exception as exc:  # a broken read_state is a bug, recorded, never fatal
-            state, error = {}, error or f"{type(exc).__name__} in read_state: {exc}"
+            state, error = {}, error or f"{type(exc).__name__} in read_state of {self.env.name!r}: {exc}"
         return Trajectory(
             example_id=self.example.id,
             trial=self.trial,

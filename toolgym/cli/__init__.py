@@ -329,7 +329,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.func(args)
     except (DatasetError, RunDirError, UnknownNameError, ExtensionError, DuplicateNameError, ValueError,
-            TypeError, FileNotFoundError) as exc:
+            TypeError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)  # plain: never wrapped, easy to grep
         return 2
     except WorkerDied as exc:

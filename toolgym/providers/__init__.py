@@ -15,7 +15,7 @@ from typing import Any
 
 from langchain_core.language_models import BaseChatModel
 
-from toolgym.registry import Registry, is_spec
+from toolgym.registry import ExtensionError, Registry, is_spec
 
 __all__ = ["PROVIDERS", "ModelSettings", "build_model", "register_provider", "split_spec"]
 
@@ -103,5 +103,16 @@ def build_model(spec: str, settings: ModelSettings | None = None) -> BaseChatMod
     """
     provider, name = split_spec(spec)
     if provider not in PROVIDERS and is_spec(spec):
-        return PROVIDERS.get(spec)("", settings or ModelSettings())
-    return PROVIDERS.get(provider)(name, settings or ModelSettings())
+        factory, name, where = PROVIDERS.get(spec), "", spec
+    else:
+        entry = PROVIDERS.entry(provider)
+        factory, where = entry.obj, None if entry.source == "built-in" else f"{spec} ({entry.describe()})"
+    if where is None:  # toolgym's own providers raise their own clear errors
+        return factory(name, settings or ModelSettings())
+    try:
+        model = factory(name, settings or ModelSettings())
+    except Exception as exc:
+        raise ExtensionError(f"model {where}: its factory raised {type(exc).__name__}: {exc}") from exc
+    if not isinstance(model, BaseChatModel):
+        raise ExtensionError(f"model {where}: its factory returned {type(model).__name__}, not a langchain-core BaseChatModel")
+    return model

@@ -1,10 +1,10 @@
 """The per-turn JMultiWOZ-TC graders: the published equality of a turn's calls, a lenient
 diagnostic beside it, and the decision to call or not.
 
-Each grader reads the calls of the trajectory in the published result form
-(:func:`toolgym.suites.jmultiwoz_tc.results.trajectory_calls`: the line itself for a turn
-imported from a result file), so a turn's score and the published rows written by the
-exporter come from the same calls. The published rows are percentages over result lines
+Each grader reads the verdict of the trajectory's calls in the published result form
+(:func:`toolgym.suites.jmultiwoz_tc.results.judged`: the line itself for a turn imported from
+a result file), judged once per turn and shared by the three graders and the exporter, so a
+turn's score and the published rows written by the exporter come from the same judgement. The published rows are percentages over result lines
 (error lines out of the denominator, rounded to two decimals; ``evaluate.py`` of
 github.com/llm-jp/JMultiWOZ-TC); the exporter computes them from the run
 (:func:`toolgym.suites.jmultiwoz_tc.scoring.evaluate`) and writes them to
@@ -13,27 +13,29 @@ github.com/llm-jp/JMultiWOZ-TC); the exporter computes them from the run
 
 from __future__ import annotations
 
-from collections import Counter
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from toolgym import Example, Measure, Score, Trajectory, make_score
-from toolgym.suites.jmultiwoz_tc.data import load_tool_specs
-from toolgym.suites.jmultiwoz_tc.results import trajectory_calls
-from toolgym.suites.jmultiwoz_tc.scoring import lenient_key, published_set, split_calls
+from toolgym import Example, Measure, Score, Trajectory
+from toolgym.suites.jmultiwoz_tc.building import built
+from toolgym.suites.jmultiwoz_tc.results import judged, turn_of
 
 __all__ = ["EVALUATE_PY", "JMultiWOZDecision", "JMultiWOZExact", "JMultiWOZLenient"]
 
 EVALUATE_PY = "evaluate.py of github.com/llm-jp/JMultiWOZ-TC"
 
 
-def _slot_types(example: Example) -> dict[str, dict[str, str]]:
-    path = example.metadata.get("tools")
-    return load_tool_specs(str(path)).slot_types if path else {}
+_EXPLAINED = {(d, e): f"decided {d}, gold {e}" for d in ("call", "no_call", "malformed") for e in ("call", "no_call")}
+_SCHEMA_VERSION = Score.model_fields["schema_version"].default
 
 
-def _gold(example: Example) -> tuple[dict[str, Any], ...]:
-    return tuple({"name": c.name, "arguments": c.arguments} for c in example.expected_calls or ())
+def _score(grader: Any, trajectory: Trajectory, ok: bool, explanation: str, details: dict[str, Any]) -> Score:
+    """What :func:`toolgym.make_score` builds, without validating what is valid by
+    construction (:func:`~toolgym.suites.jmultiwoz_tc.building.built`: three scores a turn)."""
+    return built(Score, {
+        "schema_version": _SCHEMA_VERSION, "example_id": trajectory.example_id, "trial": trajectory.trial,
+        "grader": grader.name, "value": 1.0 if ok else 0.0, "explanation": explanation, "details": details,
+    })
 
 
 @dataclass(frozen=True)
@@ -69,12 +71,11 @@ class JMultiWOZExact:
             Score: 1.0 or 0.0, with ``details.expected`` (the gold) and ``details.actual`` (the
             calls in the result form).
         """
-        predicted = trajectory_calls(trajectory, _slot_types(example) or None)
-        gold = _gold(example)
-        ok = published_set(predicted) == published_set(gold)
-        return make_score(
-            self, trajectory, float(ok), "calls equal the gold" if ok else "calls differ from the gold",
-            expected=list(gold), actual=predicted,
+        verdict = judged(trajectory, example)
+        ok = verdict.exact
+        return _score(
+            self, trajectory, ok, "calls equal the gold" if ok else "calls differ from the gold",
+            {"expected": list(turn_of(example).gold), "actual": list(verdict.calls)},
         )
 
 
@@ -105,14 +106,11 @@ class JMultiWOZLenient:
         Returns:
             Score: 1.0 or 0.0, with ``details.malformed`` (calls that could not be parsed).
         """
-        types = _slot_types(example)
-        well, bad = split_calls(trajectory_calls(trajectory, types or None), set(types) or None)
-        ok = not bad and Counter(lenient_key(c["name"], c["arguments"], types) for c in well) == Counter(
-            lenient_key(c["name"], c["arguments"], types) for c in _gold(example)
-        )
-        return make_score(
-            self, trajectory, float(ok), "leniently equal" if ok else "differs even leniently",
-            malformed=len(bad),
+        verdict = judged(trajectory, example)
+        ok = verdict.lenient_multiset
+        return _score(
+            self, trajectory, ok, "leniently equal" if ok else "differs even leniently",
+            {"malformed": len(verdict.reasons)},
         )
 
 
@@ -148,9 +146,7 @@ class JMultiWOZDecision:
             Score: 1.0 or 0.0, with ``details.decision`` (``call``, ``no_call`` or
             ``malformed``).
         """
-        types = _slot_types(example)
-        well, bad = split_calls(trajectory_calls(trajectory, types or None), set(types) or None)
-        decision = "malformed" if bad else ("call" if well else "no_call")
+        decision = judged(trajectory, example).decision
         expected = "call" if example.expected_calls else "no_call"
         ok = decision == expected
-        return make_score(self, trajectory, float(ok), f"decided {decision}, gold {expected}", decision=decision)
+        return _score(self, trajectory, ok, _EXPLAINED[decision, expected], {"decision": decision})

@@ -39,21 +39,26 @@ from __future__ import annotations
 import json
 import os
 import re
+import weakref
 from collections.abc import Iterable, Mapping
-from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from toolgym import Example, ModelStep, ReportTable, Run, RunRecord, ToolCall, Trajectory
+from toolgym.suites.jmultiwoz_tc.building import built
 from toolgym.suites.jmultiwoz_tc.data import load_tool_specs
 from toolgym.suites.jmultiwoz_tc.environment import JMultiWOZTC
 from toolgym.suites.jmultiwoz_tc.scoring import (
     PUBLISHED_KEYS,
     Evaluation,
+    GoldKeys,
     ResultRecord,
     Turn,
+    Verdict,
     call_parts,
     evaluate,
+    gold_keys,
+    judge,
     malformed_reason,
     parse_arguments,
     parse_result_line,
@@ -71,9 +76,11 @@ __all__ = [
     "export_published",
     "import_result_file",
     "imported_line",
+    "judged",
     "report",
     "result_line",
     "trajectory_calls",
+    "turn_of",
     "turns_of",
 ]
 
@@ -86,6 +93,85 @@ ORIGIN = "result_file"
 _RESULT_NAME = re.compile(r"result_(.+?)\.jsonl?$")
 
 
+# --- memos beside live objects --------------------------------------------------------------
+class _Beside(weakref.ref):
+    """A weak reference to an object (an example, a trajectory, a run) carrying, in the slots
+    of a subclass, what was derived from it: one object per entry, dropped with the object."""
+
+    __slots__ = ("key",)
+
+
+B = TypeVar("B", bound=_Beside)
+
+
+class _Memo(Generic[B]):
+    """What was derived from live objects, by their identity: one grading derives a turn's
+    line, gold and verdict once, and the graders, the exporter and the report share them."""
+
+    __slots__ = ("_entries", "_forget")
+
+    def __init__(self) -> None:
+        entries: dict[int, Any] = {}
+
+        def forget(entry: _Beside) -> None:
+            if entries.get(entry.key) is entry:
+                del entries[entry.key]
+
+        self._entries, self._forget = entries, forget
+
+    def get(self, obj: Any) -> B | None:
+        entry = self._entries.get(id(obj))
+        return entry if entry is not None and entry() is obj else None
+
+    def drop(self, obj: Any) -> None:
+        entry = self._entries.get(id(obj))
+        if entry is not None and entry() is obj:
+            del self._entries[entry.key]
+
+    def put(self, obj: Any, kind: type[B]) -> B:
+        """A new entry of ``kind`` for ``obj`` (the caller fills its slots)."""
+        entry = kind(obj, self._forget)
+        entry.key = id(obj)
+        self._entries[entry.key] = entry
+        return entry
+
+
+class _Gold(_Beside):
+    """What grading needs of an example: its turn, the normal forms of its gold calls, the
+    slot types of the tools it names and their names (``None``: any)."""
+
+    __slots__ = ("turn", "keys", "types", "tool_names")
+    turn: Turn
+    keys: GoldKeys
+    types: dict[str, dict[str, str]]
+    tool_names: set[str] | None
+
+
+_GOLD: _Memo[_Gold] = _Memo()
+_NO_GOLD = gold_keys(())
+_NO_TYPES: dict[str, dict[str, str]] = {}
+_NAMES: dict[int, tuple[dict[str, dict[str, str]], set[str] | None]] = {}  # one set of tool names per types
+
+
+def _gold_of(example: Example) -> _Gold:
+    found = _GOLD.get(example)
+    if found is not None:
+        return found
+    history = example.input if isinstance(example.input, list) else [{"role": "user", "content": example.input}]
+    last = next((m.get("content") for m in reversed(history) if m.get("role") == "user"), None)
+    gold = tuple({"name": c.name, "arguments": c.arguments} for c in example.expected_calls or ())
+    path = example.metadata.get("tools")
+    types = load_tool_specs(str(path)).slot_types if path else _NO_TYPES
+    names = _NAMES.get(id(types))
+    if names is None or names[0] is not types:
+        names = _NAMES[id(types)] = (types, set(types) or None)
+    entry = _GOLD.put(example, _Gold)
+    entry.turn = Turn(example.id, example.metadata.get("dialogue_id"), gold, last, example.metadata.get("turn"))
+    entry.keys = gold_keys(gold) if gold else _NO_GOLD
+    entry.types, entry.tool_names = types, names[1]
+    return entry
+
+
 # --- gold and tools of a run's examples ------------------------------------------------------
 def turns_of(examples: Iterable[Example]) -> dict[str, Turn]:
     """The gold turns of loaded examples, by id, in dataset order.
@@ -96,15 +182,15 @@ def turns_of(examples: Iterable[Example]) -> dict[str, Turn]:
             ``expected_calls``).
 
     Returns:
-        dict[str, Turn]: What grading needs of each turn.
+        dict[str, Turn]: What grading needs of each turn (the same objects for as long as the
+        examples live; not to be changed).
     """
-    turns = {}
-    for ex in examples:
-        history = ex.input if isinstance(ex.input, list) else [{"role": "user", "content": ex.input}]
-        last = next((m.get("content") for m in reversed(history) if m.get("role") == "user"), None)
-        gold = tuple({"name": c.name, "arguments": c.arguments} for c in ex.expected_calls or ())
-        turns[ex.id] = Turn(ex.id, ex.metadata.get("dialogue_id"), gold, last, ex.metadata.get("turn"))
-    return turns
+    return {ex.id: _gold_of(ex).turn for ex in examples}
+
+
+def turn_of(example: Example) -> Turn:
+    """The gold turn of one example (see :func:`turns_of`)."""
+    return _gold_of(example).turn
 
 
 def _tool_types(examples: Iterable[Example]) -> dict[str, dict[str, str]] | None:
@@ -126,14 +212,44 @@ def _types_from_gold(turns: Mapping[str, Turn]) -> dict[str, dict[str, str]]:
 
 
 # --- trajectories in the result form ---------------------------------------------------------
-@lru_cache(maxsize=64)  # the graders of one turn read its line one after the other
-def _parsed(text: str, line: int) -> ResultRecord:
-    return parse_result_line(text, line)
+class _TurnState(_Beside):
+    """A trajectory's imported line (``None`` for a played turn) and its last verdict, with
+    the example's gold it was judged against."""
+
+    __slots__ = ("line", "verdict", "against")
+    line: ResultRecord | None
+    verdict: Verdict | None
+    against: _Gold | None
+
+
+_STATES: _Memo[_TurnState] = _Memo()
+
+
+def _state(trajectory: Trajectory, line: ResultRecord | None = None) -> _TurnState:
+    """The trajectory's entry; a new one holds ``line`` (the line the trajectory was just
+    read from), else the line parsed from the trajectory."""
+    state = _STATES.get(trajectory)
+    if state is None:
+        if line is None:
+            line = _read_line(trajectory)
+        state = _STATES.put(trajectory, _TurnState)
+        state.line, state.verdict, state.against = line, None, None
+    return state
+
+
+def _read_line(trajectory: Trajectory) -> ResultRecord | None:
+    origin = trajectory.final_state.get(ORIGIN)
+    steps = trajectory.model_steps
+    if not isinstance(origin, dict) or not steps:
+        return None
+    return parse_result_line(steps[0].text, int(origin.get("line") or 0))
 
 
 def imported_line(trajectory: Trajectory) -> ResultRecord | None:
     """The result line an imported trajectory was read from, or ``None`` for a trajectory
     played by an agent.
+
+    Parsed once per trajectory object (the importer hands over the lines it read).
 
     Args:
         trajectory (Trajectory): Any trajectory of the environment.
@@ -145,11 +261,36 @@ def imported_line(trajectory: Trajectory) -> ResultRecord | None:
     Raises:
         ValueError: when the stored line no longer parses (the trajectories file was edited).
     """
-    origin = trajectory.final_state.get(ORIGIN)
-    steps = trajectory.model_steps
-    if not isinstance(origin, dict) or not steps:
-        return None
-    return _parsed(steps[0].text, int(origin.get("line") or 0))
+    return _state(trajectory).line
+
+
+def judged(trajectory: Trajectory, example: Example) -> Verdict:
+    """The verdict of a turn (:func:`~toolgym.suites.jmultiwoz_tc.scoring.judge` of its calls in
+    the result form against the example's gold, with the example's tool schemas), computed
+    once per trajectory and example: the three graders of a turn and the exporter share it.
+
+    Args:
+        trajectory (Trajectory): The turn.
+        example (Example): Its example.
+
+    Returns:
+        Verdict: The judgement (not to be changed).
+    """
+    last = _LAST_JUDGED
+    if last[0] is trajectory and last[1] is example:  # the graders of one turn one after the other
+        return last[2]
+    state = _state(trajectory)
+    gold = _gold_of(example)
+    verdict = state.verdict
+    if state.against is not gold or verdict is None:
+        calls = state.line.calls if state.line is not None else trajectory_calls(trajectory, gold.tool_names)
+        verdict = judge(calls, gold.turn.gold, gold.types, gold.tool_names, gold.keys)
+        state.verdict, state.against = verdict, gold
+    last[:] = (trajectory, example, verdict)
+    return verdict
+
+
+_LAST_JUDGED: list[Any] = [None, None, None]  # trajectory, example, verdict
 
 
 def trajectory_calls(trajectory: Trajectory, tool_names: Iterable[str] | None = None) -> list[Any]:
@@ -220,14 +361,18 @@ def _model_of(path: Path) -> str:
     return safe_model_name(m.group(1) if m else path.stem)
 
 
+_SCHEMA_VERSION = Trajectory.model_fields["schema_version"].default
+
+
 def _tool_call(call: dict[str, Any], index: int, lineno: int, tool_names: set[str] | None) -> ToolCall:
     name, raw = call_parts(call)
     call_id = str(call.get("id") or f"line{lineno}_{index}")
     reason = malformed_reason(call, tool_names)
     if reason is None:
-        return ToolCall(id=call_id, name=name, arguments=parse_arguments(raw))
+        return built(ToolCall, {"id": call_id, "name": name, "arguments": parse_arguments(raw), "malformed": None, "raw": None})
     text = raw if isinstance(raw, str) else json.dumps(raw, ensure_ascii=False)
-    return ToolCall(id=call_id, name=name if isinstance(name, str) else "", malformed=reason, raw=text)
+    name = name if isinstance(name, str) else ""
+    return built(ToolCall, {"id": call_id, "name": name, "arguments": {}, "malformed": reason, "raw": text})
 
 
 def import_result_file(path: Path, examples: list[Example]) -> list[Trajectory]:
@@ -259,25 +404,31 @@ def import_result_file(path: Path, examples: list[Example]) -> list[Trajectory]:
     types = _tool_types(examples)
     tool_names = set(types) if types else None
     where = str(path.resolve())
+    env = JMultiWOZTC.name
     trials: dict[str, int] = {}
     trajectories = []
     for rec in records:
         trial = trials.get(rec.data_id, 0)
         trials[rec.data_id] = trial + 1
-        step = ModelStep(text=rec.text, tool_calls=[_tool_call(c, i, rec.line, tool_names) for i, c in enumerate(rec.calls)])
+        calls = [_tool_call(c, i, rec.line, tool_names) for i, c in enumerate(rec.calls)]
+        step = built(ModelStep, {
+            "kind": "model", "text": rec.text, "tool_calls": calls, "latency_s": 0.0, "input_tokens": None,
+            "output_tokens": None,
+        })
         error = None
         if rec.data_id not in known:
             error = (f"UnknownTurn: data_id {rec.data_id!r} is not in the dataset (the published rows grade "
                      "it against an empty gold, as evaluate.py does)")
         elif rec.error:
             error = rec.error_detail or rec.error
-        trajectories.append(
-            Trajectory(
-                example_id=rec.data_id, trial=trial, env=JMultiWOZTC.name, agent=IMPORTED_AGENT, model=model,
-                status="error" if error else "completed", error=error, steps=[step],
-                final_state={ORIGIN: {"file": where, "line": rec.line}},
-            )
-        )
+        traj = built(Trajectory, {
+            "schema_version": _SCHEMA_VERSION, "example_id": rec.data_id, "trial": trial, "env": env,
+            "agent": IMPORTED_AGENT, "model": model, "status": "error" if error else "completed", "error": error,
+            "steps": [step], "final_state": {ORIGIN: {"file": where, "line": rec.line}}, "final_answer": None,
+            "duration_s": 0.0,
+        })
+        _state(traj, rec)  # the line just read: graders and exporter do not parse it again
+        trajectories.append(traj)
     return trajectories
 
 
@@ -303,21 +454,42 @@ def _is_file(path: Path, other: str | None) -> bool:
         return path.resolve() == Path(other).resolve()
 
 
+class _Evaluated(_Beside):
+    """A run's evaluation, with what it was computed from."""
+
+    __slots__ = ("source", "result")
+    source: tuple
+    result: tuple[Evaluation, list[str], str]
+
+
+_EVALUATIONS: _Memo[_Evaluated] = _Memo()
+
+
 def evaluate_run(run: Run) -> tuple[Evaluation, list[str], str]:
     """The published result lines of a run and their evaluation.
 
     Lines are in dataset order (then trial), lines of data_ids the dataset lacks (imported)
     last, in their file order. A played turn's line is :func:`result_line`; an imported
-    turn's is the line it was read from, verbatim.
+    turn's is the line it was read from, verbatim. The graders' verdicts of the imported
+    lines are reused (:func:`judged`), and the evaluation is kept with the run object, so
+    that the exporter and the report of one grading compute it once (a run whose
+    trajectories or examples were replaced is evaluated again).
 
     Args:
         run (Run): A graded run with its examples (``None`` examples: every id is unknown).
 
     Returns:
         tuple[Evaluation, list[str], str]: The evaluation of the lines (exactly what grading
-        the exported result file gives), the lines' text, and ``<model>`` of the file names.
+        the exported result file gives), the lines' text, and ``<model>`` of the file names;
+        not to be changed.
     """
     examples = run.examples or {}
+    name = export_name(run.record)
+    source = run.record.agent.get("result_file")
+    key = (id(run.trajectories), len(run.trajectories), id(run.examples), len(examples), run.directory, name, source)
+    kept = _EVALUATIONS.get(run)
+    if kept is not None and kept.source == key:
+        return kept.result
     turns = turns_of(examples.values())
     order = {ex_id: i for i, ex_id in enumerate(examples)}
     types = _tool_types(examples.values())
@@ -334,8 +506,6 @@ def evaluate_run(run: Run) -> tuple[Evaluation, list[str], str]:
             return (0, order[traj.example_id], traj.trial, number)
         return (1, number, 0, 0)
 
-    name = export_name(run.record)
-    source = run.record.agent.get("result_file")
     if source:  # notes name the imported file's own lines
         label = str(source)
     elif run.directory is not None:
@@ -344,18 +514,29 @@ def evaluate_run(run: Run) -> tuple[Evaluation, list[str], str]:
         label = "result file"
     records: list[ResultRecord] = []
     texts: list[str] = []
+    verdicts: list[Verdict | None] = []
     entries = sorted(((traj, imported_line(traj)) for traj in run.trajectories), key=position)
     for i, (traj, line) in enumerate(entries, 1):
+        verdict = None
         if line is None:
             example = examples.get(traj.example_id)
             dialogue = example.metadata.get("dialogue_id") if example is not None else None
             text = json.dumps(result_line(traj, dialogue, tool_names), ensure_ascii=False)
             line = parse_result_line(text, i)
+        else:  # the graders' verdict, when judged against this gold with these slot types
+            state = _STATES.get(traj)
+            example = examples.get(traj.example_id)
+            against = state.against if state is not None else None
+            if against is not None and against.types is types and example is not None and against is _GOLD.get(example):
+                verdict = state.verdict
         records.append(line)
         texts.append(line.text)
+        verdicts.append(verdict)
     if run.directory is not None and _is_file(run.directory / f"result_{name}.jsonl", source):
         notes.append(f"result_{name}.jsonl is the imported result file and is left as it is (not rewritten)")
-    return evaluate(records, turns, types, notes, source=label), texts, name
+    kept = _EVALUATIONS.put(run, _Evaluated)
+    kept.source, kept.result = key, (evaluate(records, turns, types, notes, source=label, verdicts=verdicts), texts, name)
+    return kept.result
 
 
 def export_published(run: Run) -> list[Path]:
@@ -371,6 +552,7 @@ def export_published(run: Run) -> list[Path]:
     if run.directory is None:
         return []
     evaluation, texts, name = evaluate_run(run)
+    _let_go(run)
     source = run.record.agent.get("result_file")
     written = []
     result = run.directory / f"result_{name}.jsonl"
@@ -380,6 +562,18 @@ def export_published(run: Run) -> list[Path]:
     # the score files never have the imported file's name: <model> comes from that name
     written += write_score_files(run.directory, name, evaluation).values()
     return written
+
+
+def _let_go(run: Run) -> None:
+    """Forget the lines, verdicts and gold derived for a run now that it is exported (its
+    evaluation is kept for the report): a quarter of the objects a grading leaves, which the
+    cycle collector would otherwise rescan at every full collection while the run is in
+    memory. Grading the same objects again derives them again."""
+    _LAST_JUDGED[:] = (None, None, None)
+    for traj in run.trajectories:
+        _STATES.drop(traj)
+    for example in (run.examples or {}).values():
+        _GOLD.drop(example)
 
 
 # --- report ----------------------------------------------------------------------------------

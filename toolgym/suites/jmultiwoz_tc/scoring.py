@@ -30,7 +30,7 @@ import os
 import re
 import unicodedata
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -40,10 +40,14 @@ __all__ = [
     "PUBLISHED_ROWS",
     "Evaluation",
     "GoldFormatError",
+    "GoldKeys",
     "ResultFileError",
     "ResultRecord",
     "Turn",
+    "Verdict",
     "evaluate",
+    "gold_keys",
+    "judge",
     "lenient_key",
     "max_weight_assignment",
     "published_set",
@@ -169,11 +173,17 @@ def strict_key(call: Any) -> tuple[Any, str]:
     return _strict(name, parse_arguments(raw))
 
 
+# json.dumps(x, sort_keys=True, ensure_ascii=False) and json.dumps(x, ensure_ascii=False), without
+# building an encoder per call (a normal form per call of every turn)
+_SORTED_JSON = json.JSONEncoder(ensure_ascii=False, sort_keys=True).encode
+_JSON = json.JSONEncoder(ensure_ascii=False).encode
+
+
 def _strict(name: Any, args: Any) -> tuple[Any, str]:
     try:
         if isinstance(args, (dict, list)):
-            return name, json.dumps(args, sort_keys=True, ensure_ascii=False)
-        return name, json.dumps(args, ensure_ascii=False)
+            return name, _SORTED_JSON(args)
+        return name, _JSON(args)
     except (TypeError, ValueError):
         return name, str(args)
 
@@ -295,6 +305,110 @@ def _same_multiset(a: list, b: list) -> bool:
     if len(a) <= 1:
         return a == b
     return Counter(a) == Counter(b)
+
+
+GoldKeys = tuple[frozenset, list]
+"""The published normal forms of a turn's gold calls: as a set, and in order (see :func:`gold_keys`)."""
+
+
+def gold_keys(gold: Iterable[Mapping[str, Any]]) -> GoldKeys:
+    """The published normal forms (:func:`strict_key`) of gold calls ``{"name", "arguments"}``,
+    as a set and as a list in call order."""
+    keys = [_strict(c["name"], c["arguments"]) for c in gold]
+    return frozenset(keys), keys
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """How one turn's calls compare with its gold: what :func:`evaluate` counts for a result
+    line, and what the per-turn graders score (one judgement shared by both).
+
+    Attributes:
+        calls: The calls judged, as written (either published form); not to be changed.
+        exact: The published equality: the sets of normal forms are equal.
+        made: A call was made (a malformed one too, as published).
+        well: The well-formed calls as ``{"name", "arguments"}`` (arguments parsed).
+        reasons: Why each other call is malformed (see :func:`malformed_reason`).
+        strict_multiset: No malformed call, and the normal forms are equal as multisets.
+        lenient_set: No malformed call, and the lenient forms (:func:`lenient_key`) are
+            equal as sets.
+        lenient_multiset: The same as multisets (the ``jmultiwoz_lenient`` grader).
+    """
+
+    calls: Sequence[Any]
+    exact: bool
+    made: bool
+    well: Sequence[dict[str, Any]]
+    reasons: tuple[str, ...]
+    strict_multiset: bool
+    lenient_set: bool
+    lenient_multiset: bool
+
+    @property
+    def decision(self) -> str:
+        """``malformed`` (a call could not be parsed), ``call`` or ``no_call``."""
+        return "malformed" if self.reasons else ("call" if self.well else "no_call")
+
+    @property
+    def bad_arguments(self) -> bool:
+        """A call's arguments are not a JSON object (after parsing a JSON string)."""
+        return any(r.startswith("arguments are not") for r in self.reasons)
+
+
+def judge(
+    calls: Sequence[Any],
+    gold: Sequence[Mapping[str, Any]],
+    slot_types: Mapping[str, Mapping[str, str]],
+    tool_names: set[str] | None,
+    keys: GoldKeys | None = None,
+) -> Verdict:
+    """Compare a turn's calls with its gold, every way :func:`evaluate` and the graders do.
+
+    Args:
+        calls (Sequence[Any]): The calls as written in a result line (either form).
+        gold (Sequence[Mapping[str, Any]]): The gold calls, ``{"name", "arguments"}`` each.
+        slot_types (Mapping[str, Mapping[str, str]]): ``{tool: {slot: JSON type}}`` for
+            lenient coercion.
+        tool_names (set[str] | None): The known tools (``None``: any name).
+        keys (GoldKeys | None): :func:`gold_keys` of ``gold``, when already known.
+
+    Returns:
+        Verdict: The judgement.
+    """
+    gold_set, gold_strict = keys if keys is not None else gold_keys(gold)
+    pred_strict = []
+    well: list[dict[str, Any]] = []
+    well_strict = []
+    reasons: list[str] = []
+    for call in calls:
+        name, raw = call_parts(call)
+        args = parse_arguments(raw)
+        key = _strict(name, args)
+        pred_strict.append(key)
+        reason = _malformed(call, name, raw, args, tool_names)
+        if reason is None:  # the call itself when written so
+            same = args is raw and len(call) == 2 and "name" in call and "arguments" in call
+            well.append(call if same else {"name": name, "arguments": args})
+            well_strict.append(key)
+        else:
+            reasons.append(reason)
+    if reasons:
+        strict_ms = len_set = len_ms = False
+    elif _same_multiset(well_strict, gold_strict):  # strictly equal: leniently too
+        strict_ms = len_set = len_ms = True
+    else:
+        strict_ms = False
+        gold_len = [lenient_key(c["name"], c["arguments"], slot_types) for c in gold]
+        pred_len = [lenient_key(c["name"], c["arguments"], slot_types) for c in well]
+        len_set = set(pred_len) == set(gold_len)
+        len_ms = _same_multiset(pred_len, gold_len)
+    predicted = frozenset(pred_strict)
+    return Verdict(
+        calls, predicted == gold_set, bool(predicted), well or _NONE, tuple(reasons), strict_ms, len_set, len_ms,
+    )
+
+
+_NONE: tuple = ()
 
 
 # --- optimal assignment ----------------------------------------------------------------------
@@ -521,6 +635,7 @@ def evaluate(
     slot_types: Mapping[str, Mapping[str, str]],
     notes: Iterable[str] = (),
     source: str = "result file",
+    verdicts: Sequence[Verdict | None] | None = None,
 ) -> Evaluation:
     """Grade result records against the gold turns: the five published rows of
     ``evaluate.py`` (github.com/llm-jp/JMultiWOZ-TC) and the diagnostics beside them.
@@ -535,6 +650,10 @@ def evaluate(
             malformed).
         notes (Iterable[str]): Notes carried into the evaluation.
         source (str): How notes name the result file (its line numbers are ``results[i].line``).
+        verdicts (Sequence[Verdict | None] | None): Already known verdicts of the lines, in
+            the order of ``results`` (``None``: judged here); each must be :func:`judge` of
+            that line's calls against its turn's gold with ``slot_types`` (the graders'
+            verdicts of a run, shared with its export).
 
     Returns:
         Evaluation: The rows, the wrong turns, the diagnostics and the notes.
@@ -555,10 +674,10 @@ def evaluate(
     wrong_use: list[dict[str, Any]] = []
     wrong_nouse: list[dict[str, Any]] = []
     unknown: list[str] = []
-    gold_cache: dict[str, tuple[frozenset, list]] = {}
+    gold_cache: dict[str, GoldKeys] = {}
     bad_args: list[int] = []
 
-    for rec in results:
+    for i, rec in enumerate(results):
         turn = turns.get(rec.data_id)
         if turn is None:
             unknown.append(rec.data_id)
@@ -575,34 +694,22 @@ def evaluate(
             (use if gold_used else nouse).errors += 1
             continue
 
-        cached = gold_cache.get(rec.data_id) if turn is not None else None
-        if cached is None:
-            gold_strict = [_strict(c["name"], c["arguments"]) for c in gold]
-            cached = (frozenset(gold_strict), gold_strict)
-            if turn is not None:
-                gold_cache[rec.data_id] = cached
-        gold_set, gold_strict = cached
-        pred_strict = []
-        well: list[dict[str, Any]] = []
-        well_strict = []
-        bad = 0
-        for call in rec.calls:
-            name, raw = call_parts(call)
-            args = parse_arguments(raw)
-            key = _strict(name, args)
-            pred_strict.append(key)
-            reason = _malformed(call, name, raw, args, tool_names)
-            if reason is None:
-                well.append({"name": name, "arguments": args})
-                well_strict.append(key)
-            else:
-                bad += 1
-                reasons[reason] += 1
-                if reason.startswith("arguments are not"):
-                    bad_args.append(rec.line)
-        predicted = frozenset(pred_strict)
-        exact = predicted == gold_set
-        made = bool(predicted)
+        verdict = verdicts[i] if verdicts is not None else None
+        if verdict is None:
+            keys = gold_cache.get(rec.data_id) if turn is not None else None
+            if keys is None:
+                keys = gold_keys(gold)
+                if turn is not None:
+                    gold_cache[rec.data_id] = keys
+            verdict = judge(rec.calls, gold, slot_types, tool_names, keys)
+        well = verdict.well
+        bad = len(verdict.reasons)
+        for reason in verdict.reasons:
+            reasons[reason] += 1
+        if verdict.bad_arguments:
+            bad_args.append(rec.line)
+        exact = verdict.exact
+        made = verdict.made
         _count(overall, exact)
         _count(both, made == gold_used)
         if gold_used:
@@ -613,18 +720,8 @@ def evaluate(
             _count(nouse, not made)
 
         # --- diagnostics -----------------------------------------------------------------
-        decision = "malformed" if bad else ("call" if well else "no_call")
-        decisions["gold_call" if gold_used else "gold_no_call"][decision] += 1
-        if bad:
-            strict_ms = len_set = len_ms = False
-        elif _same_multiset(well_strict, gold_strict):  # strictly equal: leniently too
-            strict_ms = len_set = len_ms = True
-        else:
-            strict_ms = False
-            gold_len = [lenient_key(c["name"], c["arguments"], slot_types) for c in gold]
-            pred_len = [lenient_key(c["name"], c["arguments"], slot_types) for c in well]
-            len_set = set(pred_len) == set(gold_len)
-            len_ms = _same_multiset(pred_len, gold_len)
+        decisions["gold_call" if gold_used else "gold_no_call"][verdict.decision] += 1
+        strict_ms, len_set, len_ms = verdict.strict_multiset, verdict.lenient_set, verdict.lenient_multiset
         for label in ("全体", "tool call精度") if gold_used else ("全体",):
             counts = lenient[label]
             counts[0] += 1
