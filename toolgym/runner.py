@@ -574,6 +574,8 @@ def run(config: RunConfig, progress: bool = True) -> RunResult:
             if writer is not None:
                 writer.write(traj)
             finished.append(traj)
+            if len(finished) % 1024 == 0:  # finished trajectories live to the end: stop rescanning them
+                gc.freeze()
             if bar is not None:
                 bar.update(1)
                 bar.set_postfix_str(traj.status)
@@ -592,12 +594,13 @@ def run(config: RunConfig, progress: bool = True) -> RunResult:
             writer.close()
     record.finished_at = dt.datetime.now(dt.UTC).isoformat()
     by_id = {ex.id: ex for ex in examples}
-    scores = grade_trajectories(by_id, finished, [g for g, _ in graders])
-    result = Run(out, record, finished, scores, by_id)
-    if out is not None:
-        write_run(out, record)
-        write_jsonl_atomic(out / SCORES_FILE, scores)
-        export(benchmark, result)
+    with _frozen_gc():
+        scores = grade_trajectories(by_id, finished, [g for g, _ in graders])
+        result = Run(out, record, finished, scores, by_id)
+        if out is not None:
+            write_run(out, record)
+            write_jsonl_atomic(out / SCORES_FILE, scores)
+            export(benchmark, result)
     return RunResult(result, summarize(benchmark.name, finished, scores, record.graders))
 
 
