@@ -580,8 +580,6 @@ def run(config: RunConfig, progress: bool = True) -> RunResult:
                 bar.update(1)
                 bar.set_postfix_str(traj.status)
 
-        # With two workers on JMultiWOZ-TC, freezing the loaded dataset took the CPU per turn
-        # from 2.98 to 2.52 ms (BENCHMARKS.md).
         with _frozen_gc():
             if workers > 1:
                 play_in_processes(agent, env_cls, jobs, concurrency, workers, on_done)
@@ -594,7 +592,7 @@ def run(config: RunConfig, progress: bool = True) -> RunResult:
             writer.close()
     record.finished_at = dt.datetime.now(dt.UTC).isoformat()
     by_id = {ex.id: ex for ex in examples}
-    with _frozen_gc():
+    with _grading_gc():
         scores = grade_trajectories(by_id, finished, [g for g, _ in graders])
         result = Run(out, record, finished, scores, by_id)
         if out is not None:
@@ -665,7 +663,7 @@ def grade(
     path = dataset or record.dataset.path
     if path is None:
         raise RunDirError(f"{directory}: run.json records no dataset file; pass --dataset")
-    with _frozen_gc():
+    with _grading_gc():
         examples = {ex.id: ex for ex in load_examples(path, benchmark, record.env_options)}
         trajectories = read_trajectories(directory)
         return _grade_loaded(directory, record, benchmark, examples, trajectories, graders, grader_settings)
@@ -673,15 +671,36 @@ def grade(
 
 @contextlib.contextmanager
 def _frozen_gc() -> Iterator[None]:
-    """Keep the cycle collector off what is loaded so far (a dataset and its trajectories are
-    millions of objects that live until the end): frozen, they are not rescanned at every
-    collection while grading allocates, and forked workers do not copy their pages (grading
-    31,303 JMultiWOZ-TC turns: about 8 s of collection without it)."""
+    """Keep the cycle collector off what is loaded so far (the dataset: millions of objects
+    for a large one, alive until the end): frozen, it is not rescanned while episodes
+    allocate, and forked workers do not copy its pages (with two workers on JMultiWOZ-TC, CPU
+    per turn 2.98 -> 2.52 ms; BENCHMARKS.md)."""
     gc.freeze()
     try:
         yield
     finally:
         gc.unfreeze()
+
+
+@contextlib.contextmanager
+def _grading_gc() -> Iterator[None]:
+    """The cycle collector while loading, importing and grading a run: what these build
+    (examples, trajectories, scores) lives to the end, so full collections would rescan all of
+    it in vain. What is loaded before is frozen, only the young generations are collected
+    (cyclic garbage dies young), and at the end a full collection over everything frozen scans
+    nothing but counts the run as collected, so none starts over it right after. Grading
+    31,303 JMultiWOZ-TC turns: about 8 s of collection without the freeze, 2 s more without the
+    young-only collections, 0.5 s more without the last collection."""
+    threshold = gc.get_threshold()
+    gc.freeze()
+    gc.set_threshold(threshold[0], threshold[1], max(threshold[2], 1_000_000))
+    try:
+        yield
+    finally:
+        gc.freeze()
+        gc.collect()
+        gc.unfreeze()
+        gc.set_threshold(*threshold)
 
 
 def _grade_loaded(
@@ -698,39 +717,15 @@ def _grade_loaded(
         made = make_graders(benchmark, names, settings)
     except (UnknownNameError, ExtensionError) as exc:
         raise RunDirError(f"{directory}: a grader of this run can no longer be found: {exc}") from None
-    with _young_gc_only():
-        scores = grade_trajectories(examples, trajectories, [g for g, _ in made])
-        write_jsonl_atomic(directory / SCORES_FILE, scores)
-        record.graders = [grader_name(g) for g, _ in made]
-        record.measures = {**record.measures, **{grader_name(g): measure_of(g) for g, _ in made}}
-        record.extensions = {**record.extensions, **{f"grader:{grader_name(g)}": ref for g, ref in made}}
-        write_run(directory, record)
-        graded = Run(directory, record, trajectories, scores, examples)
-        export(benchmark, graded)
-        return RunResult(graded, summarize(record.env, trajectories, scores, record.graders))
-
-
-def _count_as_collected() -> None:
-    """Freeze what grading made too and run a full collection, which then scans nothing: the
-    collector counts the run as collected and does not start a full collection over all of it
-    (every object alive) within the next few thousand allocations once unfrozen (after
-    grading 31,303 JMultiWOZ-TC turns: 0.5 s, while the command prints its tables)."""
-    gc.freeze()
-    gc.collect()
-
-
-@contextlib.contextmanager
-def _young_gc_only() -> Iterator[None]:
-    """Collect only the young generations while loading, importing and grading: what these
-    build (examples, trajectories, three scores a turn) lives to the end, so every full
-    collection would rescan all of it in vain; cyclic garbage still dies young (grading
-    31,303 JMultiWOZ-TC turns: six full collections, 2 of 5 s, without it)."""
-    threshold = gc.get_threshold()
-    gc.set_threshold(threshold[0], threshold[1], max(threshold[2], 1_000_000))
-    try:
-        yield
-    finally:
-        gc.set_threshold(*threshold)
+    scores = grade_trajectories(examples, trajectories, [g for g, _ in made])
+    write_jsonl_atomic(directory / SCORES_FILE, scores)
+    record.graders = [grader_name(g) for g, _ in made]
+    record.measures = {**record.measures, **{grader_name(g): measure_of(g) for g, _ in made}}
+    record.extensions = {**record.extensions, **{f"grader:{grader_name(g)}": ref for g, ref in made}}
+    write_run(directory, record)
+    graded = Run(directory, record, trajectories, scores, examples)
+    export(benchmark, graded)
+    return RunResult(graded, summarize(record.env, trajectories, scores, record.graders))
 
 
 def import_results(env: Any, result: Path, dataset: str | None, out: Path) -> RunResult:
@@ -755,7 +750,7 @@ def import_results(env: Any, result: Path, dataset: str | None, out: Path) -> Ru
             "imported result file"
         )
     path = resolve_dataset(benchmark, dataset)
-    with _frozen_gc(), _young_gc_only():
+    with _grading_gc():
         examples = load_examples(path, benchmark, {})
         trajectories = benchmark.importer(Path(result), examples)
         out.mkdir(parents=True, exist_ok=True)
@@ -773,9 +768,7 @@ def import_results(env: Any, result: Path, dataset: str | None, out: Path) -> Ru
         )
         write_jsonl_atomic(out / TRAJECTORIES_FILE, trajectories)
         write_run(out, record)
-        graded = _grade_loaded(out, record, benchmark, {ex.id: ex for ex in examples}, trajectories, None, None)
-        _count_as_collected()
-    return graded
+        return _grade_loaded(out, record, benchmark, {ex.id: ex for ex in examples}, trajectories, None, None)
 
 
 def grade_trajectories(

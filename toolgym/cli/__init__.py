@@ -193,12 +193,13 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    from toolgym.data import check_dataset
-    from toolgym.runner import load_run_examples, resolve_benchmark
+    from toolgym.data import check_dataset, load_examples, resolve_dataset
+    from toolgym.runner import resolve_benchmark
 
     benchmark, _ = resolve_benchmark(args.env)
-    path, examples = load_run_examples(benchmark, args.dataset, None, {})
-    problems = check_dataset(benchmark, examples, path or "dataset")
+    path = resolve_dataset(benchmark, args.dataset)
+    examples = load_examples(path, benchmark)
+    problems = check_dataset(benchmark, examples, path)
     for problem in problems:
         print(f"problem: {problem}", file=sys.stderr)
     console.print(f"{path}: {len(examples)} examples, {len(problems)} problem(s)", highlight=False, soft_wrap=True)

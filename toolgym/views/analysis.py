@@ -28,7 +28,7 @@ from toolgym.stats import (
     pass_hat_k,
     wilson_interval,
 )
-from toolgym.views.rundata import graders_of, measure_for
+from toolgym.views.rundata import measure_for
 
 __all__ = [
     "AGREEMENT_PAIRS",
@@ -42,7 +42,6 @@ __all__ = [
     "breakdown",
     "compare_runs",
     "grader_stats",
-    "load_run",
     "run_report",
 ]
 
@@ -305,7 +304,7 @@ def run_report(run: Run | str | Path) -> RunReport:
     """
     run = _as_run(run)
     env, scores = run.record.env, run.scores
-    graders = graders_of(run)
+    graders = run.graders
     measures = {g: measure_for(run, g) for g in graders}
     n_errors = sum(t.status == "error" for t in run.trajectories)
     stats = [grader_stats(env, g, scores, measures[g], n_errors) for g in graders]
@@ -427,9 +426,9 @@ def compare_runs(
     ids_b = {t.example_id for t in b.trajectories}
     if not ids_a & ids_b:
         raise RunDirError(f"{dir_a} and {dir_b} share no example; compare runs of the same dataset")
-    graders_b = set(graders_of(b))
+    graders_b = set(b.graders)
     rows = []
-    for grader in (g for g in graders_of(a) if g in graders_b):
+    for grader in (g for g in a.graders if g in graders_b):
         measure = measure_for(a, grader)
         ma, mb = _example_values(a.scores, grader, measure), _example_values(b.scores, grader, measure)
         paired = sorted(set(ma) & set(mb))

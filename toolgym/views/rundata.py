@@ -29,19 +29,6 @@ values other than 0 and 1: higher is better, no pass rule."""
 # --- measures --------------------------------------------------------------------------------
 
 
-def graders_of(run: Run) -> list[str]:
-    """Grader names of a run: those recorded in ``run.json``, then any others found in its
-    scores (in order of appearance).
-
-    Args:
-        run (Run): The run.
-
-    Returns:
-        list[str]: The names, each once.
-    """
-    return list(dict.fromkeys([*run.record.graders, *(s.grader for s in run.scores)]))
-
-
 def measure_for(run: Run, grader: str) -> Measure:
     """What ``grader`` measures in ``run``: the measure recorded in ``run.json``; else the
     ``measure`` of the installed grader class (found again by its recorded spec); else, for a
@@ -119,7 +106,7 @@ class RunView:
         for s in self.run.scores:
             by_key[(s.example_id, s.trial)].append(s)
         self._by_key = dict(by_key)
-        self._measures = {g: measure_for(self.run, g) for g in graders_of(self.run)}
+        self._measures = {g: measure_for(self.run, g) for g in self.run.graders}
 
     @property
     def directory(self) -> Path:
@@ -153,7 +140,7 @@ class RunView:
 
     @property
     def graders(self) -> list[str]:
-        """Grader names (:func:`graders_of`)."""
+        """Grader names (:attr:`toolgym.Run.graders`)."""
         return list(self._measures)
 
     @property
