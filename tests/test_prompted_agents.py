@@ -188,4 +188,6 @@ def test_scripted_model_skips_marked_observations_only():
 @pytest.mark.parametrize("name", ["xml_prompting", "react_json"])
 def test_prompted_graph_shape(name):
     agent = get_agent(name)(model=ScriptedChatModel(turns=["x"]))
-    assert set(agent.graph.get_graph().nodes) == {"__start__", "model", "tools", "__end__"}
+    graph = agent.graph.get_graph()
+    assert set(graph.nodes) == {"__start__", "step", "__end__"}
+    assert {(e.source, e.target) for e in graph.edges} == {("__start__", "step"), ("step", "step"), ("step", "__end__")}

@@ -22,7 +22,7 @@ import importlib.util
 import inspect
 import re
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
@@ -165,8 +165,11 @@ class Registry(Generic[T]):
     Args:
         kind: What it holds ("environment", "agent", ...), used in messages.
         group: The entry-point group plugins declare their objects in.
-        builtins: Called once, on first use, to register the built-ins (it imports the
-            modules whose decorators register into this registry).
+        builtins: Either a callable, called once on first use to register the built-ins (it
+            imports the modules whose decorators register into this registry), or a mapping
+            ``name -> module path``: each name is known at once (``names``, ``sources``, ``in``)
+            and its module is imported only when that name is looked up, so listing the
+            registry imports nothing heavy.
         coerce: Turns a loaded object into what the registry holds (for example an
             ``Environment`` subclass into a ``Benchmark``), or raises ``TypeError`` saying
             what was expected. Default: identity.
@@ -176,12 +179,13 @@ class Registry(Generic[T]):
         self,
         kind: str,
         group: str,
-        builtins: Callable[[], None] | None = None,
+        builtins: Callable[[], None] | Mapping[str, str] | None = None,
         coerce: Callable[[Any, str], T] | None = None,
     ) -> None:
         self.kind = kind
         self.group = group
-        self._builtins = builtins
+        self._builtins = builtins if callable(builtins) else None
+        self._lazy: dict[str, str] = dict(builtins or {}) if not callable(builtins) else {}
         self._coerce = coerce or (lambda obj, name: obj)
         self._entries: dict[str, Entry[T]] = {}
         self._raw: dict[str, Any] = {}
@@ -210,6 +214,11 @@ class Registry(Generic[T]):
         Raises:
             DuplicateNameError: if ``name`` is already taken by a different object.
         """
+        module = self._lazy.get(name)
+        if module is not None and name not in self._entries and getattr(obj, "__module__", None) != module:
+            raise DuplicateNameError(
+                f"{self.kind} {name!r} is built in ({module}) and registered again by {_origin(obj)} ({source})"
+            )
         existing = self._entries.get(name)
         if existing is not None:
             if _origin(self._raw[name]) == _origin(obj):  # the same definition imported again
@@ -241,10 +250,11 @@ class Registry(Generic[T]):
                 sources = " and ".join(f"{_ep_source(ep)} ({ep.value})" for ep in eps)
                 raise DuplicateNameError(f"{self.kind} {name!r} is declared by two plugins: {sources}")
             ep = eps[0]
-            if name in self._entries:
+            if name in self._entries or name in self._lazy:
+                where = self._entries[name].describe() if name in self._entries else "built-in"
                 raise DuplicateNameError(
                     f"{self.kind} {name!r} is declared by {_ep_source(ep)} ({ep.value}) and is also "
-                    f"{self._entries[name].describe()}; uninstall or rename one"
+                    f"{where}; uninstall or rename one"
                 )
             self._plugins[name] = ep
 
@@ -260,6 +270,11 @@ class Registry(Generic[T]):
         """
         self._ensure_loaded()
         if name in self._entries:
+            return self._entries[name]
+        if name in self._lazy:
+            importlib.import_module(self._lazy[name])  # its decorator registers the name
+            if name not in self._entries:
+                raise ExtensionError(f"{self.kind} {name!r}: module {self._lazy[name]} did not register it")
             return self._entries[name]
         if name in self._plugins:
             ep = self._plugins[name]
@@ -295,12 +310,13 @@ class Registry(Generic[T]):
     def names(self) -> list[str]:
         """Every registered name (built-ins and installed plugins), sorted."""
         self._ensure_loaded()
-        return sorted({*self._entries, *self._plugins})
+        return sorted({*self._entries, *self._lazy, *self._plugins})
 
     def sources(self) -> list[tuple[str, str]]:
         """``(name, where it comes from)`` for every name, without importing plugins."""
         self._ensure_loaded()
         rows = [(n, e.describe()) for n, e in self._entries.items() if not e.source.startswith("entry point")]
+        rows += [(n, "built-in") for n in self._lazy if n not in self._entries]
         for name, ep in self._plugins.items():
             rows.append((name, f"entry point {self.group} ({_ep_source(ep)})"))
         return sorted(rows)
@@ -310,7 +326,7 @@ class Registry(Generic[T]):
 
     def __contains__(self, name: object) -> bool:
         self._ensure_loaded()
-        return name in self._entries or name in self._plugins
+        return name in self._entries or name in self._lazy or name in self._plugins
 
 
 def _ep_source(ep: metadata.EntryPoint) -> str:

@@ -25,7 +25,6 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from langchain_core.language_models import BaseChatModel
 from pydantic import ValidationError
 
 from toolgym.agents import Agent, as_agent_class
@@ -179,6 +178,12 @@ def resolve_benchmark(env: Any) -> tuple[Benchmark, ExtensionRef]:
             if value is env and module.__name__ != "__main__":
                 return benchmark, ExtensionRef(spec=f"{module.__name__}:{name}", source="object")
     return benchmark, _object_ref(benchmark.environment)
+
+
+def _is_chat_model(obj: Any) -> bool:
+    from langchain_core.language_models import BaseChatModel  # only runs with a model object
+
+    return isinstance(obj, BaseChatModel)
 
 
 def resolve_agent(agent: Any) -> tuple[type[Agent] | Agent, ExtensionRef]:
@@ -522,7 +527,7 @@ def run(config: RunConfig, progress: bool = True) -> RunResult:
         model_label = None
         model: Any = None
         if agent_cls.needs_model:
-            if isinstance(config.model, BaseChatModel):
+            if not isinstance(config.model, str) and _is_chat_model(config.model):
                 model, model_label = config.model, f"object:{type(config.model).__name__}"
                 model_ref = _object_ref(type(config.model))
             else:

@@ -9,14 +9,14 @@ plays one episode and returns its :class:`~toolgym.records.Trajectory`. The
 from __future__ import annotations
 
 import asyncio
-import importlib
 import json
 import time
 from collections.abc import Callable
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
-from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import BaseMessage
+if TYPE_CHECKING:
+    from langchain_core.language_models import BaseChatModel
+    from langchain_core.messages import BaseMessage
 
 from toolgym.environments import Environment, ToolBug
 from toolgym.providers import ModelSettings, build_model
@@ -25,12 +25,10 @@ from toolgym.registry import Registry
 
 __all__ = ["AGENTS", "Agent", "Episode", "as_agent_class", "register_agent"]
 
-_CORE = ("tool_calling", "oracle", "react_json", "xml_prompting", "direct", "loglik")
-
-
-def _builtin_agents() -> None:
-    for module in _CORE:
-        importlib.import_module(f"toolgym.agents.{module}")
+_BUILTIN = {name: f"toolgym.agents.{name}" for name in (
+    "tool_calling", "oracle", "react_json", "xml_prompting", "direct", "loglik"
+)}
+"""Built-in agent name → the module that registers it (imported when the name is used)."""
 
 
 def as_agent_class(obj: Any, name: str = "") -> type[Agent]:
@@ -50,7 +48,7 @@ def as_agent_class(obj: Any, name: str = "") -> type[Agent]:
     raise TypeError(f"agent {name!r}: expected an Agent subclass or a graph factory, got {obj!r}")
 
 
-AGENTS: Registry[type[Agent]] = Registry("agent", "toolgym.agents", _builtin_agents, as_agent_class)
+AGENTS: Registry[type[Agent]] = Registry("agent", "toolgym.agents", _BUILTIN, as_agent_class)
 """Agent classes by name: toolgym's architectures, the suites' and the ``toolgym.agents``
 entry points (an entry point may name a graph factory)."""
 

@@ -2,7 +2,7 @@
 prompt and write their calls as text, which the agent parses (``xml_prompting``,
 ``react_json``).
 
-:class:`PromptedAgent` is a langgraph ``StateGraph`` (model node → tools node → model ...)
+:class:`PromptedAgent` is a langgraph ``StateGraph`` (one ``step`` node: a model turn, then its calls)
 like the native ``tool_calling`` agent, but the model is never bound to tools: a subclass
 describes the tools (:meth:`PromptedAgent.tools_prompt`), parses the reply
 (:meth:`PromptedAgent.parse`) and formats observations (:meth:`PromptedAgent.observation`).
@@ -27,7 +27,7 @@ from langchain_core.utils.function_calling import convert_to_openai_tool
 from langgraph.graph import END
 
 from toolgym.agents import Agent, Episode
-from toolgym.agents.tool_calling import AgentState, model_tool_loop
+from toolgym.agents.tool_calling import AgentState, model_tool_loop, recursion_limit
 from toolgym.environments import Environment
 from toolgym.parsing import OBSERVATION_MARK, message_text, observation_message
 from toolgym.records import ModelStep, ToolCall, ToolStep
@@ -115,10 +115,10 @@ class PromptedAgent(Agent):
         return f"{self.name}_{turn}_{index}"
 
     def build_graph(self):
-        """Compile the model → tools loop once; each episode travels in the run config."""
+        """Compile the step loop (:func:`model_tool_loop`) once; each episode travels in the run config."""
         return model_tool_loop(self)
 
-    async def _model_node(self, state: AgentState, config: RunnableConfig) -> dict:
+    async def _model_node(self, state: AgentState, config: RunnableConfig) -> None:
         episode: Episode = config["configurable"]["episode"]
         start = time.perf_counter()
         message = await self.model.ainvoke(episode.messages)
@@ -138,14 +138,12 @@ class PromptedAgent(Agent):
         )
         if not parsed.calls:
             episode.final_answer = parsed.final_answer
-        return {"turns": state["turns"] + 1}
 
-    async def _tools_node(self, state: AgentState, config: RunnableConfig) -> dict:
+    async def _tools_node(self, state: AgentState, config: RunnableConfig) -> None:
         episode: Episode = config["configurable"]["episode"]
         step = episode.steps[-1]
         results = [(call, episode.execute(call)) for call in step.tool_calls]
         episode.messages.append(observation_message(self.observation(results)))
-        return {}
 
     def _after_model(self, state: AgentState, config: RunnableConfig) -> str:
         episode: Episode = config["configurable"]["episode"]
@@ -162,7 +160,7 @@ class PromptedAgent(Agent):
         episode.messages = self.start_messages(episode)
         await self.graph.ainvoke(
             {"turns": 0},
-            config={"configurable": {"episode": episode}, "recursion_limit": 2 * self.max_steps + 5},
+            config={"configurable": {"episode": episode}, "recursion_limit": recursion_limit(self.max_steps)},
         )
 
 

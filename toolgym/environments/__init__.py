@@ -19,13 +19,13 @@ import difflib
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, ClassVar, Protocol, runtime_checkable
-
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
-from langchain_core.tools import BaseTool, StructuredTool
-from pydantic import ValidationError
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
 
 from toolgym.records import Example
+
+if TYPE_CHECKING:  # langchain-core is imported by the methods that need it (start-up time)
+    from langchain_core.messages import BaseMessage
+    from langchain_core.tools import BaseTool
 
 __all__ = [
     "Environment",
@@ -186,6 +186,8 @@ class Environment:
 
         A chat-history input (list of ``{"role", "content"}``) is turned into messages.
         """
+        from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
+
         messages: list[BaseMessage] = []
         if self.instructions:
             messages.append(SystemMessage(self.instructions))
@@ -218,6 +220,8 @@ class Environment:
     def tools(self) -> dict[str, BaseTool]:
         """Name → langchain-core tool bound to this instance; models are bound to these."""
         if self._tools is None:
+            from langchain_core.tools import StructuredTool
+
             self._tools = {}
             for name, fn in self.functions.items():
                 explicit = getattr(fn, "__toolgym_schema__", None)
@@ -233,6 +237,19 @@ class Environment:
                 )
         return self._tools
 
+    def args_schema(self, name: str) -> Any:
+        """The argument schema of tool ``name``: the JSON schema of a :func:`schema_tool`, else
+        the pydantic model parsed (once per class) from the method's signature and docstring.
+
+        Raises:
+            KeyError: for an unknown tool.
+        """
+        fn = self.functions[name]
+        explicit = getattr(fn, "__toolgym_schema__", None)
+        if explicit is not None:
+            return explicit["parameters"]
+        return _schema_cache(type(self), name, fn).args_schema
+
     def call(self, name: str, arguments: Any) -> ToolResult:
         """Execute one tool call and return its observation.
 
@@ -244,9 +261,9 @@ class Environment:
         Raises:
             ToolBug: if the tool raised anything other than :class:`ToolError`.
         """
-        tools = self.tools
-        if name not in tools:
-            close = difflib.get_close_matches(name, list(tools), n=1)
+        functions = self.functions
+        if name not in functions:
+            close = difflib.get_close_matches(name, list(functions), n=1)
             hint = f" Did you mean {close[0]!r}?" if close else ""
             return ToolResult(f"Error: unknown tool {name!r}.{hint}", error=True)
         if not isinstance(arguments, dict):
@@ -254,7 +271,7 @@ class Environment:
                 f"Error: arguments of {name!r} must be a JSON object, got {arguments!r}",
                 error=True,
             )
-        schema = tools[name].args_schema
+        schema = self.args_schema(name)
         if isinstance(schema, dict):  # a JSON-schema tool (see schema_tool)
             problems = check_json_arguments(schema, arguments)
             if problems:
@@ -268,6 +285,8 @@ class Environment:
                 f"it takes: {', '.join(sorted(expected)) or 'no arguments'}",
                 error=True,
             )
+        from pydantic import ValidationError
+
         try:
             validated = schema.model_validate(arguments)
         except ValidationError as exc:
@@ -308,6 +327,8 @@ def _schema_cache(cls: type, name: str, fn: Callable) -> BaseTool:
     """
     key = (cls, name)
     if key not in _SCHEMAS:
+        from langchain_core.tools import StructuredTool
+
         _SCHEMAS[key] = StructuredTool.from_function(
             fn, name=name, parse_docstring=True, error_on_invalid_docstring=False
         )

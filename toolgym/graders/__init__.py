@@ -9,7 +9,6 @@ settings (``judge_model``, ...).
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable
 from typing import Any, ClassVar, Protocol
 
@@ -35,12 +34,14 @@ class Grader(Protocol):
         ...
 
 
-_CORE = ("state", "steps", "answer", "judge")
-
-
-def _builtin_graders() -> None:
-    for module in _CORE:
-        importlib.import_module(f"toolgym.graders.{module}")
+_BUILTIN = {
+    "final_state": "toolgym.graders.state",
+    "steps_exact": "toolgym.graders.steps",
+    "step_ratio": "toolgym.graders.steps",
+    "answer_match": "toolgym.graders.answer",
+    "correctness": "toolgym.graders.judge",
+}
+"""Built-in grader name → the module that registers it (imported when the name is used)."""
 
 
 def _as_grader(obj: Any, name: str) -> Any:
@@ -49,7 +50,7 @@ def _as_grader(obj: Any, name: str) -> Any:
     return obj
 
 
-GRADERS: Registry[Callable[..., Grader]] = Registry("grader", "toolgym.graders", _builtin_graders, _as_grader)
+GRADERS: Registry[Callable[..., Grader]] = Registry("grader", "toolgym.graders", _BUILTIN, _as_grader)
 """Grader classes by name: toolgym's generic graders, the suites' and the ``toolgym.graders``
 entry points."""
 

@@ -23,16 +23,16 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
-
-from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import BaseMessage, HumanMessage, SystemMessage
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from toolgym.graders import make_score, register_grader
 from toolgym.graders.answer import last_number
-from toolgym.parsing import message_text
 from toolgym.providers import ModelSettings, build_model
 from toolgym.records import Example, Score, Trajectory
+
+if TYPE_CHECKING:  # langchain-core loads with the first judge call, not with the grader's name
+    from langchain_core.language_models import BaseChatModel
+    from langchain_core.messages import BaseMessage
 
 __all__ = [
     "Correctness",
@@ -162,6 +162,8 @@ def question_text(example: Example) -> str:
 
 
 def _as_dicts(messages: list[BaseMessage]) -> list[dict[str, str]]:
+    from toolgym.parsing import message_text
+
     return [{"role": m.type, "content": message_text(m)} for m in messages]
 
 
@@ -238,6 +240,8 @@ class Correctness:
 
     def prompt(self, example: Example, answer: str) -> list[BaseMessage]:
         """The judge's messages: the grading instructions, then question, reference, answer."""
+        from langchain_core.messages import HumanMessage, SystemMessage
+
         user = USER_TEMPLATE.format(question=question_text(example), reference=example.reference, answer=answer)
         return [SystemMessage(self.system_prompt), HumanMessage(user)]
 
@@ -264,6 +268,8 @@ class Correctness:
         details: dict[str, Any] = {"judge_model": self.model_id, "prompt": prompt, **self.extra_details(example, answer)}
         if reply is None:
             try:
+                from toolgym.parsing import message_text
+
                 reply = message_text(self.judge.invoke(messages))
             except Exception as exc:  # noqa: BLE001 - any provider failure is an unscored value
                 error = f"{type(exc).__name__}: {exc}"

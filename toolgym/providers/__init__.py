@@ -8,12 +8,12 @@ package; it receives the model name and the run's model settings and returns a l
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from langchain_core.language_models import BaseChatModel
+if TYPE_CHECKING:
+    from langchain_core.language_models import BaseChatModel
 
 from toolgym.registry import ExtensionError, Registry, is_spec
 
@@ -54,17 +54,19 @@ class ModelSettings:
         return data
 
 
-Factory = Callable[[str, ModelSettings], BaseChatModel]
+Factory = Callable[[str, ModelSettings], "BaseChatModel"]
 
-_CORE = ("local", "hosted", "scripted")
-
-
-def _builtin_providers() -> None:
-    for module in _CORE:
-        importlib.import_module(f"toolgym.providers.{module}")
+_BUILTIN = {
+    "local": "toolgym.providers.local",
+    "scripted": "toolgym.providers.scripted",
+    **{name: "toolgym.providers.hosted" for name in ("openai", "openai-compatible", "vllm", "anthropic")},
+}
+"""Built-in provider prefix → the module that registers it (imported when the prefix is used)."""
 
 
 def _as_factory(obj: Any, name: str) -> Factory:
+    from langchain_core.language_models import BaseChatModel
+
     if isinstance(obj, BaseChatModel):  # a model object: the same one whatever the name
         return lambda model_name, settings: obj
     if isinstance(obj, type) and issubclass(obj, BaseChatModel):
@@ -74,7 +76,7 @@ def _as_factory(obj: Any, name: str) -> Factory:
     raise TypeError(f"model {name!r}: expected a factory (model_name, settings) -> BaseChatModel, got {obj!r}")
 
 
-PROVIDERS: Registry[Factory] = Registry("model provider", "toolgym.models", _builtin_providers, _as_factory)
+PROVIDERS: Registry[Factory] = Registry("model provider", "toolgym.models", _BUILTIN, _as_factory)
 """Model factories by prefix (``local``, ``openai``, ...) and the ``toolgym.models`` entry
 points."""
 
@@ -113,6 +115,8 @@ def build_model(spec: str, settings: ModelSettings | None = None) -> BaseChatMod
         model = factory(name, settings or ModelSettings())
     except Exception as exc:
         raise ExtensionError(f"model {where}: its factory raised {type(exc).__name__}: {exc}") from exc
+    from langchain_core.language_models import BaseChatModel
+
     if not isinstance(model, BaseChatModel):
         raise ExtensionError(f"model {where}: its factory returned {type(model).__name__}, not a langchain-core BaseChatModel")
     return model

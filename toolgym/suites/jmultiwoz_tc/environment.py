@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from typing import Any, ClassVar
-
-from langchain_core.tools import BaseTool
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from toolgym import DatasetError, Environment, Example, schema_tool
 from toolgym.suites.jmultiwoz_tc.data import ToolSpecs, load_tool_specs
+
+if TYPE_CHECKING:
+    from langchain_core.tools import BaseTool
 
 __all__ = ["ACK_NOTE", "JMultiWOZTC", "acknowledgement"]
 

@@ -22,13 +22,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, ClassVar
-
-from sqlite_utils import Database
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from toolgym.data import DatasetError, load_examples
 from toolgym.environments import Environment, ToolError, tool
 from toolgym.records import Example
+
+if TYPE_CHECKING:  # sqlite-utils (and numpy beneath it) load with the first database
+    from sqlite_utils import Database
 
 #: How many matches the ``find_*_by_name`` tools return at most.
 MAX_MATCHES = 5
@@ -245,6 +246,8 @@ def name_similarity(name: str, query: str) -> float:
 def build_database(tables: Tables) -> Database:
     """A fresh in-memory SQLite database holding ``tables`` (foreign keys enforced)."""
     # check_same_thread=False: an episode may be driven from a worker thread of the event loop.
+    from sqlite_utils import Database
+
     db = Database(sqlite3.connect(":memory:", check_same_thread=False), execute_plugins=False)
     db.execute("PRAGMA foreign_keys = ON")
     # Columns are local_time/weather, not current_time: CURRENT_TIME is an SQL keyword that
