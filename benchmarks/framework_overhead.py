@@ -176,7 +176,7 @@ def inspect_workload(repeats: int, episodes: int) -> dict:
     from inspect_ai import Task, eval
     from inspect_ai.agent import react
     from inspect_ai.dataset import Sample
-    from inspect_ai.model import ModelOutput, get_model
+    from inspect_ai.model import ModelOutput, ModelUsage, get_model
     from inspect_ai.tool import ToolDef
     from inspect_ai.util import store
 
@@ -190,12 +190,24 @@ def inspect_workload(repeats: int, episodes: int) -> dict:
 
     tools = [letter_tool(c) for c in string.ascii_lowercase]
 
-    def outputs(text: str, copies: int) -> list:
-        one = [ModelOutput.for_tool_call("mockllm/model", c, {}, tool_call_id=f"c{i}") for i, c in enumerate(text)]
-        return (one + [ModelOutput.from_content("mockllm/model", text)]) * copies
+    usage = ModelUsage(input_tokens=1, output_tokens=1, total_tokens=2)  # given: mockllm would count
+    # tokens with tiktoken otherwise (a download)
 
-    def run(text: str, copies: int, concurrency: int, log_dir: str) -> float:
-        model = get_model("mockllm/model", custom_outputs=outputs(text, copies))
+    def instant(messages, tools, tool_choice, config) -> ModelOutput:
+        """Types the user message one letter per turn, then answers (samples run concurrently:
+        the turn is read from the sample's own history, as the langchain double does)."""
+        text = next(m.text for m in messages if m.role == "user")
+        i = sum(1 for m in messages if m.role == "assistant")
+        if i < len(text):
+            output = ModelOutput.for_tool_call("mockllm/model", text[i], {}, tool_call_id=f"c{i}")
+        else:
+            output = ModelOutput.from_content("mockllm/model", text)
+        output.usage = usage
+        return output
+
+    def run(text: str, copies: int, concurrency: int, logs_root: str) -> float:
+        log_dir = tempfile.mkdtemp(dir=logs_root)  # a fresh log directory: inspect_ai resumes from an old one
+        model = get_model("mockllm/model", custom_outputs=instant, memoize=False)
         task = Task(dataset=[Sample(input=text, id=i) for i in range(copies)],
                     solver=react(tools=tools, submit=False))
         start = time.perf_counter()
@@ -207,10 +219,10 @@ def inspect_workload(repeats: int, episodes: int) -> dict:
         assert sample.store.get("paper") == text, sample.store
         return elapsed
 
-    with tempfile.TemporaryDirectory() as log_dir:
-        run("abc", 1, 1, log_dir)
-        times = {n: min(run(text_of(n), 1, 1, log_dir) for _ in range(repeats)) for n in (1, *LENGTHS)}
-        rates = {c: episodes / run(SHORT, episodes, c, log_dir) for c in (1, 16)}
+    with tempfile.TemporaryDirectory() as logs_root:
+        run("abc", 1, 1, logs_root)
+        times = {n: min(run(text_of(n), 1, 1, logs_root) for _ in range(repeats)) for n in (1, *LENGTHS)}
+        rates = {c: episodes / run(SHORT, episodes, c, logs_root) for c in (1, 16)}
     return {"times": times, "rates": rates}
 
 
@@ -244,7 +256,7 @@ def main() -> int:
                                "--episodes", str(args.episodes)], capture_output=True, text=True, cwd=ROOT)
         if proc.returncode:
             last = (proc.stderr.strip().splitlines() or ["failed"])[-1]
-            results[name] = f"not run: {last}"
+            results[name] = f"not run: {last[:200]}"
             continue
         data = json.loads(proc.stdout.strip().splitlines()[-1])
         data["times"] = {int(k): v for k, v in data["times"].items()}

@@ -1,17 +1,21 @@
-"""Benchmark: grading a JMultiWOZ-TC result file of all 31,303 turns (target: at most 3 s and
-400 MB peak memory).
+"""Benchmark: grading a JMultiWOZ-TC result file of all 31,303 turns, side by side with the
+published ``evaluate.py`` (target: toolgym at or under 1.0x the published script's time, goal
+0.5x; the same five rows).
 
 Builds a result file from the gold with deterministic mistakes of every kind the grader
 handles (missed and extra calls, full-width digits, reordered keys, JSON-string arguments,
-malformed arguments, unknown tools, model errors), then runs the real command
+malformed arguments, unknown tools, model errors), then runs, interleaved, ``--repeat`` times
+each, in fresh processes:
 
     python run_agent.py grade --env jmultiwoz_tc --result RESULT --dataset DATASET --out DIR
+    python evaluate.py --result RESULT     (in a directory holding the two extracted data files,
+                                            its per-turn output to a file, as its README says)
 
-in a fresh process, several times, and reports wall time and peak resident memory (the
-command's own ``ru_maxrss``, from ``wait4``), plus the in-process time of import, grading and
-export without interpreter start-up.
+and reports the minimum and median wall time, CPU time and peak resident memory (each
+command's own ``ru_maxrss``, from ``wait4``), whether the five rows are equal, and the
+in-process time of import, grading and export without interpreter start-up.
 
-Usage: python benchmarks/jmultiwoz_grading.py [--dataset PATH] [--repeat 3]
+Usage: python benchmarks/jmultiwoz_grading.py [--dataset PATH] [--published PATH] [--repeat 5]
 """
 
 from __future__ import annotations
@@ -24,11 +28,13 @@ import subprocess
 import sys
 import tempfile
 import time
+import zipfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 DEFAULT = ROOT.parent / "shared" / "data" / "jmultiwoz_tc" / "JMultiWOZ-TC_data.zip"
+PUBLISHED = ROOT.parent / "shared" / "reference" / "jmultiwoz_tc" / "evaluate.py"
 
 FULL = str.maketrans("0123456789()", "０１２３４５６７８９（）")
 
@@ -66,62 +72,88 @@ def write_result(dataset: str, result: Path) -> int:
     return len(examples)
 
 
+def timed(command: list[str], cwd: Path, stdout: Path | None = None) -> tuple[float, float, float]:
+    """Run ``command`` once in a fresh process: (wall s, CPU user+sys s, peak RSS MB).
+
+    Raises:
+        RuntimeError: with the command's output when it fails.
+    """
+    with tempfile.TemporaryFile() as err, open(stdout or os.devnull, "wb") as out:
+        start = time.perf_counter()
+        proc = subprocess.Popen(command, stdout=out, stderr=err, cwd=cwd)
+        _, status, usage = os.wait4(proc.pid, 0)  # this command's usage (and its children's) only
+        wall = time.perf_counter() - start
+        if os.waitstatus_to_exitcode(status):
+            err.seek(0)
+            raise RuntimeError(f"{command[:3]} failed: {err.read().decode()[-2000:]}")
+    return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--dataset", default=str(DEFAULT))
-    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--published", default=str(PUBLISHED), help="the published evaluate.py (run beside toolgym)")
+    parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--write-result", metavar="FILE", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.write_result:
         print(write_result(args.dataset, Path(args.write_result)))
         return 0
 
-    with tempfile.TemporaryDirectory() as tmp:
-        # Everything that loads the data runs after the command's runs or in a child: a command
-        # started from a large process would report that process's size as its own peak RSS
-        # (the child shares its pages until it executes the command).
-        result = Path(tmp) / "result_bench-model.jsonl"
+    with tempfile.TemporaryDirectory() as tmp_name:
+        tmp = Path(tmp_name)
+        # Everything that loads the data runs in a child: a command started from a large
+        # process would report that process's size as its own peak RSS.
+        result = tmp / "result_bench-model.json"
         made = subprocess.run([sys.executable, __file__, "--dataset", args.dataset, "--write-result", str(result)],
                               capture_output=True, text=True, check=True)
         print(f"result file: {made.stdout.strip()} turns, {result.stat().st_size / 1e6:.1f} MB")
-
-        command = [sys.executable, str(ROOT / "run_agent.py"), "grade", "--env", "jmultiwoz_tc",
-                   "--result", str(result), "--dataset", args.dataset, "--out", str(Path(tmp) / "out")]
-        walls, cpus, peaks = [], [], []
-        for _ in range(args.repeat):
-            start = time.perf_counter()
-            with tempfile.TemporaryFile() as out:
-                proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, cwd=ROOT)
-                _, status, usage = os.wait4(proc.pid, 0)  # this command's usage (and its children's) only
-                proc.returncode = code = os.waitstatus_to_exitcode(status)
-                out.seek(0)
-                output = out.read().decode()
-            walls.append(time.perf_counter() - start)
-            if code:
-                print(output)
-                return 1
-            cpus.append(usage.ru_utime + usage.ru_stime)
-            peaks.append(usage.ru_maxrss / 1024)
-        rows = [json.loads(x) for x in (Path(tmp) / "out" / "score_bench-model.json").read_text().splitlines()]
+        # The published script reads its two files from the working directory and writes
+        # score_<name>.json there; it prints one line per turn (to a file here).
+        published_dir = tmp / "published"
+        published_dir.mkdir()
+        with zipfile.ZipFile(args.dataset) as archive:
+            for name in ("jmultiwoz_tc_ground.json", "jmultiwoz_tc_input.json"):
+                (published_dir / name).write_bytes(archive.read(name))
+        commands = {
+            "published evaluate.py": ([sys.executable, args.published, "--result", str(result)], published_dir,
+                                      tmp / "published.stdout"),
+            "toolgym grade": ([sys.executable, str(ROOT / "run_agent.py"), "grade", "--env", "jmultiwoz_tc",
+                               "--result", str(result), "--dataset", args.dataset, "--out", str(tmp / "out")],
+                              ROOT, None),
+        }
+        runs: dict[str, list[tuple[float, float, float]]] = {name: [] for name in commands}
+        for _ in range(args.repeat):  # interleaved: both see the same machine
+            for name, (command, cwd, stdout) in commands.items():
+                runs[name].append(timed(command, cwd, stdout))
+        ours = (tmp / "out" / "score_bench-model.json").read_text(encoding="utf-8").splitlines()[:5]
+        theirs = (published_dir / "score_bench-model.json").read_text(encoding="utf-8").splitlines()[:5]
+        same = [json.loads(x) for x in ours] == [json.loads(x) for x in theirs]
 
         from toolgym import load_run
         from toolgym.runner import import_results
         from toolgym.suites.jmultiwoz_tc import SUITE
 
         start = time.perf_counter()
-        import_results("jmultiwoz_tc", result, args.dataset, Path(tmp) / "inproc")
+        import_results("jmultiwoz_tc", result, args.dataset, tmp / "inproc")
         inproc = time.perf_counter() - start
-        tables = SUITE.benchmarks[0].report(load_run(Path(tmp) / "inproc"))
-    for row in rows:
-        print("  ", json.dumps(row, ensure_ascii=False))
+        tables = SUITE.benchmarks[0].report(load_run(tmp / "inproc"))
+    for row in ours:
+        print("  ", row)
+    print("the five rows equal the published script's:", same)
     print("lenient columns:", json.dumps(tables[1].rows[0], ensure_ascii=False))
     print(f"in-process import, grading and export: {inproc:.2f} s wall")
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
-    print(f"CLI (fresh process, {args.repeat} runs, load average {load}): wall median {statistics.median(walls):.2f} s, "
-          f"max {max(walls):.2f} s; CPU (user+sys) median {statistics.median(cpus):.2f} s; peak RSS {max(peaks):.0f} MB")
-    ok = max(walls) <= 3.0 and max(peaks) <= 400
-    print("target (<= 3 s, <= 400 MB):", "met" if ok else "NOT met")
-    return 0 if ok else 1
+    print(f"\nfresh processes, {args.repeat} interleaved runs each, load average now {load}\n")
+    print("| command | wall min (s) | wall median (s) | CPU min (s) | peak RSS (MB) |")
+    print("|---|---:|---:|---:|---:|")
+    for name, values in runs.items():
+        walls, cpus, peaks = zip(*values, strict=True)
+        print(f"| {name} | {min(walls):.2f} | {statistics.median(walls):.2f} | {min(cpus):.2f} | {max(peaks):.0f} |")
+    ratio = min(w for w, _, _ in runs["toolgym grade"]) / min(w for w, _, _ in runs["published evaluate.py"])
+    cpu_ratio = min(c for _, c, _ in runs["toolgym grade"]) / min(c for _, c, _ in runs["published evaluate.py"])
+    print(f"\ntoolgym / published, minimum wall: {ratio:.2f}x (target <= 1.0x, goal 0.5x); minimum CPU: {cpu_ratio:.2f}x")
+    return 0 if same else 1
 
 
 if __name__ == "__main__":
