@@ -89,6 +89,18 @@ def load_suites() -> None:
         _add_suite(suite, where)
 
 
+def _mcp_server(spec: str) -> Benchmark:
+    from toolgym.mcp.environment import benchmark_for_spec
+
+    return benchmark_for_spec(spec)
+
+
+# an outside MCP server's tools as an environment (toolgym.mcp.environment)
+ENVIRONMENTS.add_form("mcp:", _mcp_server, 'mcp:"COMMAND ARGS..."')
+ENVIRONMENTS.add_form("mcp+http://", _mcp_server, "mcp+http://HOST:PORT/PATH")
+ENVIRONMENTS.add_form("mcp+https://", _mcp_server, "mcp+https://HOST:PORT/PATH")
+
+
 def _problem(text: str) -> None:
     _problems.append(text)
     warnings.warn(text, stacklevel=3)

@@ -128,7 +128,7 @@ class ToolStep(BaseModel):
 
 Step = Annotated[ModelStep | ToolStep, Field(discriminator="kind")]
 
-Status = Literal["completed", "step_limit", "error"]
+Status = Literal["completed", "step_limit", "error", "aborted"]
 
 
 class Trajectory(BaseModel):
@@ -137,7 +137,9 @@ class Trajectory(BaseModel):
     Attributes:
         status: ``completed`` (the agent stopped by itself), ``step_limit`` (stopped after
             ``max_steps`` model turns; steps so far kept) or ``error`` (a bug in a tool, or a
-            model call that failed after its retries; see ``error``).
+            model call that failed after its retries; see ``error``) or ``aborted`` (the agent
+            went away mid-episode: an MCP client that disconnected, a server stopped; steps so
+            far kept, not graded).
         error: ``"ErrorType: message"`` when status is ``error``.
         final_state: ``Environment.read_state()`` at the end (JSON-safe snapshot).
         final_answer: The agent's last text when it stopped, if any.

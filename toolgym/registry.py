@@ -6,7 +6,9 @@ Three sources fill a registry, in this order:
 * entry points of the registry's group (``toolgym.environments``, ``toolgym.agents``,
   ``toolgym.graders``, ``toolgym.models``), loaded lazily: an installed plugin is imported only
   when one of its names is used;
-* specs, accepted wherever a name is: ``module.path:Name`` or ``path/to/file.py:Name``.
+* specs, accepted wherever a name is: ``module.path:Name`` or ``path/to/file.py:Name``;
+* declared spec forms: names starting with a declared prefix (``mcp:COMMAND``) are made by the
+  form's factory from the whole name (:meth:`Registry.add_form`).
 
 Two extensions that claim one name are an error naming both sources. Every lookup returns an
 :class:`Entry` that says where the object came from, which ``run.json`` records so that a run
@@ -191,6 +193,7 @@ class Registry(Generic[T]):
         self._raw: dict[str, Any] = {}
         self._plugins: dict[str, metadata.EntryPoint] = {}
         self._specs: dict[str, Entry[T]] = {}
+        self._forms: dict[str, tuple[Callable[[str], Any], str]] = {}
         self._loaded = False
 
     # --- registration --------------------------------------------------------------------
@@ -235,6 +238,28 @@ class Registry(Generic[T]):
         self._raw[name] = obj
         self._entries[name] = Entry(name, self._coerce(obj, name), name, source)
 
+    def add_form(self, prefix: str, make: Callable[[str], Any], usage: str) -> None:
+        """Declare a spec form: every name starting with ``prefix`` is made by ``make(name)``
+        (once per name; the entry records the whole name as its spec, so a run is read again
+        with the same object). Forms are checked before entry points and ``module:Name`` specs.
+
+        Args:
+            prefix: For example ``"mcp:"``.
+            make: ``name -> object`` (coerced like any other); raises ``ExtensionError`` or
+                ``ValueError`` naming what is wrong with the name.
+            usage: How the form is written, for messages (``"mcp:COMMAND ARGS..."``).
+
+        Raises:
+            DuplicateNameError: if another form claims ``prefix``.
+        """
+        if prefix in self._forms and self._forms[prefix][0] is not make:
+            raise DuplicateNameError(f"{self.kind} spec form {prefix!r} is declared twice")
+        self._forms[prefix] = (make, usage)
+
+    def forms(self) -> list[str]:
+        """How each declared spec form is written, sorted."""
+        return sorted(usage for _, usage in self._forms.values())
+
     def _ensure_loaded(self) -> None:
         if self._loaded:
             return
@@ -276,6 +301,16 @@ class Registry(Generic[T]):
             if name not in self._entries:
                 raise ExtensionError(f"{self.kind} {name!r}: module {self._lazy[name]} did not register it")
             return self._entries[name]
+        form = next((p for p in self._forms if name.startswith(p)), None)
+        if form is not None:
+            if name not in self._specs:
+                make, usage = self._forms[form]
+                try:
+                    obj = make(name)
+                except (ExtensionError, ValueError) as exc:
+                    raise ExtensionError(f"{self.kind} {name!r} (form {usage}): {exc}") from exc
+                self._specs[name] = Entry(name, self._coerce(obj, name), name, f"spec form {form}")
+            return self._specs[name]
         if name in self._plugins:
             ep = self._plugins[name]
             try:
@@ -300,7 +335,7 @@ class Registry(Generic[T]):
         hint = f" Did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
         raise UnknownNameError(
             f"unknown {self.kind} {name!r}.{hint} Known: {', '.join(known)} "
-            "(or give module.path:Name or path/to/file.py:Name)"
+            f"(or give module.path:Name or path/to/file.py:Name{''.join(', or ' + u for u in self.forms())})"
         ) from None
 
     def get(self, name: str) -> T:

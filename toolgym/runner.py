@@ -534,33 +534,11 @@ def run(config: RunConfig, progress: bool = True) -> RunResult:
                 model_label, model_ref = model_spec_ref(str(config.model))
                 model = agent_cls.make_model(model_label, settings) if jobs else None
         agent = agent_cls(model=model, model_spec=model_label, max_steps=config.max_steps)
-    record = RunRecord(
-        env=benchmark.name,
-        agent=agent.describe(),
-        model=model_label,
-        model_settings=config.settings.record(),
-        dataset=DatasetRef(
-            path=str(dataset_path.resolve()) if dataset_path else None,
-            sha256=sha256_file(dataset_path) if dataset_path else _examples_sha256(examples),
-            n_examples=len(examples),
-        ),
-        limit=config.limit,
-        env_options=config.env_options,
-        trials=config.trials,
-        concurrency=concurrency,
-        workers=workers,
-        graders=[grader_name(g) for g, _ in graders],
-        grader_settings=config.grader_settings,
-        measures={grader_name(g): measure_of(g) for g, _ in graders},
-        extensions={
-            "env": env_ref, "agent": agent_ref,
-            **({"model": model_ref} if model_ref else {}),
-            **{f"grader:{grader_name(g)}": ref for g, ref in graders},
-        },
-        versions=_versions_of(env_ref, agent_ref, *(ref for _, ref in graders)),
-        git_revision=_git_revision(),
-        command=sys.argv,
-        started_at=dt.datetime.now(dt.UTC).isoformat(),
+    record = new_record(
+        benchmark, env_ref, graders, examples, dataset_path,
+        agent=agent.describe(), agent_ref=agent_ref, model=model_label, model_ref=model_ref,
+        model_settings=config.settings.record(), limit=config.limit, env_options=config.env_options,
+        trials=config.trials, concurrency=concurrency, workers=workers, grader_settings=config.grader_settings,
     )
     if out is not None:
         write_run(out, record)
@@ -595,16 +573,85 @@ def run(config: RunConfig, progress: bool = True) -> RunResult:
             bar.close()
         if writer is not None:
             writer.close()
-    record.finished_at = dt.datetime.now(dt.UTC).isoformat()
     by_id = {ex.id: ex for ex in examples}
     with _grading_gc():
         scores = grade_trajectories(by_id, finished, [g for g, _ in graders])
-        result = Run(out, record, finished, scores, by_id)
-        if out is not None:
-            write_run(out, record)
-            write_jsonl_atomic(out / SCORES_FILE, scores)
-            export(benchmark, result)
-    return RunResult(result, summarize(benchmark.name, finished, scores, record.graders))
+        return finish_run(out, benchmark, record, finished, scores, by_id)
+
+
+def new_record(
+    benchmark: Benchmark, env_ref: ExtensionRef, graders: list[tuple[Grader, ExtensionRef]],
+    examples: list[Example], dataset_path: Path | None, *, agent: dict[str, Any],
+    agent_ref: ExtensionRef | None = None, model: str | None = None, model_ref: ExtensionRef | None = None,
+    model_settings: dict[str, Any] | None = None, limit: int | None = None,
+    env_options: dict[str, Any] | None = None, trials: int = 1, concurrency: int = 1, workers: int = 1,
+    grader_settings: dict[str, Any] | None = None,
+) -> RunRecord:
+    """The ``run.json`` record of a run starting now (``started_at`` set, ``finished_at`` not):
+    what :func:`run` writes, and what ``toolgym serve`` writes for a served run.
+
+    Args:
+        benchmark / env_ref: The environment and how it was found (:func:`resolve_benchmark`).
+        graders: From :func:`make_graders`.
+        examples / dataset_path: From :func:`load_run_examples` (``dataset_path`` of ``None``:
+            examples given in memory, recorded by the sha256 of their records).
+        agent: The agent's settings, ``{"agent": name, ...}``.
+        agent_ref / model_ref: How the agent and the model provider were found, if they were.
+        Other arguments: recorded as given (see :class:`RunRecord`).
+    """
+    refs = [env_ref, *([agent_ref] if agent_ref else []), *(ref for _, ref in graders)]
+    return RunRecord(
+        env=benchmark.name,
+        agent=agent,
+        model=model,
+        model_settings=model_settings or {},
+        dataset=DatasetRef(
+            path=str(dataset_path.resolve()) if dataset_path else None,
+            sha256=sha256_file(dataset_path) if dataset_path else _examples_sha256(examples),
+            n_examples=len(examples),
+        ),
+        limit=limit,
+        env_options=env_options or {},
+        trials=trials,
+        concurrency=concurrency,
+        workers=workers,
+        graders=[grader_name(g) for g, _ in graders],
+        grader_settings=grader_settings or {},
+        measures={grader_name(g): measure_of(g) for g, _ in graders},
+        extensions={
+            "env": env_ref,
+            **({"agent": agent_ref} if agent_ref else {}),
+            **({"model": model_ref} if model_ref else {}),
+            **{f"grader:{grader_name(g)}": ref for g, ref in graders},
+        },
+        versions=_versions_of(*refs),
+        git_revision=_git_revision(),
+        command=sys.argv,
+        started_at=dt.datetime.now(dt.UTC).isoformat(),
+    )
+
+
+def finish_run(
+    out: Path | None, benchmark: Benchmark, record: RunRecord, trajectories: list[Trajectory],
+    scores: list[Score], examples: dict[str, Example],
+) -> RunResult:
+    """End a played and graded run: set ``finished_at``; with a directory, write ``run.json``
+    and ``scores.jsonl`` (atomically) and run the benchmark's exporters. Used by :func:`run` and
+    by ``toolgym serve`` when it stops.
+
+    Args:
+        out: The run directory, or ``None`` for a run kept in memory.
+        trajectories: Every trajectory (already appended to ``trajectories.jsonl``).
+        scores: Their scores (:func:`grade_trajectories`).
+        examples: The run's examples by id.
+    """
+    record.finished_at = dt.datetime.now(dt.UTC).isoformat()
+    result = Run(out, record, trajectories, scores, examples)
+    if out is not None:
+        write_run(out, record)
+        write_jsonl_atomic(out / SCORES_FILE, scores)
+        export(benchmark, result)
+    return RunResult(result, summarize(benchmark.name, trajectories, scores, record.graders))
 
 
 def _examples_sha256(examples: list[Example]) -> str:
@@ -779,7 +826,8 @@ def import_results(env: Any, result: Path, dataset: str | None, out: Path) -> Ru
 def grade_trajectories(
     examples: dict[str, Example], trajectories: Iterable[Trajectory], graders: list[Grader]
 ) -> list[Score]:
-    """Scores of every non-error trajectory by every applicable grader, in run order.
+    """Scores of every trajectory by every applicable grader, in run order; ``error`` and
+    ``aborted`` trajectories are not graded (neither is a verdict on the agent).
 
     A grader that raises, or returns something other than a :class:`Score` or ``None``, gives
     an unscored value (``None``) whose explanation names the exception.
@@ -789,7 +837,7 @@ def grade_trajectories(
     """
     scores = []
     for traj in sorted(trajectories, key=lambda t: t.key):
-        if traj.status == "error":
+        if traj.status in ("error", "aborted"):
             continue
         example = examples.get(traj.example_id)
         if example is None:

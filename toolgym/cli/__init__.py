@@ -318,6 +318,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--n-boot", type=int, default=10_000, help="paired bootstrap resamples")
     p.add_argument("--seed", type=int, default=0, help="bootstrap seed")
     p.set_defaults(func=cmd_compare)
+
+    from toolgym.cli import serve
+
+    serve.add_parser(sub)
     return parser
 
 

@@ -111,7 +111,7 @@ def print_trajectory(
         console (Console): Where to print.
         highlight_grader (str | None): A grader whose score is printed in bold.
     """
-    status_style = {"completed": "green", "step_limit": "yellow", "error": "bold red"}[traj.status]
+    status_style = {"completed": "green", "step_limit": "yellow", "error": "bold red", "aborted": "magenta"}[traj.status]
     console.rule(
         Text.assemble(
             f"{run.env} · {run.label} · example {traj.example_id} · trial {traj.trial} · ",
@@ -173,7 +173,7 @@ def print_trajectory(
     console.print(Text.assemble(("final state: ", "bold"), _json(traj.final_state)))
     scores = run.scores_of(traj)
     if not scores:
-        reason = "error trajectories are not graded" if traj.status == "error" else "no scores"
+        reason = f"{traj.status} trajectories are not graded" if traj.status in ("error", "aborted") else "no scores"
         console.print(Text(f"scores: ({reason})", style="dim"))
     for s in scores:
         passed = run.measures[s.grader].passed(s.value)

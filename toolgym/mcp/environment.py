@@ -1,0 +1,306 @@
+"""An outside MCP server's tools as an environment: ``--env mcp:"COMMAND ARGS..."`` (a server
+started over stdio) or ``--env mcp+http://HOST:PORT/PATH`` (streamable HTTP).
+
+Every episode opens its own MCP session (a stdio server is started afresh for each episode,
+so one episode never sees another's state), lists the server's tools and shows the model
+their ``inputSchema`` exactly as the server publishes it; arguments are checked against it
+before the call is sent, as for any :func:`~toolgym.environments.schema_tool`. A result with
+``isError: true`` is an error observation (:class:`~toolgym.environments.ToolError`); a server
+that dies, hangs past ``timeout_s`` or answers with a protocol error is a broken tool
+(:class:`~toolgym.environments.ToolBug`): that trajectory ends with status ``error`` and the
+run goes on. The state is not observable through MCP, so ``final_state`` is empty; grade with
+the step graders, ``answer_match`` or a judge.
+
+The MCP client runs on one event loop in a background thread shared by all connections, so
+tool calls stay synchronous like those of every other environment.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import shlex
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any, ClassVar
+from urllib.parse import urlsplit
+
+from toolgym.benchmark import Benchmark
+from toolgym.environments import Environment, ToolError, schema_tool
+from toolgym.records import Example
+
+__all__ = ["MCPEnvironment", "MCPServerSpec", "STDIO_PREFIX", "HTTP_PREFIXES", "benchmark_for_spec", "parse_spec"]
+
+STDIO_PREFIX = "mcp:"
+HTTP_PREFIXES = ("mcp+http://", "mcp+https://")
+
+CONNECT_TIMEOUT_S = 60.0
+"""Seconds to start a server, initialize the session and list its tools."""
+
+
+@dataclass(frozen=True)
+class MCPServerSpec:
+    """Where an MCP server is.
+
+    Attributes:
+        spec: The ``--env`` text it was parsed from (the environment's name).
+        command: For stdio: the program and its arguments (split like a POSIX shell).
+        url: For streamable HTTP: the endpoint URL (``http://HOST:PORT/PATH``).
+    """
+
+    spec: str
+    command: tuple[str, ...] = ()
+    url: str | None = None
+
+
+def parse_spec(spec: str) -> MCPServerSpec:
+    """Parse ``mcp:COMMAND ARGS...`` or ``mcp+http(s)://HOST:PORT/PATH``.
+
+    Raises:
+        ValueError: for an empty command, unbalanced quotes or a URL without a host.
+    """
+    if spec.startswith(HTTP_PREFIXES):
+        url = spec[len("mcp+"):]
+        if not urlsplit(url).hostname:
+            raise ValueError(f"{spec!r}: the URL has no host (expected mcp+http://HOST:PORT/PATH)")
+        return MCPServerSpec(spec=spec, url=url)
+    if not spec.startswith(STDIO_PREFIX):
+        raise ValueError(f"{spec!r}: expected mcp:COMMAND ARGS... or mcp+http://HOST:PORT/PATH")
+    try:
+        argv = tuple(shlex.split(spec[len(STDIO_PREFIX):]))
+    except ValueError as exc:
+        raise ValueError(f"{spec!r}: cannot split the command: {exc}") from None
+    if not argv:
+        raise ValueError(f"{spec!r}: no command after 'mcp:' (expected mcp:COMMAND ARGS...)")
+    return MCPServerSpec(spec=spec, command=argv)
+
+
+class _LoopThread:
+    """One asyncio event loop in a daemon thread, shared by every MCP connection."""
+
+    _lock = threading.Lock()
+    _loop: asyncio.AbstractEventLoop | None = None
+
+    @classmethod
+    def get(cls) -> asyncio.AbstractEventLoop:
+        with cls._lock:
+            if cls._loop is None or cls._loop.is_closed():
+                loop = asyncio.new_event_loop()
+                threading.Thread(target=loop.run_forever, name="toolgym-mcp-client", daemon=True).start()
+                cls._loop = loop
+            return cls._loop
+
+
+class _Connection:
+    """One MCP client session to a server, held open by a task on the shared loop."""
+
+    def __init__(self, server: MCPServerSpec, timeout_s: float) -> None:
+        self.server = server
+        self.timeout_s = timeout_s
+        self.loop = _LoopThread.get()
+        self.session: Any = None
+        self.tools: list[Any] = []
+        self.instructions: str | None = None
+        self.lost: str | None = None  # why the session ended early
+        self._closing: asyncio.Event | None = None
+        self._task: asyncio.Future | None = None
+        ready: asyncio.Future = asyncio.run_coroutine_threadsafe(self._open(), self.loop)
+        try:
+            self._closing, self._task = ready.result(CONNECT_TIMEOUT_S)
+        except TimeoutError:
+            ready.cancel()
+            raise RuntimeError(f"{server.spec}: no MCP session within {CONNECT_TIMEOUT_S:.0f} s") from None
+
+    async def _open(self) -> tuple[asyncio.Event, asyncio.Task]:
+        started: asyncio.Future = asyncio.get_running_loop().create_future()
+        closing = asyncio.Event()
+        task = asyncio.get_running_loop().create_task(self._hold(started, closing))
+        await started
+        return closing, task
+
+    async def _hold(self, started: asyncio.Future, closing: asyncio.Event) -> None:
+        from mcp import ClientSession, StdioServerParameters, types
+        from mcp.client.stdio import stdio_client
+        from mcp.client.streamable_http import streamable_http_client
+
+        from toolgym import __version__
+
+        try:
+            async with contextlib.AsyncExitStack() as stack:
+                if self.server.url is not None:
+                    read, write, _ = await stack.enter_async_context(streamable_http_client(self.server.url))
+                else:
+                    params = StdioServerParameters(
+                        command=self.server.command[0], args=list(self.server.command[1:]), env=dict(os.environ)
+                    )
+                    read, write = await stack.enter_async_context(stdio_client(params))
+                session = await stack.enter_async_context(
+                    ClientSession(read, write, client_info=types.Implementation(name="toolgym", version=__version__))
+                )
+                init = await session.initialize()
+                tools, cursor = [], None
+                while True:
+                    page = await session.list_tools(params=types.PaginatedRequestParams(cursor=cursor) if cursor else None)
+                    tools += page.tools
+                    cursor = page.nextCursor
+                    if not cursor:
+                        break
+                self.session, self.tools, self.instructions = session, tools, init.instructions
+                started.set_result(None)
+                await closing.wait()
+        except BaseException as exc:  # noqa: BLE001 -- reported to the caller, never lost
+            reason = f"{type(exc).__name__}: {_exception_text(exc)}"
+            if not started.done():
+                started.set_exception(RuntimeError(f"{self.server.spec}: cannot open an MCP session: {reason}"))
+            else:
+                self.lost = reason
+            if isinstance(exc, asyncio.CancelledError):
+                raise
+
+    def call(self, name: str, arguments: dict[str, Any]) -> Any:
+        """Send ``tools/call`` and wait for its result (``CallToolResult``).
+
+        Raises:
+            RuntimeError: when the session is gone, the call fails at the protocol level or
+                no answer comes within ``timeout_s``.
+        """
+        if self.lost is not None:
+            raise RuntimeError(f"MCP server {self.server.spec!r} is gone ({self.lost})")
+        pending = asyncio.run_coroutine_threadsafe(
+            self.session.call_tool(name, arguments, read_timeout_seconds=timedelta(seconds=self.timeout_s)), self.loop
+        )
+        try:
+            return pending.result(self.timeout_s + 5)
+        except TimeoutError:
+            pending.cancel()
+            raise RuntimeError(f"MCP server {self.server.spec!r}: no answer to {name!r} within {self.timeout_s:.0f} s") from None
+        except Exception as exc:
+            lost = f" ({self.lost})" if self.lost else ""
+            raise RuntimeError(f"MCP server {self.server.spec!r}: {type(exc).__name__}: {_exception_text(exc)}{lost}") from exc
+
+    def close(self) -> None:
+        """End the session (a stdio server is stopped); waits a few seconds at most."""
+        if self._closing is None or self._task is None:
+            return
+        closing, task = self._closing, self._task
+        self._closing = None
+
+        async def stop() -> None:
+            closing.set()
+            with contextlib.suppress(BaseException):
+                await asyncio.wait_for(task, 10)
+
+        with contextlib.suppress(Exception):
+            asyncio.run_coroutine_threadsafe(stop(), self.loop).result(15)
+
+
+def _exception_text(exc: BaseException) -> str:
+    """The message of an exception, or of the first one in an exception group."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return str(exc) or type(exc).__name__
+
+
+def _result_text(result: Any) -> str:
+    """The text of a ``CallToolResult``: its text blocks joined by newlines; other blocks as
+    JSON; the structured content as JSON when there is no content."""
+    parts = []
+    for block in result.content or []:
+        text = getattr(block, "text", None)
+        parts.append(text if isinstance(text, str) else block.model_dump_json(exclude_none=True))
+    if not parts and result.structuredContent is not None:
+        parts.append(json.dumps(result.structuredContent, ensure_ascii=False))
+    return "\n".join(parts)
+
+
+class MCPEnvironment(Environment):
+    """Base class of the environments made by :func:`benchmark_for_spec`; ``server`` says
+    where the MCP server is. The instructions are the server's (its ``initialize`` result),
+    else :attr:`default_instructions`.
+
+    Attributes:
+        server: Where the server is.
+        timeout_s: Seconds a tool call may take before the episode ends with status ``error``.
+    """
+
+    server: ClassVar[MCPServerSpec]
+    timeout_s: ClassVar[float] = 120.0
+    default_instructions: ClassVar[str] = "Complete the user's request with the provided tools."
+    _listed: ClassVar[list[Any] | None] = None  # the tools of the first session, for checks
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._connection: _Connection | None = None
+
+    def reset(self, example: Example) -> None:
+        """Open this episode's MCP session (start the stdio server).
+
+        Raises:
+            RuntimeError: when the server cannot be started or does not answer.
+        """
+        self._connection = _Connection(self.server, self.timeout_s)
+        self.instructions = self._connection.instructions or self.default_instructions
+        type(self)._listed = self._connection.tools
+
+    def close(self) -> None:
+        if self._connection is not None:
+            self._connection.close()
+            self._connection = None
+
+    def tool_functions(self) -> dict[str, Callable]:
+        """One :func:`schema_tool` per tool the server lists. Before :meth:`reset` (the
+        dataset check) a session is opened once to list them."""
+        cls = type(self)
+        if self._connection is not None:
+            tools = self._connection.tools
+        else:
+            if cls._listed is None:
+                probe = _Connection(self.server, self.timeout_s)
+                try:
+                    cls._listed = probe.tools
+                finally:
+                    probe.close()
+            tools = cls._listed
+        return {t.name: schema_tool(t.name, t.description or "", _object_schema(t.inputSchema), self._caller(t.name)) for t in tools}
+
+    def _caller(self, name: str) -> Callable[..., str]:
+        def call(**arguments: Any) -> str:
+            if self._connection is None:
+                raise RuntimeError("no MCP session: the environment was not reset")
+            result = self._connection.call(name, arguments)
+            text = _result_text(result)
+            if result.isError:
+                raise ToolError(text)
+            return text
+
+        return call
+
+
+def _object_schema(schema: dict[str, Any] | None) -> dict[str, Any]:
+    """An ``inputSchema`` as an object schema (the MCP specification requires ``type:
+    object``; a server that leaves it out gets it added)."""
+    schema = dict(schema or {})
+    schema.setdefault("type", "object")
+    schema.setdefault("properties", {})
+    return schema
+
+
+def benchmark_for_spec(spec: str) -> Benchmark:
+    """The benchmark of an MCP server spec (the ``mcp:`` and ``mcp+http://`` spec forms of the
+    environment registry): graders ``steps_exact``, ``step_ratio`` and ``answer_match``, the
+    judge ``correctness`` with ``--judge-model``; no built-in dataset (give ``--dataset``).
+
+    Raises:
+        ValueError: for a malformed spec (see :func:`parse_spec`).
+    """
+    server = parse_spec(spec)
+    cls = type("MCPServer", (MCPEnvironment,), {"server": server, "name": spec, "__module__": __name__})
+    kind = f"streamable HTTP at {server.url}" if server.url else f"stdio: {' '.join(server.command)}"
+    return Benchmark(
+        environment=cls, name=spec, graders=("steps_exact", "step_ratio", "answer_match"),
+        judge_graders=("correctness",), description=f"the tools of an MCP server ({kind})",
+    )

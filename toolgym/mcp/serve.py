@@ -1,0 +1,582 @@
+"""Serve an environment over the Model Context Protocol, recording and grading every episode.
+
+``toolgym serve`` (stdio or streamable HTTP) lets an agent that runs elsewhere (an IDE agent,
+Claude Code, an OpenAI Agents SDK app, a program in another language) play a dataset's
+examples. Each MCP session has its own environment; beside the environment's tools (their JSON
+schemas as the in-process agents' models see them) it offers two control tools:
+
+* ``start_episode(example_id?)``: a fresh environment for that example (the next one in dataset
+  order, over all sessions, when no id is given); returns the task: instructions and input;
+* ``end_episode(answer?)``: ends the episode, grades it and returns the scores.
+
+Every episode becomes one trajectory appended to ``DIR/trajectories.jsonl`` and its scores to
+``DIR/scores.jsonl``, exactly as a ``toolgym run`` (:func:`toolgym.runner.new_record`,
+:func:`toolgym.runner.grade_trajectories`, :func:`toolgym.runner.finish_run`); ``run.json``
+names the agent after the MCP client (its ``clientInfo`` name and version). A session that ends
+mid-episode (the client disconnected, was killed and went silent for the idle timeout, or the
+server was stopped) leaves a trajectory with status ``aborted``, which is not graded. Tool
+errors and invalid arguments are results with ``isError: true`` carrying the messages the
+in-process agents see; a broken tool ends the episode with status ``error``.
+
+Definitions: MCP specification 2025-06-18, "Lifecycle", "Tools" and "Transports" (streamable
+HTTP: Origin validation against DNS rebinding, loopback binding by default), and RFC 6750
+(bearer tokens).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hmac
+import json
+import logging
+import os
+import signal
+import socket
+import sys
+import threading
+from collections import Counter
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import anyio
+from langchain_core.utils.function_calling import convert_to_openai_tool
+
+from toolgym.agents import Episode
+from toolgym.environments import Environment, ToolBug
+from toolgym.graders import grader_name
+from toolgym.records import Example, Score, ToolCall, Trajectory
+from toolgym.runio import SCORES_FILE, TRAJECTORIES_FILE, JsonlAppender, RunDirError, write_run
+from toolgym.runner import (
+    RunResult,
+    finish_run,
+    grade_trajectories,
+    load_run_examples,
+    make_graders,
+    new_record,
+    resolve_benchmark,
+)
+
+__all__ = [
+    "CONTROL_TOOLS",
+    "LOOPBACK_HOSTS",
+    "HttpSettings",
+    "ServedRun",
+    "build_server",
+    "http_app",
+    "serve_http",
+    "serve_stdio",
+]
+
+log = logging.getLogger(__name__)
+# the SDK warns on every call of a tool it has not listed (an unknown name is the agent's error,
+# answered as one); keep stderr for what matters
+logging.getLogger("mcp.server.lowlevel.server").setLevel(logging.ERROR)
+
+START, END = "start_episode", "end_episode"
+CONTROL_TOOLS = (START, END)
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
+SERVER_INSTRUCTIONS = (
+    "A toolgym environment. Call start_episode to receive a task (instructions and input), solve it "
+    "with the other tools, then call end_episode with your final answer to have the episode graded."
+)
+NO_EPISODE = f"Error: no episode is running; call {START} first."
+
+
+class ServedRun:
+    """The run directory of a server: the dataset, the graders and the files written.
+
+    Args:
+        env: An environment name or spec (as ``--env``), a ``Benchmark`` or an
+            ``Environment`` subclass.
+        out: The run directory; must not hold trajectories yet.
+        dataset: A path or built-in dataset name (``None``: the environment's ``test`` set).
+        graders: Grader names or specs (``None``: the environment's own).
+        grader_settings: As ``RunConfig.grader_settings`` (``judge_model``, ``judge_cache``).
+        limit: Serve only the first N examples.
+        transport: ``stdio`` or ``http``, recorded in ``run.json``.
+
+    Raises:
+        DatasetError / UnknownNameError / ExtensionError: as :func:`toolgym.runner.run`.
+        RunDirError: when ``out`` already holds trajectories.
+        ValueError: when the environment has a tool named like a control tool.
+    """
+
+    def __init__(
+        self, env: Any, out: Path, dataset: Any = None, graders: list[Any] | None = None,
+        grader_settings: dict[str, Any] | None = None, limit: int | None = None, transport: str = "stdio",
+    ) -> None:
+        self.benchmark, env_ref = resolve_benchmark(env)
+        self.env_cls: type[Environment] = self.benchmark.environment
+        dataset_path, self.examples = load_run_examples(self.benchmark, dataset, limit)
+        self.by_id = {ex.id: ex for ex in self.examples}
+        graders_made = make_graders(self.benchmark, graders, grader_settings)
+        self.graders = [g for g, _ in graders_made]
+        self.tools = self._list_tools()
+        self.out = Path(out)
+        traj_path = self.out / TRAJECTORIES_FILE
+        if traj_path.exists() and traj_path.stat().st_size:
+            raise RunDirError(f"{traj_path} already exists; choose another --out")
+        self.out.mkdir(parents=True, exist_ok=True)
+        self.record = new_record(
+            self.benchmark, env_ref, graders_made, self.examples, dataset_path,
+            agent={"agent": "mcp-client", "served": "mcp", "transport": transport}, limit=limit,
+            grader_settings=grader_settings, concurrency=0,
+        )
+        write_run(self.out, self.record)
+        self.trajectories: list[Trajectory] = []
+        self.scores: list[Score] = []
+        self.sessions: set[Session] = set()
+        self._trials: Counter[str] = Counter()
+        self._next = 0
+        self._clients: list[str] = []
+        self._lock = threading.Lock()  # grading runs in worker threads
+        self._traj_writer: JsonlAppender | None = JsonlAppender(traj_path)
+        self._score_writer: JsonlAppender | None = JsonlAppender(self.out / SCORES_FILE)
+        self.result: RunResult | None = None
+
+    def _list_tools(self) -> list[dict[str, Any]]:
+        """The environment's tools as the model sees them (``{"name", "description",
+        "parameters"}``), read from an environment reset on the first example."""
+        env = self.env_cls()
+        try:
+            env.reset(self.examples[0])
+            tools = [convert_to_openai_tool(t)["function"] for t in env.tools.values()]
+        finally:
+            env.close()
+        clash = [t["name"] for t in tools if t["name"] in CONTROL_TOOLS]
+        if clash:
+            raise ValueError(f"environment {self.benchmark.name!r} has a tool named {clash[0]!r}, a control tool of serve")
+        return tools
+
+    # --- episodes --------------------------------------------------------------------------
+    def client(self, name: str, version: str) -> None:
+        """Name the agent of ``run.json`` after an MCP client (the first one; others are
+        listed under ``clients``)."""
+        label = f"{name} {version}".strip()
+        with self._lock:
+            if label in self._clients or self.result is not None:
+                return
+            self._clients.append(label)
+            if len(self._clients) == 1:
+                self.record.agent = {**self.record.agent, "agent": name, "version": version}
+            else:
+                self.record.agent = {**self.record.agent, "clients": list(self._clients)}
+            write_run(self.out, self.record)
+
+    def next_example(self, example_id: str | None) -> tuple[Example, int]:
+        """The example to play and its trial number (episodes of it so far).
+
+        Raises:
+            ValueError: for an unknown id, or when every example was started and no id is given.
+        """
+        with self._lock:
+            if example_id is None:
+                if self._next >= len(self.examples):
+                    raise ValueError(
+                        f"every example of the dataset ({len(self.examples)}) has been started; "
+                        "give example_id to play one again"
+                    )
+                example = self.examples[self._next]
+                self._next += 1
+            else:
+                example = self.by_id.get(str(example_id))
+                if example is None:
+                    raise ValueError(f"unknown example_id {example_id!r} ({len(self.examples)} examples)")
+            trial = self._trials[example.id]
+            self._trials[example.id] += 1
+            return example, trial
+
+    def record_trajectory(self, trajectory: Trajectory) -> list[Score]:
+        """Append a trajectory and its scores (``error`` and ``aborted`` ones are not graded);
+        returns the scores. After :meth:`finish` nothing is written."""
+        scores = grade_trajectories(self.by_id, [trajectory], self.graders)
+        with self._lock:
+            if self._traj_writer is None or self._score_writer is None:
+                log.warning("episode of %s ended after the server stopped; not recorded", trajectory.example_id)
+                return scores
+            self._traj_writer.write(trajectory)
+            self.trajectories.append(trajectory)
+            for score in scores:
+                self._score_writer.write(score)
+            self.scores += scores
+        return scores
+
+    def abort_all(self, reason: str) -> None:
+        """Record every running episode as ``aborted`` (the server is stopping)."""
+        for session in list(self.sessions):
+            session.abort(reason)
+
+    def finish(self) -> RunResult:
+        """Close the files, then write ``run.json`` (``finished_at``) and ``scores.jsonl`` in
+        run order and run the exporters, as a CLI run ends (idempotent)."""
+        with self._lock:
+            if self.result is not None:
+                return self.result
+            for writer in (self._traj_writer, self._score_writer):
+                if writer is not None:
+                    writer.close()
+            self._traj_writer = self._score_writer = None
+            order = {key: i for i, key in enumerate(sorted({s.example_id for s in self.scores}))}
+            scores = sorted(self.scores, key=lambda s: (order[s.example_id], s.trial))
+            self.result = finish_run(self.out, self.benchmark, self.record, self.trajectories, scores, self.by_id)
+            return self.result
+
+
+@dataclass(eq=False)
+class Session:
+    """One MCP session: its client and the episode it is playing, if any."""
+
+    served: ServedRun
+    client: str = "mcp-client"
+    client_version: str = ""
+    episode: Episode | None = None
+    calls: int = field(default=0)
+
+    def start(self, example_id: str | None) -> dict[str, Any]:
+        """Start an episode on a fresh environment; returns the task.
+
+        Raises:
+            ValueError: see :meth:`ServedRun.next_example`; an episode already running.
+            RuntimeError: when the environment's reset fails (an ``error`` trajectory is
+                recorded).
+        """
+        if self.episode is not None:
+            raise ValueError(f"an episode is running (example {self.episode.example.id!r}); call {END} first")
+        example, trial = self.served.next_example(example_id)
+        env = self.served.env_cls()
+        episode = Episode(env, example, trial)
+        try:
+            env.reset(example)
+        except Exception as exc:
+            env.close()
+            error = f"{type(exc).__name__} in reset: {exc}"
+            self.served.record_trajectory(Trajectory(
+                example_id=example.id, trial=trial, env=self.served.benchmark.name, agent=self.client,
+                status="error", error=error,
+            ))
+            raise RuntimeError(f"the environment failed to start example {example.id!r}: {error}") from None
+        self.episode = episode
+        return {
+            "example_id": example.id,
+            "trial": trial,
+            "instructions": env.instructions,
+            "input": example.input,
+        }
+
+    def call(self, call_id: str, name: str, arguments: dict[str, Any]) -> tuple[str, bool]:
+        """Run one tool call of the running episode: ``(observation, is_error)``."""
+        if self.episode is None:
+            return NO_EPISODE, True
+        try:
+            step = self.episode.execute(ToolCall(id=call_id, name=name, arguments=arguments))
+        except ToolBug as exc:
+            example = self.episode.example.id
+            self._end(error=f"ToolBug: {exc}")
+            return (f"Error: the environment failed ({exc}); episode {example!r} ended with status error. "
+                    f"Call {START} for the next one."), True
+        return step.output, step.error
+
+    def end(self, answer: str | None) -> dict[str, Any]:
+        """End the running episode and grade it; returns its status and scores.
+
+        Raises:
+            ValueError: when no episode is running.
+        """
+        if self.episode is None:
+            raise ValueError(f"no episode is running; call {START} first")
+        self.episode.final_answer = answer
+        trajectory, scores = self._end()
+        return {
+            "example_id": trajectory.example_id,
+            "trial": trajectory.trial,
+            "status": trajectory.status,
+            "scores": [{"grader": s.grader, "value": s.value, "explanation": s.explanation} for s in scores],
+        }
+
+    def abort(self, reason: str) -> None:
+        """Record the running episode, if any, as ``aborted`` (the session ended)."""
+        if self.episode is not None:
+            self.episode.status = "aborted"
+            self._end(reason=reason)
+
+    def _end(self, error: str | None = None, reason: str | None = None) -> tuple[Trajectory, list[Score]]:
+        episode, self.episode = self.episode, None
+        assert episode is not None
+        try:
+            trajectory = episode.trajectory(self.client, None, error)
+        finally:
+            episode.env.close()
+        if reason is not None and trajectory.status == "aborted":
+            trajectory.error = reason
+        return trajectory, self.served.record_trajectory(trajectory)
+
+
+# --- the MCP server -------------------------------------------------------------------------
+
+
+def _text_result(payload: Any, is_error: bool = False) -> Any:
+    from mcp import types
+
+    if isinstance(payload, str):
+        return types.CallToolResult(content=[types.TextContent(type="text", text=payload)], isError=is_error)
+    return types.CallToolResult(
+        content=[types.TextContent(type="text", text=json.dumps(payload, ensure_ascii=False))],
+        structuredContent=payload, isError=is_error,
+    )
+
+
+def build_server(served: ServedRun, stopping: list[str] | None = None) -> Any:
+    """The low-level MCP server (``mcp.server.lowlevel.Server``) of a served run. Its lifespan
+    runs once per MCP session and holds that session's :class:`Session`; when it ends with an
+    episode running, that episode is recorded as ``aborted``.
+
+    Args:
+        stopping: Set to ``[reason]`` by the caller when the server stops, so aborted
+            episodes say why.
+    """
+    from mcp import types
+    from mcp.server.lowlevel import Server
+
+    stopping = stopping if stopping is not None else []
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_: Any) -> AsyncIterator[Session]:
+        session = Session(served)
+        served.sessions.add(session)
+        try:
+            yield session
+        finally:
+            served.sessions.discard(session)
+            session.abort(stopping[0] if stopping else "the client disconnected mid-episode")
+
+    server: Any = Server("toolgym", instructions=SERVER_INSTRUCTIONS, lifespan=lifespan)
+    control = [
+        types.Tool(
+            name=START,
+            description="Start an episode: a fresh environment and a task (instructions and input). Without "
+            "example_id, the next example of the dataset.",
+            inputSchema={"type": "object", "properties": {"example_id": {"type": "string", "description": "The example to play."}}},
+        ),
+        types.Tool(
+            name=END,
+            description="End the episode with your final answer; it is graded and the scores are returned.",
+            inputSchema={"type": "object", "properties": {"answer": {"type": "string", "description": "Your final answer."}}},
+        ),
+    ]
+    env_tools = [
+        types.Tool(name=t["name"], description=t.get("description") or "", inputSchema=t.get("parameters") or {"type": "object", "properties": {}})
+        for t in served.tools
+    ]
+
+    def current() -> Session:
+        ctx = server.request_context
+        session: Session = ctx.lifespan_context
+        params = ctx.session.client_params
+        if params is not None and session.client == "mcp-client":
+            session.client, session.client_version = params.clientInfo.name, params.clientInfo.version
+            served.client(session.client, session.client_version)
+        return session
+
+    @server.list_tools()
+    async def list_tools() -> list[Any]:
+        current()
+        return [*control, *env_tools]
+
+    @server.call_tool(validate_input=False)  # the environment checks arguments, with its own messages
+    async def call_tool(name: str, arguments: dict[str, Any]) -> Any:
+        session = current()
+        if name == START:
+            example_id = arguments.get("example_id")
+            try:
+                task = session.start(None if example_id in (None, "") else str(example_id))
+            except (ValueError, RuntimeError) as exc:
+                return _text_result(f"Error: {exc}", True)
+            return _text_result(task)
+        if name == END:
+            answer = arguments.get("answer")
+            try:
+                ended = await anyio.to_thread.run_sync(session.end, None if answer is None else str(answer))
+            except ValueError as exc:
+                return _text_result(f"Error: {exc}", True)
+            return _text_result(ended)
+        output, is_error = session.call(str(server.request_context.request_id), name, arguments)
+        return _text_result(output, is_error)
+
+    return server
+
+
+def serve_stdio(served: ServedRun) -> RunResult:
+    """Serve one MCP session over stdin/stdout until the client closes it; SIGTERM or Ctrl-C
+    records a running episode as ``aborted`` and writes the run before the process exits.
+
+    Returns:
+        The graded run (after the client closed the session).
+    """
+    from mcp.server.stdio import stdio_server
+
+    stopping: list[str] = []
+    server = build_server(served, stopping)
+
+    def stop(signum: int, _frame: Any) -> None:
+        # stdin is read in a thread that cancellation cannot interrupt: flush here and exit
+        stopping.append(f"the server was stopped ({signal.Signals(signum).name})")
+        served.abort_all(stopping[0])
+        served.finish()
+        sys.stderr.flush()
+        os._exit(128 + signum)
+
+    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGINT)}
+
+    async def main() -> None:
+        async with stdio_server() as (read, write):
+            await server.run(read, write, server.create_initialization_options())
+
+    try:
+        anyio.run(main)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    return served.finish()
+
+
+@dataclass(frozen=True)
+class HttpSettings:
+    """How the streamable HTTP transport listens.
+
+    Attributes:
+        host: Address to bind; anything but a loopback address needs ``token``.
+        port: TCP port (0: any free port, printed when listening).
+        path: The MCP endpoint's path.
+        token: Bearer token clients must send (RFC 6750); ``None``: none (loopback only).
+        allowed_origins: ``Origin`` values accepted besides the loopback ones (requests
+            without ``Origin`` are accepted: they do not come from a browser page).
+        allowed_hosts: ``Host`` values accepted besides the loopback ones and ``host``.
+        idle_timeout_s: A session with no request in flight and no open stream for this long
+            is closed (a killed client's episode is then recorded as ``aborted``).
+    """
+
+    host: str = "127.0.0.1"
+    port: int = 0
+    path: str = "/mcp"
+    token: str | None = None
+    allowed_origins: tuple[str, ...] = ()
+    allowed_hosts: tuple[str, ...] = ()
+    idle_timeout_s: float = 300.0
+
+    def check(self) -> None:
+        """Raises ValueError: listening beyond loopback without a token, or an empty token."""
+        if self.token is not None and not self.token:
+            raise ValueError("--token must not be empty")
+        if self.host not in LOOPBACK_HOSTS and self.token is None:
+            raise ValueError(
+                f"--host {self.host} listens beyond this machine: give --token (clients send it as "
+                "'Authorization: Bearer TOKEN')"
+            )
+
+
+class _TokenVerifier:
+    """Accepts exactly one bearer token (compared in constant time)."""
+
+    def __init__(self, token: str) -> None:
+        self._token = token.encode()
+
+    async def verify_token(self, token: str) -> Any:
+        from mcp.server.auth.provider import AccessToken
+
+        if hmac.compare_digest(token.encode(), self._token):
+            return AccessToken(token=token, client_id="toolgym-serve", scopes=[])
+        return None
+
+
+def http_app(served: ServedRun, settings: HttpSettings, stopping: list[str] | None = None) -> Any:
+    """The Starlette app of the streamable HTTP transport: the MCP endpoint at
+    ``settings.path``, behind the bearer-token check when a token is set, with the ``Host`` and
+    ``Origin`` checks of the MCP SDK's transport security (421 / 403). When the app stops, every
+    session is closed (running episodes recorded as ``aborted``) and the run is written
+    (:meth:`ServedRun.finish`)."""
+    from mcp.server.auth.middleware.bearer_auth import BearerAuthBackend, RequireAuthMiddleware
+    from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+    from mcp.server.transport_security import TransportSecuritySettings
+    from starlette.applications import Starlette
+    from starlette.middleware import Middleware
+    from starlette.middleware.authentication import AuthenticationMiddleware
+    from starlette.routing import Route
+
+    stopping = stopping if stopping is not None else []
+    hosts = [*LOOPBACK_HOSTS, *([settings.host] if settings.host not in ("0.0.0.0", "::") else [])]
+    security = TransportSecuritySettings(
+        enable_dns_rebinding_protection=True,
+        allowed_hosts=[*(f"{_bracket(h)}:*" for h in hosts), *(_bracket(h) for h in hosts), *settings.allowed_hosts],
+        allowed_origins=[*(f"{scheme}://{_bracket(h)}:*" for h in LOOPBACK_HOSTS for scheme in ("http", "https")),
+                         *settings.allowed_origins],
+    )
+    manager = StreamableHTTPSessionManager(
+        app=build_server(served, stopping), security_settings=security, session_idle_timeout=settings.idle_timeout_s,
+    )
+
+    class Endpoint:
+        async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+            await manager.handle_request(scope, receive, send)
+
+    endpoint: Any = Endpoint()
+    middleware = []
+    if settings.token is not None:
+        endpoint = RequireAuthMiddleware(endpoint, required_scopes=[])
+        middleware = [Middleware(AuthenticationMiddleware, backend=BearerAuthBackend(_TokenVerifier(settings.token)))]
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_: Any) -> AsyncIterator[None]:
+        try:
+            async with manager.run():
+                yield
+                stopping.append("the server was stopped")
+        finally:
+            served.abort_all(stopping[0] if stopping else "the server was stopped")
+            served.finish()
+
+    return Starlette(routes=[Route(settings.path, endpoint=endpoint, methods=["GET", "POST", "DELETE"])],
+                     middleware=middleware, lifespan=lifespan)
+
+
+def _bracket(host: str) -> str:
+    return f"[{host}]" if ":" in host else host
+
+
+@contextlib.contextmanager
+def _bound_socket(host: str, port: int) -> Iterator[socket.socket]:
+    info = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+    sock = socket.socket(info[0], socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(info[4])
+        yield sock
+    finally:
+        sock.close()
+
+
+def serve_http(served: ServedRun, settings: HttpSettings) -> RunResult:
+    """Serve over streamable HTTP until Ctrl-C or SIGTERM (uvicorn's graceful shutdown: open
+    sessions are closed and their running episodes recorded as ``aborted``, then the run is
+    written). Prints ``listening on http://HOST:PORT/PATH`` on stderr once the socket is bound.
+
+    Raises:
+        ValueError: see :meth:`HttpSettings.check`.
+        OSError: when the address cannot be bound.
+    """
+    import uvicorn
+
+    settings.check()
+    app = http_app(served, settings)
+    with _bound_socket(settings.host, settings.port) as sock:
+        port = sock.getsockname()[1]
+        config = uvicorn.Config(app, log_level="warning", lifespan="on", timeout_graceful_shutdown=3)
+        server = uvicorn.Server(config)
+        print(f"listening on http://{_bracket(settings.host)}:{port}{settings.path} (run directory {served.out})",
+              file=sys.stderr, flush=True)
+        try:
+            server.run(sockets=[sock])
+        finally:
+            served.finish()
+    return served.finish()
