@@ -1,0 +1,412 @@
+"""``toolgym serve``: real servers (a subprocess over stdio, or streamable HTTP on a free
+loopback port) driven by the real ``mcp`` client SDK; served runs are compared with
+``run --agent oracle`` on the same dataset."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+mcp = pytest.importorskip("mcp")
+
+from mcp import ClientSession, StdioServerParameters, types  # noqa: E402
+from mcp.client.stdio import stdio_client  # noqa: E402
+from mcp.client.streamable_http import streamable_http_client  # noqa: E402
+from mcp.shared._httpx_utils import create_mcp_http_client  # noqa: E402
+
+from toolgym.cli import main  # noqa: E402
+from toolgym.data import load_examples, resolve_dataset  # noqa: E402
+from toolgym.plugins import get_benchmark  # noqa: E402
+from toolgym.runio import read_run, read_scores, read_trajectories  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
+ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
+SERVE = [str(ROOT / "run_agent.py"), "serve"]
+CLIENT = types.Implementation(name="test-client", version="1.2")
+
+
+def serve_args(out: Path, *extra: str) -> list[str]:
+    return [*SERVE, "--out", str(out), *extra]
+
+
+@contextlib.asynccontextmanager
+async def stdio_session(args: list[str]):
+    params = StdioServerParameters(command=sys.executable, args=args, env=ENV, cwd=str(ROOT))
+    async with stdio_client(params) as (read, write), ClientSession(read, write, client_info=CLIENT) as session:
+        await session.initialize()
+        yield session
+
+
+@contextlib.asynccontextmanager
+async def http_session(url: str, token: str | None = None):
+    headers = {"Authorization": f"Bearer {token}"} if token else None
+    async with create_mcp_http_client(headers=headers) as client, \
+            streamable_http_client(url, http_client=client) as (read, write, _), \
+            ClientSession(read, write, client_info=CLIENT) as session:
+        await session.initialize()
+        yield session
+
+
+class HttpServer:
+    """``toolgym serve --transport http --port 0`` in a subprocess; the URL is read from the
+    line it prints once listening."""
+
+    def __init__(self, out: Path, *extra: str) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, *serve_args(out, "--transport", "http", "--port", "0", *extra)],
+            env=ENV, cwd=ROOT, stderr=subprocess.PIPE, text=True,
+        )
+        line = self.proc.stderr.readline()
+        found = re.search(r"listening on (http://\S+)", line)
+        if not found:
+            self.proc.kill()
+            raise AssertionError(f"server did not start: {line}{self.proc.stderr.read()}")
+        self.url = found.group(1)
+        self.port = int(self.url.rsplit(":", 1)[1].split("/")[0])
+
+    def stop(self, sig: int = signal.SIGTERM) -> str:
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+        _, err = self.proc.communicate(timeout=30)
+        return err
+
+    def __enter__(self) -> HttpServer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.communicate()
+
+
+def text(result: types.CallToolResult) -> str:
+    return "\n".join(block.text for block in result.content)
+
+
+async def play_oracle(session: ClientSession, examples) -> None:
+    """The oracle agent's calls, played over MCP: every expected call, then the reference."""
+    for ex in examples:
+        started = await session.call_tool("start_episode", {"example_id": ex.id})
+        assert not started.isError, text(started)
+        for call in ex.expected_calls or []:
+            await session.call_tool(call.name, call.arguments)
+        answer = "" if ex.reference is None else str(ex.reference)
+        ended = await session.call_tool("end_episode", {"answer": answer})
+        assert not ended.isError and ended.structuredContent["status"] == "completed"
+
+
+def score_table(directory: Path) -> dict[tuple[str, int, str], float | None]:
+    return {(s.example_id, s.trial, s.grader): s.value for s in read_scores(directory)}
+
+
+@pytest.fixture(scope="module")
+def oracle_run(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("oracle") / "run"
+    assert main(["run", "--env", "relational_data", "--agent", "oracle", "--out", str(out), "--no-progress"]) == 0
+    return out
+
+
+def relational_examples():
+    return load_examples(resolve_dataset(get_benchmark("relational_data"), None))
+
+
+@pytest.mark.parametrize("transport", ["stdio", "http"])
+def test_served_oracle_scores_equal_run_oracle(transport, oracle_run, tmp_path):
+    out = tmp_path / "served"
+    examples = relational_examples()
+
+    async def play(session: ClientSession) -> None:
+        listed = {t.name: t for t in (await session.list_tools()).tools}
+        assert {"start_episode", "end_episode", "get_city_for_location"} <= set(listed)
+        assert listed["get_city_for_location"].inputSchema["properties"]["location_id"]["type"] == "integer"
+        await play_oracle(session, examples)
+
+    if transport == "stdio":
+        async def over_stdio() -> None:
+            async with stdio_session(serve_args(out, "--env", "relational_data")) as session:
+                await play(session)
+
+        asyncio.run(over_stdio())
+        deadline = time.monotonic() + 20  # the server writes the run once the session closed
+        while not (read_run(out).finished_at or time.monotonic() > deadline):
+            time.sleep(0.1)
+    else:
+        with HttpServer(out, "--env", "relational_data") as server:
+            async def over_http() -> None:
+                async with http_session(server.url) as session:
+                    await play(session)
+
+            asyncio.run(over_http())
+            server.stop()
+    record = read_run(out)
+    assert record.finished_at is not None
+    assert record.agent["agent"] == "test-client" and record.agent["version"] == "1.2"
+    assert record.agent["transport"] == transport
+    served, expected = score_table(out), score_table(oracle_run)
+    assert len(served) == len(expected) == 3 * len(examples)
+    assert served == expected
+    trajectories = read_trajectories(out)
+    assert [t.example_id for t in trajectories] == [ex.id for ex in examples]
+    assert {t.agent for t in trajectories} == {"test-client"}
+    # the views read a served run like any other
+    assert main(["summary", str(out)]) == 0
+    assert main(["show", str(out), "--example", examples[0].id]) == 0
+    assert main(["compare", str(oracle_run), str(out), "--n-boot", "100"]) == 0
+
+
+def test_stdio_episode_rules_and_error_results(tmp_path):
+    out = tmp_path / "served"
+
+    async def scenario() -> None:
+        async with stdio_session(serve_args(out, "--env", "relational_data", "--limit", "2")) as session:
+            outside = await session.call_tool("get_food_name", {"food_id": 369})
+            assert outside.isError and "start_episode" in text(outside)
+            task = await session.call_tool("start_episode", {})
+            assert task.structuredContent["example_id"] == "rd-01"  # dataset order
+            assert task.structuredContent["input"] == "Which city is location 46 in?"
+            assert "find_* tools" in task.structuredContent["instructions"]
+            again = await session.call_tool("start_episode", {})
+            assert again.isError and "end_episode" in text(again)
+            wrong_type = await session.call_tool("get_city_for_location", {"location_id": "x"})
+            unknown = await session.call_tool("get_citys_for_location", {"location_id": 46})
+            extra = await session.call_tool("get_city_for_location", {"location_id": 46, "zip": 1})
+            assert wrong_type.isError and unknown.isError and extra.isError
+            assert "Did you mean 'get_city_for_location'" in text(unknown)
+            ok = await session.call_tool("get_city_for_location", {"location_id": 46})
+            assert not ok.isError and "Osaka" in text(ok)
+            ended = await session.call_tool("end_episode", {"answer": "Osaka"})
+            scores = {s["grader"]: s["value"] for s in ended.structuredContent["scores"]}
+            assert scores == {"steps_exact": 0.0, "step_ratio": 4.0, "answer_match": 1.0}
+            nxt = await session.call_tool("start_episode", {})
+            assert nxt.structuredContent["example_id"] == "rd-02"
+            await session.call_tool("end_episode", {})
+            done = await session.call_tool("start_episode", {})
+            assert done.isError and "every example" in text(done)
+            replay = await session.call_tool("start_episode", {"example_id": "rd-01"})
+            assert replay.structuredContent["trial"] == 1
+            unknown_id = await session.call_tool("end_episode", {})
+            assert not unknown_id.isError
+            bad = await session.call_tool("start_episode", {"example_id": "nope"})
+            assert bad.isError and "unknown example_id" in text(bad)
+
+    asyncio.run(scenario())
+    deadline = time.monotonic() + 20
+    while not (read_run(out).finished_at or time.monotonic() > deadline):
+        time.sleep(0.1)
+    first = read_trajectories(out)[0]
+    # the observations are the in-process ones, word for word
+    from toolgym.suites.relational_data.environment import RelationalData
+
+    env = RelationalData()
+    env.reset(relational_examples()[0])
+    expected = [env.call(s.name, s.arguments) for s in first.tool_steps]
+    assert [(s.output, s.error) for s in first.tool_steps] == [(r.output, r.error) for r in expected]
+    assert [s.error for s in first.tool_steps] == [True, True, True, False]
+    assert [(t.example_id, t.trial, t.status) for t in read_trajectories(out)] == [
+        ("rd-01", 0, "completed"), ("rd-02", 0, "completed"), ("rd-01", 1, "completed")]
+
+
+def write_words(path: Path, words: list[str]) -> Path:
+    with open(path, "w") as fh:
+        for i, word in enumerate(words):
+            calls = [{"name": letter, "arguments": {}} for letter in word]
+            fh.write(json.dumps({"id": f"w{i:02d}", "input": word, "expected_calls": calls, "reference": word,
+                                 "expected_state": {"paper": word}}) + "\n")
+    return path
+
+
+WORDS = ["abc", "dog", "quiz", "jump", "lynx", "fox", "hymn", "vex", "wry", "zig", "kelp", "brim",
+         "crux", "gnat", "sprig", "twelve"]
+
+
+def test_sixteen_concurrent_http_sessions_are_isolated(tmp_path):
+    dataset = write_words(tmp_path / "words.jsonl", WORDS)
+    out = tmp_path / "served"
+    with HttpServer(out, "--env", "typewriter_26", "--dataset", str(dataset)) as server:
+        async def one(i: int) -> None:
+            async with http_session(server.url) as session:
+                await session.call_tool("start_episode", {"example_id": f"w{i:02d}"})
+                for letter in WORDS[i]:
+                    await session.call_tool(letter, {})
+                    await asyncio.sleep(0)  # interleave the sessions
+                await session.call_tool("end_episode", {"answer": WORDS[i]})
+
+        async def all_sessions() -> None:
+            await asyncio.gather(*(one(i) for i in range(16)))
+
+        asyncio.run(all_sessions())
+        server.stop()
+    trajectories = {t.example_id: t for t in read_trajectories(out)}
+    assert len(trajectories) == 16
+    for i, word in enumerate(WORDS):
+        traj = trajectories[f"w{i:02d}"]
+        assert traj.status == "completed"
+        assert traj.final_state == {"paper": word}
+        assert [s.name for s in traj.tool_steps] == list(word)
+    assert set(score_table(out).values()) == {1.0}
+
+
+KILLED_CLIENT = textwrap.dedent("""
+    import asyncio, sys
+    from mcp import ClientSession
+    from mcp.client.streamable_http import streamable_http_client
+
+    async def main():
+        async with streamable_http_client(sys.argv[1]) as (read, write, _), ClientSession(read, write) as session:
+            await session.initialize()
+            await session.call_tool("start_episode", {"example_id": "w00"})
+            await session.call_tool("a", {})
+            await session.call_tool("b", {})
+            print("typed", flush=True)
+            await asyncio.sleep(3600)
+
+    asyncio.run(main())
+""")
+
+
+def test_killed_client_leaves_aborted_trajectory_and_sigterm_flushes(tmp_path):
+    dataset = write_words(tmp_path / "words.jsonl", WORDS[:2])
+    out = tmp_path / "served"
+    with HttpServer(out, "--env", "typewriter_26", "--dataset", str(dataset), "--idle-timeout", "1") as server:
+        client = subprocess.Popen([sys.executable, "-c", KILLED_CLIENT, server.url], env=ENV, stdout=subprocess.PIPE, text=True)
+        try:
+            assert client.stdout.readline().strip() == "typed"
+        finally:
+            client.kill()
+            client.communicate()
+        deadline = time.monotonic() + 20
+        while not read_trajectories(out) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        (aborted,) = read_trajectories(out)
+        assert aborted.status == "aborted" and aborted.example_id == "w00"
+        assert [s.name for s in aborted.tool_steps] == ["a", "b"]
+        assert aborted.final_state == {"paper": "ab"}
+        assert aborted.agent == "mcp"  # the SDK's default clientInfo name
+
+        # an episode still running when the server gets SIGTERM is written before it exits
+        async def open_episode() -> None:
+            async with http_session(server.url) as session:
+                await session.call_tool("start_episode", {"example_id": "w01"})
+                await session.call_tool("d", {})
+                err = await asyncio.to_thread(server.stop, signal.SIGTERM)
+                assert server.proc.returncode in (0, -signal.SIGTERM, 128 + signal.SIGTERM), err
+
+        with contextlib.suppress(Exception):  # the client sees its server go away
+            asyncio.run(open_episode())
+    trajectories = read_trajectories(out)
+    assert [(t.example_id, t.status) for t in trajectories] == [("w00", "aborted"), ("w01", "aborted")]
+    assert trajectories[1].error == "the server was stopped" and trajectories[1].final_state == {"paper": "d"}
+    assert read_run(out).finished_at is not None
+    assert read_scores(out) == []  # aborted episodes are not graded
+
+
+def test_stdio_sigterm_flushes_the_running_episode(tmp_path):
+    out = tmp_path / "served"
+
+    def server_pid() -> int:
+        for proc in Path("/proc").iterdir():
+            if proc.name.isdigit():
+                with contextlib.suppress(OSError):
+                    cmdline = (proc / "cmdline").read_bytes().split(b"\0")
+                    if str(out).encode() in cmdline and b"serve" in cmdline:
+                        return int(proc.name)
+        raise AssertionError("server process not found")
+
+    async def scenario() -> None:
+        async with stdio_session(serve_args(out, "--env", "typewriter_26", "--limit", "2")) as session:
+            await session.call_tool("start_episode", {})
+            await session.call_tool("a", {})
+            os.kill(server_pid(), signal.SIGTERM)
+            deadline = time.monotonic() + 20
+            while not read_trajectories(out) and time.monotonic() < deadline:
+                await asyncio.sleep(0.1)
+
+    with contextlib.suppress(Exception):
+        asyncio.run(scenario())
+    (traj,) = read_trajectories(out)
+    assert traj.status == "aborted" and traj.error == "the server was stopped (SIGTERM)"
+    assert [s.name for s in traj.tool_steps] == ["a"]
+    assert read_run(out).finished_at is not None
+
+
+def test_http_token_origin_and_host_checks(tmp_path):
+    out = tmp_path / "served"
+    init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "curl", "version": "0"}}}
+    accept = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+    with HttpServer(out, "--env", "typewriter_26", "--token", "s3cret") as server:
+        for auth in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": "Basic s3cret"}):
+            r = httpx.post(server.url, json=init, headers={**accept, **auth})
+            assert r.status_code == 401 and r.headers["www-authenticate"].startswith("Bearer")
+        good = {**accept, "Authorization": "Bearer s3cret"}
+        evil = httpx.post(server.url, json=init, headers={**good, "Origin": "http://evil.example"})
+        assert evil.status_code == 403
+        rebound = httpx.post(server.url, json=init, headers={**good, "Host": f"evil.example:{server.port}"})
+        assert rebound.status_code == 421
+        local = httpx.post(server.url, json=init, headers={**good, "Origin": f"http://localhost:{server.port}"})
+        assert local.status_code == 200
+
+        async def with_token() -> None:
+            async with http_session(server.url, token="s3cret") as session:
+                task = await session.call_tool("start_episode", {})
+                assert not task.isError
+                await session.call_tool("end_episode", {"answer": "a"})
+
+        asyncio.run(with_token())
+        server.stop()
+    # only the authorised session was recorded
+    assert [t.example_id for t in read_trajectories(out)] == ["tw-00-a"]
+
+
+def test_beyond_loopback_needs_a_token(tmp_path, capsys):
+    code = main(["serve", "--env", "typewriter_26", "--out", str(tmp_path / "x"), "--transport", "http",
+                 "--host", "0.0.0.0"])
+    assert code == 2
+    assert "--token" in capsys.readouterr().err
+    assert not (tmp_path / "x").exists()
+
+
+def test_langgraph_react_agent_through_langchain_mcp_adapters(tmp_path):
+    adapters = pytest.importorskip("langchain_mcp_adapters.tools")
+    from langgraph.prebuilt import create_react_agent
+
+    from toolgym.providers.scripted import ScriptedChatModel
+
+    out = tmp_path / "served"
+    model = ScriptedChatModel(turns=[
+        {"content": "", "tool_calls": [{"name": "start_episode", "args": {"example_id": "rd-01"}, "id": "c1"}]},
+        {"content": "", "tool_calls": [{"name": "get_city_for_location", "args": {"location_id": 46}, "id": "c2"}]},
+        {"content": "", "tool_calls": [{"name": "end_episode", "args": {"answer": "Osaka"}, "id": "c3"}]},
+        {"content": "Location 46 is in Osaka."},
+    ])
+
+    async def scenario() -> list:
+        async with stdio_session(serve_args(out, "--env", "relational_data")) as session:
+            tools = await adapters.load_mcp_tools(session)
+            assert {"start_episode", "end_episode", "get_city_for_location"} <= {t.name for t in tools}
+            agent = create_react_agent(model, tools)
+            state = await agent.ainvoke({"messages": [("user", "Play one episode.")]})
+            return state["messages"]
+
+    messages = asyncio.run(scenario())
+    tool_replies = [m for m in messages if m.type == "tool"]
+    assert "Osaka" in str(tool_replies[1].content)
+    assert '"steps_exact"' in str(tool_replies[2].content)
+    deadline = time.monotonic() + 20
+    while not (read_run(out).finished_at or time.monotonic() > deadline):
+        time.sleep(0.1)
+    (traj,) = read_trajectories(out)
+    assert traj.final_answer == "Osaka" and [s.name for s in traj.tool_steps] == ["get_city_for_location"]
+    assert {s.grader: s.value for s in read_scores(out)} == {"steps_exact": 1.0, "step_ratio": 1.0, "answer_match": 1.0}
