@@ -1,0 +1,139 @@
+"""``--env mcp:"COMMAND"`` and ``--env mcp+http://...``: an MCP server written here
+(``counter_server.py``, FastMCP) evaluated as an environment through the real client SDK."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("mcp")
+
+from toolgym.cli import main  # noqa: E402
+from toolgym.plugins import get_benchmark  # noqa: E402
+from toolgym.registry import ExtensionError  # noqa: E402
+from toolgym.runio import read_run, read_scores, read_trajectories  # noqa: E402
+from toolgym.runner import RunConfig, run  # noqa: E402
+
+SERVER = Path(__file__).with_name("counter_server.py")
+STDIO_SPEC = f"mcp:{sys.executable} {SERVER}"
+
+
+def dataset(path: Path, *records: dict) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    return path
+
+
+def counter(id: str, *calls: tuple[str, dict], reference: str) -> dict:
+    return {"id": id, "input": f"task {id}", "reference": reference,
+            "expected_calls": [{"name": n, "arguments": a} for n, a in calls]}
+
+
+C1 = counter("c1", ("add", {"amount": 2}), ("add", {"amount": 3}), reference="5")
+C2 = counter("c2", ("add", {"amount": 4}), ("read", {}), reference="4")
+CRASH = counter("c3", ("add", {"amount": 1}), ("crash", {}), reference="1")
+C4 = counter("c4", ("add", {"amount": -1}), reference="-1")
+
+
+def test_oracle_scores_one_and_a_crash_is_a_recorded_error(tmp_path):
+    data = dataset(tmp_path / "counter.jsonl", C1, C2, CRASH, C4)
+    out = tmp_path / "run"
+    assert main(["run", "--env", STDIO_SPEC, "--agent", "oracle", "--dataset", str(data), "--out", str(out),
+                 "--no-progress"]) == 0
+    trajectories = {t.example_id: t for t in read_trajectories(out)}
+    assert [trajectories[k].status for k in ("c1", "c2", "c3", "c4")] == ["completed", "completed", "error", "completed"]
+    crashed = trajectories["c3"]
+    assert crashed.error.startswith("ToolBug: tool 'crash' raised") and "Connection closed" in crashed.error
+    assert [s.name for s in crashed.tool_steps] == ["add"]  # the call that died is not an observation
+    # each episode has its own server process: c2 starts from zero again
+    assert [s.output for s in trajectories["c2"].tool_steps] == ["4", "4"]
+    scores = read_scores(out)
+    assert {s.example_id for s in scores} == {"c1", "c2", "c4"}
+    assert {s.grader for s in scores} == {"steps_exact", "step_ratio", "answer_match"}
+    assert all(s.value == 1.0 for s in scores)
+    # run.json names the spec, and the run is graded again from it
+    assert read_run(out).env == STDIO_SPEC
+    assert main(["grade", str(out)]) == 0
+    assert len(read_scores(out)) == len(scores)
+
+
+def test_the_model_sees_the_servers_schemas_and_error_messages(tmp_path, scripted):
+    benchmark = get_benchmark(STDIO_SPEC)
+    assert get_benchmark(STDIO_SPEC) is benchmark  # one environment class per spec
+    env = benchmark.environment()
+    env.reset(None)
+    try:
+        assert env.instructions == "Keep count with the tools; answer with the final count."
+        schema = env.tools["add"].args_schema
+        assert schema["properties"]["amount"]["type"] == "integer" and schema["required"] == ["amount"]
+        assert env.tools["add"].description.startswith("Add to the counter")
+        assert env.call("add", {"amount": "x"}).output == "Error: invalid arguments for 'add': amount: expected integer, got 'x'"
+        refused = env.call("add", {"amount": 0})  # the server's isError result
+        assert refused.error and "amount must not be zero" in refused.output
+        assert env.call("add", {"amount": 2}) .output == "2"
+        assert env.call("ad", {}).output.endswith("Did you mean 'add'?")
+    finally:
+        env.close()
+    model = scripted([
+        {"content": "", "tool_calls": [{"name": "add", "args": {"amount": 0}, "id": "1"},
+                                      {"name": "add", "args": {"amount": 5}, "id": "2"}]},
+        {"content": "5"},
+    ])
+    result = run(RunConfig(env=STDIO_SPEC, agent="tool_calling", model=model, out=None,
+                           dataset=[counter("c", ("add", {"amount": 5}), reference="5")]), progress=False)
+    (traj,) = result.trajectories
+    assert [(s.error, s.output) for s in traj.tool_steps][1] == (False, "5")
+    assert {s.grader: s.value for s in result.scores} == {"steps_exact": 0.0, "step_ratio": 2.0, "answer_match": 1.0}
+
+
+def test_dataset_naming_a_tool_the_server_lacks_is_refused(tmp_path, capsys):
+    data = dataset(tmp_path / "bad.jsonl", counter("x", ("subtract", {"amount": 1}), reference="-1"))
+    assert main(["run", "--env", STDIO_SPEC, "--agent", "oracle", "--dataset", str(data), "--out",
+                 str(tmp_path / "run"), "--no-progress"]) == 2
+    assert "expects tool 'subtract'" in capsys.readouterr().err
+
+
+def test_malformed_specs_are_named():
+    with pytest.raises(ExtensionError, match="no command after 'mcp:'"):
+        get_benchmark("mcp:  ")
+    with pytest.raises(ExtensionError, match="no host"):
+        get_benchmark("mcp+http:///mcp")
+    with pytest.raises(RuntimeError, match="cannot open an MCP session: FileNotFoundError"):
+        env = get_benchmark("mcp:/nonexistent/server --flag").environment()
+        env.reset(None)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_streamable_http_server_as_environment(tmp_path):
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, str(SERVER), "http", str(port)], env=os.environ.copy(),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+                break
+            except OSError:
+                time.sleep(0.1)
+        data = dataset(tmp_path / "counter.jsonl", C1, C4)
+        out = tmp_path / "run"
+        spec = f"mcp+http://127.0.0.1:{port}/mcp"
+        assert main(["run", "--env", spec, "--agent", "oracle", "--dataset", str(data), "--out", str(out),
+                     "--no-progress"]) == 0
+        assert [t.status for t in read_trajectories(out)] == ["completed", "completed"]
+        assert all(s.value == 1.0 for s in read_scores(out))
+    finally:
+        proc.kill()
+        proc.wait()
