@@ -47,6 +47,8 @@ def cmd_list(args: argparse.Namespace) -> int:
             benchmark = environments.get(name)
             notes = f"datasets: {', '.join(benchmark.builtin_datasets()) or '-'}"
         table.add_row("environment", name, source, notes)
+    for form in environments.forms():
+        table.add_row("environment", form, "spec form", "an MCP server's tools; give --dataset")
     for kind in ("agents", "graders", "models"):
         for name, source in regs[kind].sources():
             table.add_row(kind[:-1] if kind != "models" else "model", name, source,

@@ -36,7 +36,7 @@ import sys
 import threading
 from collections import Counter
 from collections.abc import AsyncIterator, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -45,7 +45,6 @@ from langchain_core.utils.function_calling import convert_to_openai_tool
 
 from toolgym.agents import Episode
 from toolgym.environments import Environment, ToolBug
-from toolgym.graders import grader_name
 from toolgym.records import Example, Score, ToolCall, Trajectory
 from toolgym.runio import SCORES_FILE, TRAJECTORIES_FILE, JsonlAppender, RunDirError, write_run
 from toolgym.runner import (
@@ -122,12 +121,13 @@ class ServedRun:
         self.record = new_record(
             self.benchmark, env_ref, graders_made, self.examples, dataset_path,
             agent={"agent": "mcp-client", "served": "mcp", "transport": transport}, limit=limit,
-            grader_settings=grader_settings, concurrency=0,
+            grader_settings=grader_settings,
         )
         write_run(self.out, self.record)
         self.trajectories: list[Trajectory] = []
         self.scores: list[Score] = []
         self.sessions: set[Session] = set()
+        self.peak_sessions = 0
         self._trials: Counter[str] = Counter()
         self._next = 0
         self._clients: list[str] = []
@@ -218,8 +218,8 @@ class ServedRun:
                 if writer is not None:
                     writer.close()
             self._traj_writer = self._score_writer = None
-            order = {key: i for i, key in enumerate(sorted({s.example_id for s in self.scores}))}
-            scores = sorted(self.scores, key=lambda s: (order[s.example_id], s.trial))
+            scores = sorted(self.scores, key=lambda s: (s.example_id, s.trial))  # run order, as grade_trajectories
+            self.record.concurrency = max(1, self.peak_sessions)  # sessions open at once, at most
             self.result = finish_run(self.out, self.benchmark, self.record, self.trajectories, scores, self.by_id)
             return self.result
 
@@ -232,7 +232,6 @@ class Session:
     client: str = "mcp-client"
     client_version: str = ""
     episode: Episode | None = None
-    calls: int = field(default=0)
 
     def start(self, example_id: str | None) -> dict[str, Any]:
         """Start an episode on a fresh environment; returns the task.
@@ -278,8 +277,9 @@ class Session:
                     f"Call {START} for the next one."), True
         return step.output, step.error
 
-    def end(self, answer: str | None) -> dict[str, Any]:
-        """End the running episode and grade it; returns its status and scores.
+    def end(self, answer: str | None) -> Trajectory:
+        """End the running episode (its final state read, its environment closed); the caller
+        records and grades the trajectory with :meth:`ServedRun.record_trajectory`.
 
         Raises:
             ValueError: when no episode is running.
@@ -287,30 +287,36 @@ class Session:
         if self.episode is None:
             raise ValueError(f"no episode is running; call {START} first")
         self.episode.final_answer = answer
-        trajectory, scores = self._end()
-        return {
-            "example_id": trajectory.example_id,
-            "trial": trajectory.trial,
-            "status": trajectory.status,
-            "scores": [{"grader": s.grader, "value": s.value, "explanation": s.explanation} for s in scores],
-        }
+        return self._trajectory()
 
     def abort(self, reason: str) -> None:
         """Record the running episode, if any, as ``aborted`` (the session ended)."""
         if self.episode is not None:
             self.episode.status = "aborted"
-            self._end(reason=reason)
+            trajectory = self._trajectory()
+            if trajectory.status == "aborted":  # not an error met while reading the state
+                trajectory.error = reason
+            self.served.record_trajectory(trajectory)
 
-    def _end(self, error: str | None = None, reason: str | None = None) -> tuple[Trajectory, list[Score]]:
+    def _end(self, error: str) -> None:
+        self.served.record_trajectory(self._trajectory(error))
+
+    def _trajectory(self, error: str | None = None) -> Trajectory:
+        """The running episode's trajectory; the environment is closed and the session has
+        no episode afterwards. Called on the event loop's thread, where the environment lives."""
         episode, self.episode = self.episode, None
         assert episode is not None
         try:
-            trajectory = episode.trajectory(self.client, None, error)
+            return episode.trajectory(self.client, None, error)
         finally:
             episode.env.close()
-        if reason is not None and trajectory.status == "aborted":
-            trajectory.error = reason
-        return trajectory, self.served.record_trajectory(trajectory)
+
+    def env_tools(self) -> list[dict[str, Any]]:
+        """The tools of the running episode's environment (they may depend on the example),
+        else those listed at start-up."""
+        if self.episode is None:
+            return self.served.tools
+        return [convert_to_openai_tool(t)["function"] for t in self.episode.env.tools.values()]
 
 
 # --- the MCP server -------------------------------------------------------------------------
@@ -345,6 +351,7 @@ def build_server(served: ServedRun, stopping: list[str] | None = None) -> Any:
     async def lifespan(_: Any) -> AsyncIterator[Session]:
         session = Session(served)
         served.sessions.add(session)
+        served.peak_sessions = max(served.peak_sessions, len(served.sessions))
         try:
             yield session
         finally:
@@ -365,10 +372,6 @@ def build_server(served: ServedRun, stopping: list[str] | None = None) -> Any:
             inputSchema={"type": "object", "properties": {"answer": {"type": "string", "description": "Your final answer."}}},
         ),
     ]
-    env_tools = [
-        types.Tool(name=t["name"], description=t.get("description") or "", inputSchema=t.get("parameters") or {"type": "object", "properties": {}})
-        for t in served.tools
-    ]
 
     def current() -> Session:
         ctx = server.request_context
@@ -381,7 +384,11 @@ def build_server(served: ServedRun, stopping: list[str] | None = None) -> Any:
 
     @server.list_tools()
     async def list_tools() -> list[Any]:
-        current()
+        env_tools = [
+            types.Tool(name=t["name"], description=t.get("description") or "",
+                       inputSchema=t.get("parameters") or {"type": "object", "properties": {}})
+            for t in current().env_tools()
+        ]
         return [*control, *env_tools]
 
     @server.call_tool(validate_input=False)  # the environment checks arguments, with its own messages
@@ -397,10 +404,17 @@ def build_server(served: ServedRun, stopping: list[str] | None = None) -> Any:
         if name == END:
             answer = arguments.get("answer")
             try:
-                ended = await anyio.to_thread.run_sync(session.end, None if answer is None else str(answer))
+                trajectory = session.end(None if answer is None else str(answer))
             except ValueError as exc:
                 return _text_result(f"Error: {exc}", True)
-            return _text_result(ended)
+            # grading may be slow (a judge model): in a worker thread, the other sessions go on
+            scores = await anyio.to_thread.run_sync(served.record_trajectory, trajectory)
+            return _text_result({
+                "example_id": trajectory.example_id,
+                "trial": trajectory.trial,
+                "status": trajectory.status,
+                "scores": [{"grader": s.grader, "value": s.value, "explanation": s.explanation} for s in scores],
+            })
         output, is_error = session.call(str(server.request_context.request_id), name, arguments)
         return _text_result(output, is_error)
 
@@ -551,6 +565,7 @@ def _bound_socket(host: str, port: int) -> Iterator[socket.socket]:
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind(info[4])
+        sock.listen(2048)  # connections wait in the backlog until the server accepts them
         yield sock
     finally:
         sock.close()
