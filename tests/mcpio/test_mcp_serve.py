@@ -256,6 +256,7 @@ def test_sixteen_concurrent_http_sessions_are_isolated(tmp_path):
         assert traj.final_state == {"paper": word}
         assert [s.name for s in traj.tool_steps] == list(word)
     assert set(score_table(out).values()) == {1.0}
+    assert read_run(out).concurrency == 16  # sessions open at once, at most
 
 
 KILLED_CLIENT = textwrap.dedent("""
@@ -378,6 +379,7 @@ def test_beyond_loopback_needs_a_token(tmp_path, capsys):
     assert not (tmp_path / "x").exists()
 
 
+@pytest.mark.filterwarnings("ignore:create_react_agent has been moved")
 def test_langgraph_react_agent_through_langchain_mcp_adapters(tmp_path):
     adapters = pytest.importorskip("langchain_mcp_adapters.tools")
     from langgraph.prebuilt import create_react_agent
@@ -410,3 +412,18 @@ def test_langgraph_react_agent_through_langchain_mcp_adapters(tmp_path):
     (traj,) = read_trajectories(out)
     assert traj.final_answer == "Osaka" and [s.name for s in traj.tool_steps] == ["get_city_for_location"]
     assert {s.grader: s.value for s in read_scores(out)} == {"steps_exact": 1.0, "step_ratio": 1.0, "answer_match": 1.0}
+
+
+def test_a_trajectory_appended_before_grading_is_graded_when_the_server_stops(tmp_path):
+    from toolgym.mcp.serve import ServedRun, Session
+
+    served = ServedRun("typewriter_26", tmp_path / "served", limit=1)
+    session = Session(served)
+    assert session.start(None)["example_id"] == "tw-00-a"
+    assert session.call("1", "a", {}) == ("OK", False)
+    trajectory = session.end("a")
+    assert served.append(trajectory)  # stopped here: the grading thread never wrote its scores
+    result = served.finish()
+    assert {s.grader: s.value for s in result.scores} == {"final_state": 1.0, "steps_exact": 1.0, "step_ratio": 1.0}
+    assert read_scores(tmp_path / "served") == result.scores
+    assert served.grade(trajectory) and read_scores(tmp_path / "served") == result.scores  # never twice

@@ -129,6 +129,7 @@ class ServedRun:
         self.sessions: set[Session] = set()
         self.peak_sessions = 0
         self._trials: Counter[str] = Counter()
+        self._graded: set[tuple[str, int]] = set()
         self._next = 0
         self._clients: list[str] = []
         self._lock = threading.Lock()  # grading runs in worker threads
@@ -188,20 +189,33 @@ class ServedRun:
             self._trials[example.id] += 1
             return example, trial
 
-    def record_trajectory(self, trajectory: Trajectory) -> list[Score]:
-        """Append a trajectory and its scores (``error`` and ``aborted`` ones are not graded);
-        returns the scores. After :meth:`finish` nothing is written."""
-        scores = grade_trajectories(self.by_id, [trajectory], self.graders)
+    def append(self, trajectory: Trajectory) -> bool:
+        """Append a trajectory to ``trajectories.jsonl`` at once (before any grading, so a
+        server stopped while grading keeps it); ``False`` after :meth:`finish`."""
         with self._lock:
-            if self._traj_writer is None or self._score_writer is None:
+            if self._traj_writer is None:
                 log.warning("episode of %s ended after the server stopped; not recorded", trajectory.example_id)
-                return scores
+                return False
             self._traj_writer.write(trajectory)
             self.trajectories.append(trajectory)
+            return True
+
+    def grade(self, trajectory: Trajectory) -> list[Score]:
+        """Grade an appended trajectory (``error`` and ``aborted`` ones get no score) and append
+        its scores to ``scores.jsonl``; safe in a worker thread. Returns the scores."""
+        scores = grade_trajectories(self.by_id, [trajectory], self.graders)
+        with self._lock:
+            if self._score_writer is None or trajectory.key in self._graded:  # finish() graded it
+                return scores
+            self._graded.add(trajectory.key)
             for score in scores:
                 self._score_writer.write(score)
             self.scores += scores
         return scores
+
+    def record_trajectory(self, trajectory: Trajectory) -> list[Score]:
+        """:meth:`append`, then :meth:`grade`; returns the scores."""
+        return self.grade(trajectory) if self.append(trajectory) else []
 
     def abort_all(self, reason: str) -> None:
         """Record every running episode as ``aborted`` (the server is stopping)."""
@@ -214,6 +228,9 @@ class ServedRun:
         with self._lock:
             if self.result is not None:
                 return self.result
+            ungraded = [t for t in self.trajectories if t.key not in self._graded]  # stopped while grading
+            self.scores += grade_trajectories(self.by_id, ungraded, self.graders)
+            self._graded.update(t.key for t in ungraded)
             for writer in (self._traj_writer, self._score_writer):
                 if writer is not None:
                     writer.close()
@@ -407,8 +424,9 @@ def build_server(served: ServedRun, stopping: list[str] | None = None) -> Any:
                 trajectory = session.end(None if answer is None else str(answer))
             except ValueError as exc:
                 return _text_result(f"Error: {exc}", True)
+            served.append(trajectory)
             # grading may be slow (a judge model): in a worker thread, the other sessions go on
-            scores = await anyio.to_thread.run_sync(served.record_trajectory, trajectory)
+            scores = await anyio.to_thread.run_sync(served.grade, trajectory)
             return _text_result({
                 "example_id": trajectory.example_id,
                 "trial": trajectory.trial,
