@@ -7,9 +7,6 @@ import argparse
 import sys
 from pathlib import Path
 
-from toolgym.runio import locked_run_dir
-from toolgym.runner import status_counts
-
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     """Register ``serve`` on the top-level subparsers."""
@@ -45,6 +42,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def cmd_serve(args: argparse.Namespace) -> int:
     from toolgym.cli import judge_settings
     from toolgym.mcp.serve import HttpSettings, ServedRun, serve_http, serve_stdio
+    from toolgym.runio import locked_run_dir
+    from toolgym.runner import status_counts
 
     settings = None
     if args.transport == "http":
