@@ -313,7 +313,8 @@ def test_killed_client_leaves_aborted_trajectory_and_sigterm_flushes(tmp_path):
     assert read_scores(out) == []  # aborted episodes are not graded
 
 
-def test_stdio_sigterm_flushes_the_running_episode(tmp_path):
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_stdio_sigterm_or_ctrl_c_flushes_the_running_episode(sig, tmp_path):
     out = tmp_path / "served"
 
     def server_pid() -> int:
@@ -329,7 +330,7 @@ def test_stdio_sigterm_flushes_the_running_episode(tmp_path):
         async with stdio_session(serve_args(out, "--env", "typewriter_26", "--limit", "2")) as session:
             await session.call_tool("start_episode", {})
             await session.call_tool("a", {})
-            os.kill(server_pid(), signal.SIGTERM)
+            os.kill(server_pid(), sig)
             deadline = time.monotonic() + 20
             while not read_trajectories(out) and time.monotonic() < deadline:
                 await asyncio.sleep(0.1)
@@ -337,7 +338,7 @@ def test_stdio_sigterm_flushes_the_running_episode(tmp_path):
     with contextlib.suppress(Exception):
         asyncio.run(scenario())
     (traj,) = read_trajectories(out)
-    assert traj.status == "aborted" and traj.error == "the server was stopped (SIGTERM)"
+    assert traj.status == "aborted" and traj.error == f"the server was stopped ({signal.Signals(sig).name})"
     assert [s.name for s in traj.tool_steps] == ["a"]
     assert read_run(out).finished_at is not None
 
