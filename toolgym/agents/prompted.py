@@ -70,7 +70,7 @@ class PromptedAgent(Agent):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self._prompts: dict[type, str] = {}
+        self._prompts: dict[Any, str] = {}
         self.graph = self.build_graph()
 
     # --- what subclasses define ------------------------------------------------------------
@@ -95,12 +95,12 @@ class PromptedAgent(Agent):
     # --- shared ------------------------------------------------------------------------------
     def system_prompt(self, env: Environment) -> str:
         """The environment's instructions followed by the tools section (built once per
-        environment class)."""
-        cls = type(env)
-        if cls not in self._prompts:
+        tool set: :meth:`~toolgym.environments.Environment.tool_set_key`)."""
+        key = env.tool_set_key()
+        if key not in self._prompts:
             parts = [env.instructions.strip(), self.tools_prompt(env).strip()]
-            self._prompts[cls] = "\n\n".join(p for p in parts if p)
-        return self._prompts[cls]
+            self._prompts[key] = "\n\n".join(p for p in parts if p)
+        return self._prompts[key]
 
     def start_messages(self, episode: Episode) -> list[BaseMessage]:
         """The environment's prompt with its system message replaced by :meth:`system_prompt`."""
@@ -151,6 +151,9 @@ class PromptedAgent(Agent):
 
     def _after_tools(self, state: AgentState, config: RunnableConfig) -> str:
         episode: Episode = config["configurable"]["episode"]
+        protocol = episode.env.max_model_turns
+        if protocol is not None and episode.model_turns >= protocol:
+            return END  # the environment's protocol ends the episode here (status completed)
         if episode.model_turns >= self.max_steps:
             episode.status = "step_limit"
             return END

@@ -73,7 +73,7 @@ class ToolCallingAgent(Agent):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self._bound: dict[type, Any] = {}
+        self._bound: dict[Any, Any] = {}
         self.graph = self.build_graph()
 
     def build_graph(self):
@@ -82,11 +82,11 @@ class ToolCallingAgent(Agent):
 
     def model_for(self, episode: Episode) -> Any:
         """The runnable called for each model turn: the model bound to the environment's
-        tools (bound once per environment class)."""
-        cls = type(episode.env)
-        if cls not in self._bound:
-            self._bound[cls] = self.model.bind_tools(list(episode.env.tools.values()))
-        return self._bound[cls]
+        tools (bound once per tool set: :meth:`~toolgym.environments.Environment.tool_set_key`)."""
+        key = episode.env.tool_set_key()
+        if key not in self._bound:
+            self._bound[key] = self.model.bind_tools(list(episode.env.tools.values()))
+        return self._bound[key]
 
     async def _model_node(self, state: AgentState, config: RunnableConfig) -> None:
         episode: Episode = config["configurable"]["episode"]

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import difflib
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
 
@@ -208,6 +208,20 @@ class Environment:
             if callable(member) and getattr(member, "__toolgym_tool__", False):
                 found[attr] = getattr(self, attr)
         return found
+
+    def tool_set_key(self) -> Hashable:
+        """What identifies this instance's set of tools, for agents that prepare something
+        per tool set (bind a chat model to the tools, write a tools prompt) and reuse it.
+
+        The default, the class, suits environments whose tools are fixed by their class.
+        Environments whose tools depend on the example (one set of functions per dataset
+        entry) return a key naming that set; two instances with equal keys must offer the same
+        tools.
+
+        Returns:
+            Hashable: The key (the class by default).
+        """
+        return type(self)
 
     @property
     def functions(self) -> dict[str, Callable]:

@@ -1,0 +1,293 @@
+"""Result and score files in the leaderboard's layout, result files of other tools read into
+trajectories, and the suite's report.
+
+After every grading the exporter :func:`export_published` writes into the run directory, for
+each category in the run:
+
+* ``BFCL_v4_<category>_result.json``: JSON Lines ``{"id", "result"}`` in dataset order, where
+  ``result`` is ``[{func_name: {arg: value}}]`` for native tool calls (a call whose arguments
+  were not JSON keeps them as the raw string, as the leaderboard's function-calling handlers
+  do), the model's text when it made no call, and the text itself for the prompting format;
+* ``BFCL_v4_<category>_score.json``: first line ``{"accuracy", "correct_count",
+  "total_count"}``, then one line per wrong entry ``{"id", "test_category", "valid": false,
+  "error", "error_type", "model_result"}`` (the leaderboard's ``save_eval_results``).
+
+The score file counts every entry of the run, as the leaderboard does: a trajectory that ended
+in ``error`` has the result ``"Error during inference: ..."`` (what the leaderboard records for
+a failed request), which fails an AST entry and passes an irrelevance entry. toolgym's own
+summary keeps such trajectories apart instead.
+
+``grade --env bfcl --result FILE --dataset D`` reads a result file of any tool
+(:func:`import_result_file`); each line's ``result`` is kept verbatim in the trajectory's
+``final_state`` and graded as it is (decoded lists, JSON-string arguments, or prompting-format
+strings), so an exported result file reproduces the imported lines.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections import Counter, defaultdict
+from pathlib import Path
+from typing import Any
+
+from toolgym import Example, ModelStep, ReportTable, Run, Score, ToolCall, Trajectory
+from toolgym.stats import clustered_estimate
+from toolgym.suites.bfcl.checker import Verdict, abstention, check, check_optimal
+from toolgym.suites.bfcl.data import CATEGORIES, Entry, entry_of
+
+__all__ = [
+    "IMPORTED_AGENT",
+    "ORIGIN",
+    "PROMPTING_AGENT",
+    "export_published",
+    "import_result_file",
+    "report",
+    "result_of",
+    "verdict_of",
+]
+
+IMPORTED_AGENT = "imported"
+"""The agent name of trajectories read from a result file."""
+
+PROMPTING_AGENT = "bfcl_prompting"
+"""The agent whose model writes calls as text in the prompting format."""
+
+ORIGIN = "result_file"
+"""The ``final_state`` key of an imported trajectory: ``{"file", "line", "result"}``."""
+
+VERSION_PREFIX = "BFCL_v4"
+
+OVERALL_NOTE = ("BFCL v4 here is its 13 single-turn categories only: the multi-turn and agentic "
+                "(web search, memory) categories are not in this data, so no overall figure is the "
+                "leaderboard's overall accuracy")
+
+
+def result_of(trajectory: Trajectory) -> Any:
+    """The trajectory's result as a result-file line holds it.
+
+    Returns:
+        Any: An imported line's ``result`` as it was; for the prompting agent, the model's
+        text; for native tool calling, ``[{name: arguments}]`` (a malformed call's arguments
+        as the raw string; a call written as text instead of a tool call: the text), or the
+        text when no call was made; for a trajectory that ended in ``error``, the string
+        ``"Error during inference: <error>"``.
+    """
+    origin = trajectory.final_state.get(ORIGIN)
+    if isinstance(origin, dict) and "result" in origin:
+        return origin["result"]
+    if trajectory.status == "error":
+        return f"Error during inference: {trajectory.error}"
+    steps = trajectory.model_steps
+    if not steps:
+        return ""
+    step = steps[0]
+    if trajectory.agent == PROMPTING_AGENT:
+        return step.text
+    if not step.tool_calls:
+        return step.text
+    if any(c.malformed and c.raw is not None and "as text" in c.malformed for c in step.tool_calls):
+        return step.text or next(c.raw for c in step.tool_calls if c.raw is not None)
+    return [{c.name: (c.raw or "") if c.malformed else c.arguments} for c in step.tool_calls]
+
+
+def _native(trajectory: Trajectory) -> bool:
+    """A trajectory of native tool calls: its text is never decoded as calls (a
+    function-calling model's text is not a call, as in the leaderboard's FC handlers)."""
+    return trajectory.agent not in (PROMPTING_AGENT, IMPORTED_AGENT) and not isinstance(trajectory.final_state.get(ORIGIN), dict)
+
+
+def verdict_of(entry: Entry, trajectory: Trajectory, optimal: bool = False) -> Verdict:
+    """The official (or, with ``optimal``, the optimal-matching) verdict on a trajectory.
+
+    A native trajectory whose result is text holds no call (see :func:`result_of`)."""
+    result = result_of(trajectory)
+    if isinstance(result, str) and _native(trajectory) and trajectory.status != "error":
+        result = _NO_CALL
+    return (check_optimal if optimal else check)(entry, result)
+
+
+_NO_CALL: Any = None  # decodes to nothing: not a call, as an FC model's plain text
+
+
+def outcome_of(trajectory: Trajectory) -> str:
+    """``abstained``, ``called`` or ``malformed`` (see :func:`toolgym.suites.bfcl.checker.abstention`)."""
+    result = result_of(trajectory)
+    if _native(trajectory) and isinstance(result, str) and trajectory.status != "error":
+        return "abstained"
+    if _native(trajectory) and isinstance(result, list) and any(isinstance(v, str) for c in result for v in c.values()):
+        return "malformed"
+    return abstention(result)
+
+
+# --- export ---------------------------------------------------------------------------------
+def _write_lines(path: Path, rows: list[dict[str, Any]]) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text("".join(json.dumps(r, ensure_ascii=False, default=str) + "\n" for r in rows), encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def export_published(run: Run) -> list[Path]:
+    """Write ``BFCL_v4_<category>_result.json`` and ``_score.json`` for each category of a
+    graded run (the benchmark's exporter).
+
+    Args:
+        run (Run): A graded run with its examples.
+
+    Returns:
+        list[Path]: The files written (none without a directory or examples). An imported run
+        never overwrites the file it was imported from.
+    """
+    if run.directory is None or run.examples is None:
+        return []
+    source = run.record.agent.get("result_file") if isinstance(run.record.agent, dict) else None
+    by_id: dict[str, Trajectory] = {}
+    for t in run.trajectories:
+        by_id.setdefault(t.example_id, t)  # the leaderboard has one result per entry: the first trial
+    groups: dict[str, list[tuple[Example, Trajectory]]] = defaultdict(list)
+    for example in run.examples.values():
+        traj = by_id.get(example.id)
+        if traj is not None:
+            groups[str(example.metadata.get("category"))].append((example, traj))
+    written = []
+    for category, pairs in groups.items():
+        result_rows, wrong = [], []
+        for example, traj in pairs:
+            result = result_of(traj)
+            result_rows.append({"id": example.id, "result": result})
+            verdict = verdict_of(entry_of(example), traj)
+            if not verdict.valid:
+                wrong.append({"id": example.id, "test_category": category, "valid": False, "error": [verdict.error],
+                              "error_type": verdict.error_type, "model_result": result})
+        correct = len(pairs) - len(wrong)
+        header = {"accuracy": correct / len(pairs), "correct_count": correct, "total_count": len(pairs)}
+        result_path = run.directory / f"{VERSION_PREFIX}_{category}_result.json"
+        score_path = run.directory / f"{VERSION_PREFIX}_{category}_score.json"
+        if not (source and Path(source).resolve() == result_path.resolve()):
+            _write_lines(result_path, result_rows)
+            written.append(result_path)
+        _write_lines(score_path, [header, *wrong])
+        written.append(score_path)
+    return written
+
+
+# --- import ---------------------------------------------------------------------------------
+def import_result_file(path: Path, examples: list[Example]) -> list[Trajectory]:
+    """Read a result file (``{"id", "result"}`` per line, any tool's) into trajectories.
+
+    Each line becomes a trajectory of agent ``imported`` whose model step holds the result's
+    text (a string result) or its decoded calls (a list), and whose ``final_state`` keeps the
+    line's ``result`` verbatim (:data:`ORIGIN`); graders read that. A repeated id becomes
+    trial 1, 2, ...
+
+    Raises:
+        ValueError: naming the file and line of a line that is not JSON, has no ``id`` or
+            ``result``, or names an id not in the dataset.
+    """
+    path = Path(path)
+    known = {ex.id for ex in examples}
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ValueError(f"{path}: cannot read: {exc}") from exc
+    trials: Counter[str] = Counter()
+    trajectories = []
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"{path}:{number}: not JSON ({exc.msg})") from None
+        if not isinstance(record, dict) or "id" not in record or "result" not in record:
+            raise ValueError(f"{path}:{number}: expected an object with 'id' and 'result'")
+        entry_id = str(record["id"])
+        if entry_id not in known:
+            raise ValueError(f"{path}:{number}: id {entry_id!r} is not in the dataset")
+        result = record["result"]
+        text = result if isinstance(result, str) else ""
+        calls = []
+        if isinstance(result, list):
+            for i, item in enumerate(result):
+                if isinstance(item, dict) and len(item) == 1:
+                    name, args = next(iter(item.items()))
+                    ok = isinstance(args, dict)
+                    calls.append(ToolCall(id=f"imported_{i}", name=str(name), arguments=args if ok else {},
+                                          malformed=None if ok else "arguments are not an object",
+                                          raw=None if ok else json.dumps(args)))
+        trial = trials[entry_id]
+        trials[entry_id] += 1
+        trajectories.append(Trajectory(
+            example_id=entry_id, trial=trial, env="bfcl", agent=IMPORTED_AGENT, model=None, status="completed",
+            steps=[ModelStep(text=text, tool_calls=calls)],
+            final_state={ORIGIN: {"file": str(path), "line": number, "result": result}},
+        ))
+    return trajectories
+
+
+# --- report ---------------------------------------------------------------------------------
+def _rate(scores: list[Score]) -> str:
+    est = clustered_estimate([s.value for s in scores], [s.example_id for s in scores])
+    return est.format()
+
+
+def report(run: Run) -> list[ReportTable]:
+    """Accuracy by category (official, optimal matching, strict abstention) and the failures
+    by error type.
+
+    Args:
+        run (Run): A graded run.
+
+    Returns:
+        list[ReportTable]: The category table and the error-type table (empty without scores).
+    """
+    from toolgym.suites.bfcl.graders import BFCLAbstention, BFCLAccuracy, BFCLOptimal
+
+    examples = run.examples or {}
+    scored: dict[str, dict[str, list[Score]]] = defaultdict(lambda: defaultdict(list))
+    for s in run.scores:
+        if s.value is None:
+            continue
+        ex = examples.get(s.example_id)
+        category = str(ex.metadata.get("category")) if ex is not None else "?"
+        scored[s.grader][category].append(s)
+    official = scored.get(BFCLAccuracy.name)
+    if not official:
+        return []
+    order = sorted(official, key=lambda c: CATEGORIES.index(c) if c in CATEGORIES else 99)
+    rows = []
+    for category in order:
+        row: dict[str, Any] = {"category": category, "official accuracy ± s.e.": _rate(official[category]),
+                               "n": len(official[category])}
+        optimal = scored.get(BFCLOptimal.name, {}).get(category)
+        row["optimal matching"] = _rate(optimal) if optimal and "parallel" in category else None
+        strict = scored.get(BFCLAbstention.name, {}).get(category)
+        if strict:
+            counts = Counter(s.details.get("outcome") for s in strict)
+            row["strict abstention"] = _rate(strict)
+            row["malformed (counted correct officially)"] = counts["malformed"]
+        else:
+            row["strict abstention"] = None
+            row["malformed (counted correct officially)"] = None
+        rows.append(row)
+    if len(order) > 1:
+        every = [s for c in order for s in official[c]]
+        rows.append({"category": "all (unweighted over entries)", "official accuracy ± s.e.": _rate(every), "n": len(every),
+                     "optimal matching": None, "strict abstention": None, "malformed (counted correct officially)": None})
+    errors = sum(t.status == "error" for t in run.trajectories)
+    notes = [OVERALL_NOTE]
+    if errors:
+        notes.append(f"{errors} trajectory(ies) ended in error: outside these rows, counted in the score files as the leaderboard does")
+    tables = [ReportTable(title=f"{run.env}: accuracy by category", rows=rows, notes=notes)]
+    causes: Counter[tuple[str, str]] = Counter()
+    for category in order:
+        for s in official[category]:
+            if s.value == 0:
+                causes[category, str(s.details.get("error_type"))] += 1
+    if causes:
+        tables.append(ReportTable(
+            title=f"{run.env}: failures by error type",
+            rows=[{"category": c, "error_type": e, "entries": n, "share of category": f"{n / len(official[c]):.3f}"}
+                  for (c, e), n in sorted(causes.items(), key=lambda kv: (order.index(kv[0][0]), -kv[1]))],
+        ))
+    return tables
