@@ -780,9 +780,14 @@ def _grade_loaded(
     return RunResult(graded, summarize(record.env, trajectories, scores, record.graders))
 
 
-def import_results(env: Any, result: Path, dataset: str | None, out: Path) -> RunResult:
+def import_results(
+    env: Any, result: Path, dataset: str | None, out: Path, env_options: dict[str, Any] | None = None
+) -> RunResult:
     """Read a result file written by another tool into a run directory, then grade and export
     it like a run of toolgym's own (``grade --env ENV --result FILE``).
+
+    ``env_options`` go to the benchmark's dataset loader (``answers``: a file of expected
+    answers kept apart from the dataset) and are recorded in ``run.json``.
 
     ``out`` gets ``run.json`` (agent ``imported``), ``trajectories.jsonl`` (rewritten),
     ``scores.jsonl`` and the benchmark's exports.
@@ -803,7 +808,7 @@ def import_results(env: Any, result: Path, dataset: str | None, out: Path) -> Ru
         )
     path = resolve_dataset(benchmark, dataset)
     with _grading_gc():
-        examples = load_examples(path, benchmark, {})
+        examples = load_examples(path, benchmark, dict(env_options or {}))
         trajectories = benchmark.importer(Path(result), examples)
         out.mkdir(parents=True, exist_ok=True)
         record = RunRecord(
@@ -812,6 +817,7 @@ def import_results(env: Any, result: Path, dataset: str | None, out: Path) -> Ru
             model=trajectories[0].model if trajectories else None,
             dataset=DatasetRef(path=str(path.resolve()), sha256=sha256_file(path), n_examples=len(examples)),
             graders=list(benchmark.graders),
+            env_options=dict(env_options or {}),
             extensions={"env": env_ref},
             versions=_versions_of(env_ref),
             git_revision=_git_revision(),

@@ -98,7 +98,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 def env_options(args: argparse.Namespace) -> dict:
     """Environment options given on the command line (``--shots``, ``--sample``, ...)."""
     sample_seed = args.sample_seed if args.sample_seed is not None else args.seed
-    given = {"shots": args.shots, "shots_from": args.shots_from, "sample": args.sample}
+    given = {"shots": args.shots, "shots_from": args.shots_from, "sample": args.sample,
+             "answers": getattr(args, "answers", None)}
     if args.sample is not None:
         given["sample_seed"] = sample_seed
     return {k: v for k, v in given.items() if v is not None}
@@ -122,7 +123,8 @@ def cmd_grade(args: argparse.Namespace) -> int:
 
         result = Path(args.result)
         out = Path(args.out) if args.out else result.parent
-        graded = import_results(args.env, result, args.dataset, out)
+        options = {"answers": args.answers} if args.answers else {}
+        graded = import_results(args.env, result, args.dataset, out, env_options=options)
         print_summary(graded.summary, title=str(out))
         print_suite_report(graded.run)
         return 0
@@ -186,6 +188,17 @@ def add_judge_options(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--judge-cache", help="folder caching judge replies (default ~/.cache/toolgym/judge)")
     p.add_argument("--no-judge-cache", action="store_true", help="always call the judge")
+
+
+def add_answers_option(p: argparse.ArgumentParser) -> None:
+    """``--answers FILE``: the expected answers of a dataset that keeps them in a file of their
+    own (bfcl's ``possible_answer/``), given to the benchmark's dataset loader as the
+    ``answers`` option (recorded in run.json with the other environment options)."""
+    p.add_argument(
+        "--answers", metavar="FILE",
+        help="expected answers kept apart from the questions (e.g. bfcl's possible_answer file; "
+        "default: where the environment looks beside the dataset)",
+    )
 
 
 def cmd_show(args: argparse.Namespace) -> int:
@@ -269,6 +282,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--shots-from", help="file the solved examples come from (default: the sibling dev/val split)")
     p.add_argument("--sample", type=positive_int, help="evaluate a reproducible subset of N examples (stratified where the environment defines strata)")
     p.add_argument("--sample-seed", type=int, help="seed of --sample (default: --seed)")
+    add_answers_option(p)
     add_provider_arguments(p)
     add_judge_options(p)
     p.set_defaults(func=cmd_run)
@@ -280,6 +294,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--env", help="with --result: the environment whose published format the file is in")
     p.add_argument("--result", help="a result file in the environment's published format (e.g. result_MODEL.jsonl)")
     p.add_argument("--out", help="with --result: where the score files go (default: beside the result file)")
+    add_answers_option(p)
     add_judge_options(p)
     p.set_defaults(func=cmd_grade)
 

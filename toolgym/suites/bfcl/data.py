@@ -44,6 +44,7 @@ __all__ = [
     "language_of",
     "load_examples",
     "oracle_calls",
+    "unsatisfiable",
 ]
 
 CATEGORIES = (
@@ -331,9 +332,15 @@ def load_examples(path: Path, options: dict[str, Any]) -> list[Example] | None:
 
 def oracle_calls(ground_truth: list[dict[str, Any]], functions: list[dict[str, Any]], language: str) -> list[ToolCallSpec]:
     """The first acceptable answer of every ground-truth call, as the function-calling mode
-    would send it: the tool name of :func:`fc_name`, the first acceptable value of each
-    argument (omitted when that value is ``""``), Java and JavaScript values written as source
-    code by the declared type (:func:`toolgym.suites.bfcl.values.to_source`).
+    would send it: the tool name of :func:`fc_name`; for each argument its first acceptable
+    value, where ``""`` (leave it out) is passed over for a required parameter and taken
+    whenever allowed for a name the function does not declare (the checker refuses
+    undeclared parameters); Java and JavaScript values written as source code by the declared
+    type (:func:`toolgym.suites.bfcl.values.to_source`).
+
+    Where the ground truth contradicts the function's schema (a required parameter with no
+    acceptable value, a parameter the function lacks that may not be left out) no answer
+    passes, and these calls fail the checker; see :func:`unsatisfiable`.
 
     Args:
         ground_truth (list): ``[{fn: {arg: [values]}}]``.
@@ -349,14 +356,46 @@ def oracle_calls(ground_truth: list[dict[str, Any]], functions: list[dict[str, A
     calls = []
     for call in ground_truth:
         for name, args in call.items():
-            props = docs.get(name, {}).get("parameters", {}).get("properties", {})
+            params = docs.get(name, {}).get("parameters", {})
+            props, required = params.get("properties", {}), set(params.get("required", []))
             arguments = {}
             for arg, values in args.items():
-                if not values or values[0] == "":
+                if not isinstance(values, list):
                     continue
-                value = first_value(values[0])
+                if arg not in props and "" in values:
+                    continue
+                options = [v for v in values if v != ""] if arg in required else values
+                if not options or options[0] == "":
+                    continue
+                value = first_value(options[0])
                 if language != "python":
                     value = to_source(value, props.get(arg, {}), language)
                 arguments[arg] = value
             calls.append(ToolCallSpec(name=fc_name(name), arguments=arguments))
     return calls
+
+
+def unsatisfiable(examples: list[Example]) -> dict[str, str]:
+    """Entries whose own ground truth fails the official checks (the ground truth contradicts
+    the function's schema), with the reason: the verdict on the oracle's answer
+    (:func:`oracle_calls`).
+
+    Args:
+        examples (list[Example]): Examples loaded by :func:`load_examples`.
+
+    Returns:
+        dict[str, str]: ``{id: "error_type: error"}`` for each such entry (7 in the BFCL v4
+        release: live_simple_106-63-0, live_simple_112-68-0, live_multiple_507-149-4,
+        live_multiple_862-181-3, live_multiple_964-207-0, simple_java_36, simple_java_65).
+    """
+    from toolgym.suites.bfcl.checker import check
+
+    found = {}
+    for example in examples:
+        entry = entry_of(example)
+        if entry.kind in ("irrelevance", "relevance"):
+            continue
+        verdict = check(entry, [{c.name: c.arguments} for c in example.expected_calls or []])
+        if not verdict.valid:
+            found[example.id] = f"{verdict.error_type}: {verdict.error}"
+    return found

@@ -231,14 +231,19 @@ def first_value(value: Any) -> Any:
     """A concrete value from an acceptable value of the ground truth: in a dict (whose entries
     list acceptable values, as the leaderboard's dict checker reads them) each key takes its
     first acceptable value and keys whose first value is ``""`` are left out; lists are
-    taken element by element."""
+    taken element by element.
+
+    A dict entry whose acceptable values are a string instead of a list (one in the v4
+    release: simple_java_64) is left out: the checker compares a value with the characters of
+    that string, which nothing passes, while ``""`` is "in" any string, so leaving the key out
+    passes."""
     if isinstance(value, dict):
         out = {}
         for key, options in value.items():
             if isinstance(options, list):
                 if options and options[0] != "":
                     out[key] = first_value(options[0])
-            else:
+            elif not isinstance(options, str):
                 out[key] = options
         return out
     if isinstance(value, list):
