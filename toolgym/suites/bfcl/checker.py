@@ -220,7 +220,8 @@ _ARITHMETIC = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.
 def _python_value(node: ast.AST) -> Any:
     """A Python argument value: literals, ``-x``, lists, tuples, dicts, arithmetic on numbers
     (evaluated, as the leaderboard evaluates binary operations), a bare name as its text, a
-    call with keywords as a nested call, other calls and subscripts as their source text."""
+    call with keywords as a nested call, other calls and subscripts as their source text;
+    anything else (attributes, lambdas, sets, comprehensions) does not decode, as there."""
     if isinstance(node, ast.Constant):
         return "..." if node.value is Ellipsis else node.value
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
@@ -245,7 +246,7 @@ def _python_value(node: ast.AST) -> Any:
         return node.id
     if isinstance(node, ast.Call):
         return _python_call(node) if node.keywords else ast.unparse(node)
-    if isinstance(node, (ast.Subscript, ast.Lambda)):
+    if isinstance(node, ast.Subscript):
         return ast.unparse(node)
     raise ValueError(f"unsupported value {ast.unparse(node)!r}")
 

@@ -44,6 +44,7 @@ __all__ = [
     "language_of",
     "load_examples",
     "oracle_calls",
+    "placeholder_call",
     "unsatisfiable",
 ]
 
@@ -321,6 +322,8 @@ def load_examples(path: Path, options: dict[str, Any]) -> list[Example] | None:
         language = language_of(category)
         meta = {"category": category, "language": language, "functions": functions, "ground_truth": truth or []}
         calls = oracle_calls(truth or [], functions, language)
+        if category == "live_relevance" or (truth is None and "irrelevance" not in category):
+            calls = [placeholder_call(functions[0])] if functions else []
         examples.append(Example(
             id=record["id"], input=question[0], expected_calls=calls,
             order_matters="parallel" not in category, metadata=meta,
@@ -373,6 +376,19 @@ def oracle_calls(ground_truth: list[dict[str, Any]], functions: list[dict[str, A
                 arguments[arg] = value
             calls.append(ToolCallSpec(name=fc_name(name), arguments=arguments))
     return calls
+
+
+_PLACEHOLDER = {"integer": 0, "float": 0.0, "number": 0.0, "boolean": False, "array": [], "tuple": [], "dict": {}}
+
+
+def placeholder_call(function: dict[str, Any]) -> ToolCallSpec:
+    """A call of ``function`` with a placeholder of the declared type for each required
+    parameter (``0``, ``False``, ``[]``, ``{}``, ``""``): the oracle's answer to a relevance
+    entry, which has no ground truth and passes with any call."""
+    params = function.get("parameters", {})
+    props = params.get("properties", {})
+    args = {p: _PLACEHOLDER.get(props.get(p, {}).get("type"), "") for p in params.get("required", []) if p in props}
+    return ToolCallSpec(name=fc_name(function["name"]), arguments=args)
 
 
 def unsatisfiable(examples: list[Example]) -> dict[str, str]:
