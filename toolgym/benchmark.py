@@ -80,6 +80,14 @@ Importer = Callable[[Path, "list[Example]"], "list[Trajectory]"]
 tool (``grade --result FILE``) into trajectories, which are then graded and exported like a
 run's own. Raises ``ValueError`` naming the file and line."""
 
+FirstDivergence = Callable[[Example, Trajectory], "tuple[int, str] | None"]
+"""``(example, trajectory) -> (index, reason) | None``: where a trajectory first departs from
+what the example accepts, judged by the suite's own rules (several acceptable values, string
+normalisation, unordered calls), for ``show``. ``index`` counts the trajectory's tool calls
+from 0 (the number of calls, or more: after the last step); ``reason`` is one sentence naming
+the argument at fault where there is one. ``None``: no divergence. Without it, ``show``
+compares the calls with ``expected_calls`` exactly."""
+
 AnswerFromReplay = Callable[[Example, "list[tuple[str, Any]]"], Any]
 """``(example, [(tool name, decoded observation), ...]) -> answer``: the reference answer the
 observations of the example's expected calls imply (a dataset rule: it must equal the
@@ -105,6 +113,7 @@ class Benchmark:
         report: See :data:`Report`.
         exporters: See :data:`Exporter`.
         importer: See :data:`Importer`.
+        divergence: See :data:`FirstDivergence`.
         answer_from_replay: See :data:`AnswerFromReplay`; used by
             :func:`toolgym.data.replay_problems`, the dataset rules.
         max_trials: Most trials per example the suite's published formats allow (``None``:
@@ -124,6 +133,7 @@ class Benchmark:
     report: Report | None = None
     exporters: tuple[Exporter, ...] = ()
     importer: Importer | None = None
+    divergence: FirstDivergence | None = None
     answer_from_replay: AnswerFromReplay | None = None
     max_trials: int | None = None
     description: str = ""

@@ -146,6 +146,14 @@ def cmd_summary(args: argparse.Namespace) -> int:
 
     runs = load_runs([Path(d) for d in args.dirs], with_examples=False)
     console.print(rich_summary(summary_cells(runs), title="summary: mean ± standard error per grader"))
+    if args.suite_tables:
+        from toolgym.views.rundata import suite_tables
+
+        for view in load_runs([Path(d) for d in args.dirs], with_examples=True):
+            tables = suite_tables(view)
+            for t in tables:
+                t.title = f"{view.label} · {t.title}"
+            print_report_tables(tables)
     return 0
 
 
@@ -300,6 +308,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("summary", help="environments x runs x graders: mean ± stderr and n")
     p.add_argument("dirs", nargs="+", metavar="DIR")
+    p.add_argument(
+        "--suite-tables", action="store_true",
+        help="also print each run's suite tables (e.g. bfcl accuracy by category and by error type; reads the datasets)",
+    )
     p.set_defaults(func=cmd_summary)
 
     p = sub.add_parser("report", help="write a self-contained HTML report of run directories")

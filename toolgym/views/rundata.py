@@ -17,8 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from toolgym.api import load_run
+from toolgym.benchmark import ReportTable
 from toolgym.records import BINARY, Example, Measure, Score, ToolCallSpec, ToolStep, Trajectory
-from toolgym.runio import Run, RunRecord
+from toolgym.runio import Run, RunDirError, RunRecord
 from toolgym.stats import is_binary
 
 CONTINUOUS = Measure(kind="continuous", pass_if=None)
@@ -356,3 +357,47 @@ def format_value(value: float | None) -> str:
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "unscored"
     return str(round(float(value), 4))
+
+
+def suite_tables(run: RunView) -> list[ReportTable]:
+    """The tables of the run's suite section (its benchmark's ``report``: per-category
+    accuracy, published rows, ...), or none when the benchmark declares no report, the
+    run's examples could not be read, or the benchmark can no longer be found.
+
+    Args:
+        run (RunView): A run loaded with its examples.
+
+    Returns:
+        list[ReportTable]: The tables, as the command line prints them after ``run``.
+    """
+    from toolgym.runner import benchmark_of
+
+    if run.run.examples is None:
+        return []
+    try:
+        benchmark = benchmark_of(run.record, run.directory)
+    except RunDirError:
+        return []
+    return benchmark.report(run.run) if benchmark.report is not None else []
+
+
+def suite_divergence(run: RunView, example: Example | None, trajectory: Trajectory) -> Divergence | None:
+    """The first divergence of a trajectory as its suite judges it (the benchmark's
+    ``divergence``), else as :func:`first_call_divergence` finds it against the expected calls.
+
+    Args:
+        run (RunView): The run.
+        example (Example | None): The trajectory's example, if known.
+        trajectory (Trajectory): The trajectory.
+    """
+    from toolgym.runner import benchmark_of
+
+    if example is not None:
+        try:
+            benchmark = benchmark_of(run.record, run.directory)
+        except RunDirError:
+            benchmark = None
+        if benchmark is not None and benchmark.divergence is not None:
+            found = benchmark.divergence(example, trajectory)
+            return Divergence(*found) if found is not None else None
+    return first_call_divergence(run.expected_for(trajectory), trajectory.tool_steps, run.order_matters(trajectory))

@@ -17,7 +17,7 @@ from rich.text import Text
 
 from toolgym.api import load_run
 from toolgym.records import ToolCallSpec, Trajectory
-from toolgym.views.rundata import RunView, first_call_divergence, format_call, format_value, rule_text
+from toolgym.views.rundata import RunView, format_call, format_value, rule_text, suite_divergence
 
 
 def show(
@@ -125,7 +125,7 @@ def print_trajectory(
     expected = run.expected_for(traj)
     if expected is not None:
         console.print(Text.assemble(("expected calls: ", "bold"), expected_text(expected) or "(none)"))
-    divergence = first_call_divergence(expected, traj.tool_steps, run.order_matters(traj))
+    divergence = suite_divergence(run, example, traj)
     tool_index = 0
     for number, step in enumerate(traj.steps, 1):
         if step.kind == "model":

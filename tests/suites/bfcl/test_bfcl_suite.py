@@ -14,7 +14,7 @@ from tests.conftest import REFERENCE_DATA
 from toolgym import DatasetError, evaluate
 from toolgym.cli import main
 from toolgym.providers.scripted import ScriptedChatModel
-from toolgym.runio import read_scores, read_trajectories
+from toolgym.runio import read_scores
 from toolgym.suites.bfcl.data import CATEGORIES, load_examples, unsatisfiable
 
 BFCL = REFERENCE_DATA / "bfcl_v4"

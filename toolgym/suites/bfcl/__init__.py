@@ -26,7 +26,7 @@ from toolgym.suites.bfcl.agent import BFCLPromptingAgent
 from toolgym.suites.bfcl.data import load_examples
 from toolgym.suites.bfcl.environment import BFCL
 from toolgym.suites.bfcl.graders import BFCLAbstention, BFCLAccuracy, BFCLOptimal
-from toolgym.suites.bfcl.results import export_published, import_result_file, report
+from toolgym.suites.bfcl.results import export_published, first_divergence, import_result_file, report
 
 __all__ = ["SUITE"]
 
@@ -43,6 +43,7 @@ SUITE = Suite(
             report=report,
             exporters=(export_published,),
             importer=import_result_file,
+            divergence=first_divergence,
             description="BFCL v4 single-turn categories (AST and relevance checks), read by path",
         )
     ],

@@ -85,6 +85,8 @@ class Verdict:
         error: What failed, in words.
         param: The first argument found wrong (the per-argument divergence), if any.
         cause: For a parallel mismatch, the ``error_type`` of the closest candidate call.
+        call: The position of the model call at fault (``None``: the result as a whole, such
+            as a wrong number of calls).
     """
 
     valid: bool
@@ -92,6 +94,7 @@ class Verdict:
     error: str = ""
     param: str | None = None
     cause: str | None = None
+    call: int | None = None
 
 
 OK = Verdict(True)
@@ -503,12 +506,12 @@ def _check_calls(entry: Entry, calls: list[dict[str, Any]], optimal: bool) -> Ve
         if len(calls) != 1:
             return _fail("simple_function_checker:wrong_count", f"{len(calls)} calls, expected 1")
         name = next(iter(truth[0]))
-        return check_call(_document(entry, name), calls[0], truth[0], entry.language)
+        return _at(check_call(_document(entry, name), calls[0], truth[0], entry.language), 0)
     if entry.kind == "multiple":
         if len(calls) != len(truth):
             return _fail("multiple_function_checker:wrong_count", f"{len(calls)} calls, expected {len(truth)}")
         name = next(iter(truth[0]))
-        return check_call(_document(entry, name), calls[0], truth[0], entry.language)
+        return _at(check_call(_document(entry, name), calls[0], truth[0], entry.language), 0)
     if len(calls) != len(truth):
         return _fail("parallel_function_checker_no_order:wrong_count", f"{len(calls)} calls, expected {len(truth)}")
     verdicts = [[check_call(_document(entry, next(iter(answer))), call, answer, entry.language) for call in calls] for answer in truth]
@@ -529,13 +532,17 @@ def _mismatch(verdicts: list[list[Verdict]], index: int | None, used: set[int] |
     """The parallel failure, naming the expected call left unmatched and the closest cause."""
     if index is None:
         index = next((i for i, row in enumerate(verdicts) if not any(v.valid for v in row)), 0)
-    candidates = [v for j, v in enumerate(verdicts[index]) if not (used and j in used) and not v.valid]
-    closest = min(candidates, key=_closeness) if candidates else None
+    candidates = [(j, v) for j, v in enumerate(verdicts[index]) if not (used and j in used) and not v.valid]
+    j, closest = min(candidates, key=lambda jv: _closeness(jv[1])) if candidates else (None, None)
     return Verdict(
         False, "parallel_function_checker_no_order:cannot_find_match",
-        f"no model call matches expected call {index + 1}" + (f" (closest: {closest.error})" if closest else ""),
-        closest.param if closest else None, closest.error_type if closest else None,
+        f"no model call matches expected call {index + 1}" + (f" (closest: call {j + 1}, {closest.error})" if closest else ""),
+        closest.param if closest else None, closest.error_type if closest else None, j,
     )
+
+
+def _at(verdict: Verdict, call: int) -> Verdict:
+    return verdict if verdict.valid else Verdict(False, verdict.error_type, verdict.error, verdict.param, verdict.cause, call)
 
 
 _FAR = ("simple_function_checker:wrong_func_name", "simple_function_checker:missing_required",

@@ -38,6 +38,7 @@ from toolgym.suites.bfcl.data import CATEGORIES, Entry, entry_of
 
 __all__ = [
     "IMPORTED_AGENT",
+    "first_divergence",
     "ORIGIN",
     "PROMPTING_AGENT",
     "export_published",
@@ -118,6 +119,19 @@ def outcome_of(trajectory: Trajectory) -> str:
     if _native(trajectory) and isinstance(result, list) and any(isinstance(v, str) for c in result for v in c.values()):
         return "malformed"
     return abstention(result)
+
+
+def first_divergence(example: Example, trajectory: Trajectory) -> tuple[int, str] | None:
+    """Where the trajectory fails the official checks (the benchmark's ``divergence``, shown by
+    ``show``): the model call at fault (or after the last call, for a result that fails as a
+    whole) and ``"<error_type>: <what>"``, naming the argument; ``None`` when it passes."""
+    verdict = verdict_of(entry_of(example), trajectory)
+    if verdict.valid:
+        return None
+    calls = sum(len(s.tool_calls) for s in trajectory.model_steps)
+    where = f" (argument {verdict.param})" if verdict.param else ""
+    index = verdict.call if verdict.call is not None else calls
+    return index, f"{verdict.error_type}{where}: {verdict.error}"
 
 
 # --- export ---------------------------------------------------------------------------------

@@ -2,7 +2,7 @@
 
 It holds the summary table, a bar chart per grader (mean ± standard error per run and
 environment), success rate against the number of expected steps per run, the result files of
-JMultiWOZ-TC runs, and every trajectory, filterable to failures and expandable to its trace
+JMultiWOZ-TC runs, each run's suite tables (its benchmark's ``report``), and every trajectory, filterable to failures and expandable to its trace
 with the expected calls beside the actual ones.
 
 Self-contained: styles and the viewer script are inline, charts are SVG images in ``data:``
@@ -32,7 +32,7 @@ from toolgym.views.report.tables import (
     html_table,
     render_result_file,
 )
-from toolgym.views.rundata import RunView, load_runs
+from toolgym.views.rundata import RunView, load_runs, suite_tables
 from toolgym.views.summary import COLUMNS, SummaryCell, summary_cells, summary_headers, summary_records
 
 __all__ = ["ReportResult", "build_report", "render_report"]
@@ -168,6 +168,15 @@ def render_report(
     for run in runs:
         for result in find_result_files(run.directory):
             results.append(render_result_file(result, f"{run.label} · {run.env} · {result.path.name}"))
+    suite_html = []
+    for run in runs:
+        for table in suite_tables(run):
+            columns = list(table.rows[0]) if table.rows else []
+            notes = "".join(f'<p class="note">{escape(n)}</p>' for n in table.notes)
+            suite_html.append(
+                f"<h3>{escape(run.label)} · {escape(table.title)}</h3>"
+                f"{html_table(columns, [['—' if r.get(c) is None else r.get(c) for c in columns] for r in table.rows], numeric_from=1)}{notes}"
+            )
 
     index, traces = build_payload(runs, max_chars=max_chars)
     script = _asset("viewer.js")
@@ -211,6 +220,11 @@ def render_report(
             f"the run directories ({escape(', '.join(RESULT_FILE_PATTERNS))}).</p>"
             f"{''.join(results)}</section>"
         )
+    if suite_html:
+        sections.append(
+            '<section id="suites"><h2>Suite tables</h2><p class="note">Each run\'s own section, as its '
+            f"suite reports it (the tables printed after <code>run</code> and <code>grade</code>).</p>{''.join(suite_html)}</section>"
+        )
     sections.append(
         '<section id="examples"><h2>Examples</h2><div id="controls"></div><div id="pager"></div>'
         '<table id="examples-table"><thead></thead><tbody></tbody></table>'
@@ -229,7 +243,7 @@ def render_report(
 <header><h1>{escape(title)}</h1><p class="note">{len(runs)} runs, {n_traj} trajectories; generated {generated}
 by toolgym. Columns: {escape(", ".join(c.header for c in COLUMNS))}.</p>
 <nav><a href="#summary">Summary</a> · <a href="#charts">Charts</a> · <a href="#steps">Steps</a>
-{'· <a href="#jmultiwoz">JMultiWOZ-TC</a> ' if results else ""}· <a href="#examples">Examples</a></nav></header>
+{'· <a href="#jmultiwoz">JMultiWOZ-TC</a> ' if results else ""}{'· <a href="#suites">Suite tables</a> ' if suite_html else ""}· <a href="#examples">Examples</a></nav></header>
 <main>
 {"".join(sections)}
 </main>
