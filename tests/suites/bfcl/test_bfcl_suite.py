@@ -15,7 +15,8 @@ from toolgym import DatasetError, evaluate
 from toolgym.cli import main
 from toolgym.providers.scripted import ScriptedChatModel
 from toolgym.runio import read_scores
-from toolgym.suites.bfcl.data import CATEGORIES, load_examples, unsatisfiable
+from toolgym.suites.bfcl.checker import unsatisfiable
+from toolgym.suites.bfcl.data import CATEGORIES, load_examples
 
 BFCL = REFERENCE_DATA / "bfcl_v4"
 needs_data = pytest.mark.skipif(not (BFCL / "BFCL_v4_simple_python.json").exists(), reason="BFCL v4 data not present at ../shared/data")

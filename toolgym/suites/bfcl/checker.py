@@ -47,10 +47,11 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from toolgym.suites.bfcl.data import Entry, fc_name
+from toolgym import Example
+from toolgym.suites.bfcl.data import Entry, entry_of, fc_name
 from toolgym.suites.bfcl.values import JAVA_TYPES, JS_TYPES, from_java, from_javascript, standardize
 
-__all__ = ["Decoded", "Verdict", "abstention", "check", "check_call", "check_optimal", "decode", "ERROR_TYPES"]
+__all__ = ["ERROR_TYPES", "Decoded", "Verdict", "abstention", "check", "check_call", "check_optimal", "decode", "unsatisfiable"]
 
 ERROR_TYPES = (
     "simple_function_checker:wrong_count", "simple_function_checker:wrong_func_name",
@@ -581,3 +582,26 @@ def abstention(result: Any) -> str:
         return "called"
     return "malformed" if decoded.attempted else "abstained"
 
+
+def unsatisfiable(examples: list[Example]) -> dict[str, str]:
+    """Entries whose own ground truth fails the official checks (the ground truth contradicts
+    the function's schema), with the reason: the verdict on the oracle's answer
+    (:func:`toolgym.suites.bfcl.data.oracle_calls`).
+
+    Args:
+        examples (list[Example]): Examples loaded by :func:`load_examples`.
+
+    Returns:
+        dict[str, str]: ``{id: "error_type: error"}`` for each such entry (7 in the BFCL v4
+        release: live_simple_106-63-0, live_simple_112-68-0, live_multiple_507-149-4,
+        live_multiple_862-181-3, live_multiple_964-207-0, simple_java_36, simple_java_65).
+    """
+    found = {}
+    for example in examples:
+        entry = entry_of(example)
+        if entry.kind in ("irrelevance", "relevance"):
+            continue
+        verdict = check(entry, [{c.name: c.arguments} for c in example.expected_calls or []])
+        if not verdict.valid:
+            found[example.id] = f"{verdict.error_type}: {verdict.error}"
+    return found

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from toolgym import DatasetError, Example, ToolCallSpec
+from toolgym.suites.bfcl.values import first_value, to_source
 
 __all__ = [
     "CATEGORIES",
@@ -45,7 +46,6 @@ __all__ = [
     "load_examples",
     "oracle_calls",
     "placeholder_call",
-    "unsatisfiable",
 ]
 
 CATEGORIES = (
@@ -343,7 +343,8 @@ def oracle_calls(ground_truth: list[dict[str, Any]], functions: list[dict[str, A
 
     Where the ground truth contradicts the function's schema (a required parameter with no
     acceptable value, a parameter the function lacks that may not be left out) no answer
-    passes, and these calls fail the checker; see :func:`unsatisfiable`.
+    passes, and these calls fail the checker; see
+    :func:`toolgym.suites.bfcl.checker.unsatisfiable`.
 
     Args:
         ground_truth (list): ``[{fn: {arg: [values]}}]``.
@@ -353,8 +354,6 @@ def oracle_calls(ground_truth: list[dict[str, Any]], functions: list[dict[str, A
     Returns:
         list[ToolCallSpec]: One call per ground-truth call, in order.
     """
-    from toolgym.suites.bfcl.values import first_value, to_source
-
     docs = {f["name"]: f for f in functions}
     calls = []
     for call in ground_truth:
@@ -389,29 +388,3 @@ def placeholder_call(function: dict[str, Any]) -> ToolCallSpec:
     props = params.get("properties", {})
     args = {p: _PLACEHOLDER.get(props.get(p, {}).get("type"), "") for p in params.get("required", []) if p in props}
     return ToolCallSpec(name=fc_name(function["name"]), arguments=args)
-
-
-def unsatisfiable(examples: list[Example]) -> dict[str, str]:
-    """Entries whose own ground truth fails the official checks (the ground truth contradicts
-    the function's schema), with the reason: the verdict on the oracle's answer
-    (:func:`oracle_calls`).
-
-    Args:
-        examples (list[Example]): Examples loaded by :func:`load_examples`.
-
-    Returns:
-        dict[str, str]: ``{id: "error_type: error"}`` for each such entry (7 in the BFCL v4
-        release: live_simple_106-63-0, live_simple_112-68-0, live_multiple_507-149-4,
-        live_multiple_862-181-3, live_multiple_964-207-0, simple_java_36, simple_java_65).
-    """
-    from toolgym.suites.bfcl.checker import check
-
-    found = {}
-    for example in examples:
-        entry = entry_of(example)
-        if entry.kind in ("irrelevance", "relevance"):
-            continue
-        verdict = check(entry, [{c.name: c.arguments} for c in example.expected_calls or []])
-        if not verdict.valid:
-            found[example.id] = f"{verdict.error_type}: {verdict.error}"
-    return found

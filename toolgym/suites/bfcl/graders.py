@@ -20,7 +20,7 @@ from typing import ClassVar
 
 from toolgym import Example, Measure, Score, Trajectory, make_score
 from toolgym.suites.bfcl.data import entry_of
-from toolgym.suites.bfcl.results import outcome_of, result_of, verdict_of
+from toolgym.suites.bfcl.results import ABSTENTION, ACCURACY, OPTIMAL, outcome_of, result_of, verdict_of
 
 __all__ = ["BFCLAbstention", "BFCLAccuracy", "BFCLOptimal"]
 
@@ -50,7 +50,7 @@ class BFCLAccuracy:
             accuracy of that category.
     """
 
-    name: ClassVar[str] = "bfcl_accuracy"
+    name: ClassVar[str] = ACCURACY
     measure: ClassVar[Measure] = Measure(reference=f"the official AST and relevance checks, {CHECKER}")
 
     def grade(self, example: Example, trajectory: Trajectory) -> Score:
@@ -78,7 +78,7 @@ class BFCLOptimal:
         measure (Measure): Pass/fail, 1 passes.
     """
 
-    name: ClassVar[str] = "bfcl_optimal"
+    name: ClassVar[str] = OPTIMAL
     measure: ClassVar[Measure] = Measure(reference=f"toolgym: optimal instead of greedy matching of parallel calls in {CHECKER}")
 
     def grade(self, example: Example, trajectory: Trajectory) -> Score:
@@ -96,7 +96,7 @@ class BFCLAbstention:
         measure (Measure): Pass/fail, 1 passes.
     """
 
-    name: ClassVar[str] = "bfcl_abstention"
+    name: ClassVar[str] = ABSTENTION
     measure: ClassVar[Measure] = Measure(
         reference="toolgym: irrelevance without crediting malformed output (gorilla issue #1362)")
 

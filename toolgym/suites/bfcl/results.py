@@ -59,6 +59,9 @@ ORIGIN = "result_file"
 
 VERSION_PREFIX = "BFCL_v4"
 
+ACCURACY, OPTIMAL, ABSTENTION = "bfcl_accuracy", "bfcl_optimal", "bfcl_abstention"
+"""The names of the suite's graders (:mod:`toolgym.suites.bfcl.graders`), read by the report."""
+
 OVERALL_NOTE = ("BFCL v4 here is its 13 single-turn categories only: the multi-turn and agentic "
                 "(web search, memory) categories are not in this data, so no overall figure is the "
                 "leaderboard's overall accuracy")
@@ -255,8 +258,6 @@ def report(run: Run) -> list[ReportTable]:
     Returns:
         list[ReportTable]: The category table and the error-type table (empty without scores).
     """
-    from toolgym.suites.bfcl.graders import BFCLAbstention, BFCLAccuracy, BFCLOptimal
-
     examples = run.examples or {}
     scored: dict[str, dict[str, list[Score]]] = defaultdict(lambda: defaultdict(list))
     for s in run.scores:
@@ -265,7 +266,7 @@ def report(run: Run) -> list[ReportTable]:
         ex = examples.get(s.example_id)
         category = str(ex.metadata.get("category")) if ex is not None else "?"
         scored[s.grader][category].append(s)
-    official = scored.get(BFCLAccuracy.name)
+    official = scored.get(ACCURACY)
     if not official:
         return []
     order = sorted(official, key=lambda c: CATEGORIES.index(c) if c in CATEGORIES else 99)
@@ -273,9 +274,9 @@ def report(run: Run) -> list[ReportTable]:
     for category in order:
         row: dict[str, Any] = {"category": category, "official accuracy ± s.e.": _rate(official[category]),
                                "n": len(official[category])}
-        optimal = scored.get(BFCLOptimal.name, {}).get(category)
+        optimal = scored.get(OPTIMAL, {}).get(category)
         row["optimal matching"] = _rate(optimal) if optimal and "parallel" in category else None
-        strict = scored.get(BFCLAbstention.name, {}).get(category)
+        strict = scored.get(ABSTENTION, {}).get(category)
         if strict:
             counts = Counter(s.details.get("outcome") for s in strict)
             row["strict abstention"] = _rate(strict)
