@@ -603,5 +603,23 @@ def unsatisfiable(examples: list[Example]) -> dict[str, str]:
             continue
         verdict = check(entry, [{c.name: c.arguments} for c in example.expected_calls or []])
         if not verdict.valid:
-            found[example.id] = f"{verdict.error_type}: {verdict.error}"
+            found[example.id] = f"{verdict.error_type}: {_contradiction(entry, verdict)}"
     return found
+
+
+def _contradiction(entry: Entry, verdict: Verdict) -> str:
+    """The schema/ground-truth contradiction behind a failing oracle answer, in words."""
+    param = (verdict.param or "").split(".")[0]
+    truth = {p: v for call in entry.ground_truth for args in call.values() for p, v in args.items()}
+    if verdict.error_type == "simple_function_checker:missing_required":
+        if param not in truth:
+            return f"the function requires {param!r}; the ground truth does not give it (it names {', '.join(map(repr, truth))})"
+        return f"the function requires {param!r}; the ground truth accepts no value for it ({truth[param]!r})"
+    if verdict.error_type == "simple_function_checker:unexpected_param":
+        return f"the ground truth requires {param!r}, which the function does not declare"
+    declared = next((f["parameters"]["properties"].get(param, {}) for f in entry.functions
+                     if param in f.get("parameters", {}).get("properties", {})), {})
+    if entry.language != "python" and (declared.get("items") or {}).get("type") == "any":
+        return (f"{param!r} is declared {declared.get('type')} of any: its elements are read as strings, while the "
+                f"ground truth lists other types ({truth.get(param)!r})")
+    return verdict.error

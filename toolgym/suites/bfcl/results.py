@@ -33,7 +33,7 @@ from typing import Any
 
 from toolgym import Example, ModelStep, ReportTable, Run, Score, ToolCall, Trajectory
 from toolgym.stats import clustered_estimate
-from toolgym.suites.bfcl.checker import Verdict, abstention, check, check_optimal
+from toolgym.suites.bfcl.checker import Verdict, abstention, check, check_optimal, unsatisfiable
 from toolgym.suites.bfcl.data import CATEGORIES, Entry, entry_of
 
 __all__ = [
@@ -249,14 +249,16 @@ def _rate(scores: list[Score]) -> str:
 
 
 def report(run: Run) -> list[ReportTable]:
-    """Accuracy by category (official, optimal matching, strict abstention) and the failures
-    by error type.
+    """Accuracy by category (official, optimal matching, strict abstention), the entries no
+    answer can satisfy (:func:`~toolgym.suites.bfcl.checker.unsatisfiable`) and the failures by
+    error type.
 
     Args:
         run (Run): A graded run.
 
     Returns:
-        list[ReportTable]: The category table and the error-type table (empty without scores).
+        list[ReportTable]: The category table, the unsatisfiable entries of the run's dataset
+        (when there are any) and the error-type table (empty without scores).
     """
     examples = run.examples or {}
     scored: dict[str, dict[str, list[Score]]] = defaultdict(lambda: defaultdict(list))
@@ -299,6 +301,15 @@ def report(run: Run) -> list[ReportTable]:
         for s in official[category]:
             if s.value == 0:
                 causes[category, str(s.details.get("error_type"))] += 1
+    impossible = unsatisfiable(list(examples.values()))
+    if impossible:
+        tables.append(ReportTable(
+            title=f"{run.env}: entries no answer satisfies under the official rules",
+            rows=[{"id": i, "category": str(examples[i].metadata.get("category")), "why the ground truth fails": why}
+                  for i, why in impossible.items()],
+            notes=["their ground truth contradicts the function's schema; they count as wrong for every model, "
+                   "as in the official checker (the oracle fails exactly these)"],
+        ))
     if causes:
         tables.append(ReportTable(
             title=f"{run.env}: failures by error type",
