@@ -17,10 +17,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from langchain_core.messages import BaseMessage, SystemMessage
-
-from toolgym import Environment, ToolCall
-from toolgym.agents.prompted import Parsed, PromptedAgent
+from toolgym import Agent, Environment, Episode, ToolCall
 from toolgym.suites.bfcl.checker import decode
 from toolgym.suites.bfcl.data import language_document
 from toolgym.suites.bfcl.results import PROMPTING_AGENT
@@ -40,52 +37,85 @@ The functions you can call, in JSON:
 """The system prompt (``{functions}``: the entry's function documents as JSON)."""
 
 
-class BFCLPromptingAgent(PromptedAgent):
+def tools_prompt(env: Environment) -> str:
+    """The prompt with the entry's function documents (see :data:`PROMPT`).
+
+    Raises:
+        TypeError: for an environment that is not ``bfcl``.
+    """
+    entry = getattr(env, "entry", None)
+    if entry is None:
+        raise TypeError(f"{PROMPTING_AGENT} runs on the bfcl environment, not {env.name!r}")
+    docs = [language_document(f, entry.language) for f in entry.functions]
+    return PROMPT.format(functions=json.dumps(docs, ensure_ascii=False))
+
+
+def parse_reply(text: str, env: Environment) -> tuple[list[ToolCall], str | None]:
+    """The calls of a reply in the prompting format, ids ``bfcl_prompting_1_<i>`` (the one
+    turn), or no call and the reply as the final answer when it does not decode (or decodes
+    to no call). Never raises."""
+    entry = getattr(env, "entry", None)
+    decoded = decode(text, entry.language if entry is not None else "python")
+    if decoded.empty:
+        return [], text
+    calls = []
+    for i, call in enumerate(decoded.calls or []):
+        name, args = next(iter(call.items()))
+        calls.append(ToolCall(id=f"{PROMPTING_AGENT}_1_{i}", name=str(name), arguments=_json_safe(args)))
+    return calls, None
+
+
+class BFCLPromptingAgent(Agent):
     """The prompting mode of the leaderboard on the ``bfcl`` environment: one reply, decoded
-    into calls (none when it does not decode). Ends after the environment's one model turn."""
+    into calls (none when it does not decode). Ends after the environment's one model turn.
+
+    It plays through a :class:`toolgym.agents.prompted.PromptedAgent` built on first use, so
+    declaring the suite loads no agent stack (langgraph, langchain-core) for commands that only
+    read runs."""
 
     name = PROMPTING_AGENT
 
-    def tools_prompt(self, env: Environment) -> str:
-        """The prompt with the entry's function documents (see :data:`PROMPT`).
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._loop: Any = None
 
-        Raises:
-            TypeError: for an environment that is not ``bfcl``.
-        """
-        entry = getattr(env, "entry", None)
-        if entry is None:
-            raise TypeError(f"{self.name} runs on the bfcl environment, not {env.name!r}")
-        docs = [language_document(f, entry.language) for f in entry.functions]
-        return PROMPT.format(functions=json.dumps(docs, ensure_ascii=False))
+    async def play(self, episode: Episode) -> None:
+        """Play the episode with the prompted loop (system prompt, one reply, its calls)."""
+        if self._loop is None:
+            self._loop = _prompted_loop()(self.model, self.model_spec, self.max_steps)
+        await self._loop.play(episode)
 
-    def start_messages(self, episode: Any) -> list[BaseMessage]:
-        """The system prompt first; a system message of the question follows it in the same
-        system message, after a blank line."""
-        messages = episode.env.prompt(episode.example)
-        system = self.system_prompt(episode.env)
-        if messages and isinstance(messages[0], SystemMessage):
-            return [SystemMessage(system + "\n\n" + str(messages[0].content)), *messages[1:]]
-        return [SystemMessage(system), *messages]
 
-    def parse(self, text: str, env: Environment, turn: int) -> Parsed:
-        """The calls of a reply in the prompting format; a reply that does not decode (or
-        decodes to no call) is a final answer. Never raises."""
-        entry = getattr(env, "entry", None)
-        decoded = decode(text, entry.language if entry is not None else "python")
-        if decoded.empty:
-            return Parsed(final_answer=text)
-        calls = []
-        for i, call in enumerate(decoded.calls or []):
-            name, args = next(iter(call.items()))
-            calls.append(ToolCall(id=self.call_id(turn, i), name=str(name), arguments=_json_safe(args)))
-        return Parsed(calls=calls)
+def _prompted_loop() -> type:
+    """The :class:`~toolgym.agents.prompted.PromptedAgent` subclass that plays the episodes."""
+    from langchain_core.messages import SystemMessage
 
-    def observation(self, results: list[tuple[ToolCall, Any]]) -> str:
-        """The acknowledgements, one per line (the episode ends after them)."""
-        return "\n".join(step.output for _, step in results)
+    from toolgym.agents.prompted import Parsed, PromptedAgent
+
+    class Loop(PromptedAgent):
+        name = PROMPTING_AGENT
+
+        def tools_prompt(self, env: Environment) -> str:
+            return tools_prompt(env)
+
+        def start_messages(self, episode: Episode) -> list:
+            # the system prompt first; a system message of the question follows it, after a blank line
+            messages = episode.env.prompt(episode.example)
+            system = self.system_prompt(episode.env)
+            if messages and isinstance(messages[0], SystemMessage):
+                return [SystemMessage(system + "\n\n" + str(messages[0].content)), *messages[1:]]
+            return [SystemMessage(system), *messages]
+
+        def parse(self, text: str, env: Environment, turn: int) -> Parsed:
+            calls, answer = parse_reply(text, env)
+            return Parsed(calls=calls, final_answer=answer)
+
+        def observation(self, results: list) -> str:
+            return "\n".join(step.output for _, step in results)
+
+    return Loop
 
 
 def _json_safe(value: Any) -> Any:
     """Tuples as lists, other non-JSON values as text (a call's arguments are recorded as JSON)."""
     return json.loads(json.dumps(value, default=str))
-
