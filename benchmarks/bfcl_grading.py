@@ -1,4 +1,4 @@
-"""Benchmark: grading result files of all 13 BFCL v4 single-turn categories (4,441 entries).
+"""Benchmark: grading result files of all 13 BFCL v4 single-turn categories (3,641 entries).
 
 For each category, builds a result file from the oracle's answers with deterministic mistakes
 of the kinds the checker handles (a wrong value, a dropped argument, an extra call, the answer

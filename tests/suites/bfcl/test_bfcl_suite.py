@@ -214,3 +214,34 @@ def test_oracle_on_all_13_categories_passes_every_satisfiable_entry():
         found |= unsatisfiable(list(result.run.examples.values()))
     assert set(failed) == set(found) == listed
     assert len(listed) < 10
+
+
+def test_show_marks_the_argument_the_official_checker_rejects(simple, tmp_path, capsys):
+    model = ScriptedChatModel(by_input={
+        "Weather in Paris?": [{"tool_calls": [{"name": "weather_get", "args": {"city": "PARIS"}}]}],  # passes: normalised
+        "Area with base 2.5 and height 4?": [{"tool_calls": [{"name": "area", "args": {"base": 2.5, "height": 5}}]}],
+    })
+    out = tmp_path / "run"
+    evaluate("bfcl", model=model, dataset=str(simple), out=out)
+    capsys.readouterr()
+    assert main(["show", str(out), "--example", "simple_python_0"]) == 0
+    assert "first divergence" not in capsys.readouterr().out  # exact comparison would flag "PARIS"
+    assert main(["show", str(out), "--example", "simple_python_1"]) == 0
+    text = capsys.readouterr().out
+    assert "first divergence: value_error:others (argument height)" in text
+
+
+def test_the_summary_and_the_html_report_show_accuracy_by_category_and_error_type(simple, irrelevance, tmp_path, capsys):
+    from toolgym.views.report import build_report
+
+    evaluate("bfcl", agent="oracle", dataset=str(simple), out=tmp_path / "a")
+    model = ScriptedChatModel(turns=[{"tool_calls": [{"name": "weather_get", "args": {"city": "x"}}]}])
+    evaluate("bfcl", model=model, dataset=str(irrelevance), out=tmp_path / "b")
+    capsys.readouterr()
+    assert main(["summary", str(tmp_path / "a"), str(tmp_path / "b"), "--suite-tables"]) == 0
+    text = capsys.readouterr().out
+    assert "accuracy by category" in text and "irrelevance_error:decoder_success" in text
+    build_report([tmp_path / "a", tmp_path / "b"], tmp_path / "report.html")
+    html = (tmp_path / "report.html").read_text(encoding="utf-8")
+    assert 'id="suites"' in html and "bfcl: failures by error type" in html
+    assert "multi-turn and agentic" in html
