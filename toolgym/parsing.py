@@ -6,11 +6,12 @@ import difflib
 import json
 import re
 import uuid
-from typing import Any
-
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+from typing import TYPE_CHECKING, Any
 
 from toolgym.records import ModelStep, ToolCall
+
+if TYPE_CHECKING:  # langchain-core loads with the first message, not with the text helpers
+    from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 
 OBSERVATION_MARK = {"toolgym": "observation"}
 """Set in ``additional_kwargs`` of user-role messages that carry tool observations rather than a
@@ -19,6 +20,8 @@ new request (chat providers do not send that field)."""
 
 def observation_message(text: str) -> HumanMessage:
     """A user-role message carrying tool observations back to the model (marked as such)."""
+    from langchain_core.messages import HumanMessage
+
     return HumanMessage(text, additional_kwargs=dict(OBSERVATION_MARK))
 
 
@@ -47,6 +50,148 @@ def content_text(content: str | list[Any]) -> str:
         elif isinstance(block, dict) and block.get("type") == "text":
             parts.append(str(block.get("text", "")))
     return "".join(parts)
+
+
+# --- reasoning ("thinking") text -----------------------------------------------------------------
+# Reasoning models write their chain of thought before the answer: Qwen3, DeepSeek-R1, QwQ and
+# many distillations between ``<think>`` and ``</think>`` (Qwen3's chat template may open the tag
+# in the prompt, so a reply can start inside it and show only ``</think>``); others use
+# ``<thinking>`` or ``<reasoning>``; gpt-oss writes OpenAI's harmony format, with the reasoning
+# in the ``analysis`` channel and the answer in the ``final`` channel. Only text outside the
+# reasoning is an action or an answer.
+_THINK_TAGS = ("think", "thinking", "reasoning", "thought")
+_THINK_OPEN = re.compile(r"<(" + "|".join(_THINK_TAGS) + r")\s*>", re.IGNORECASE)
+_THINK_CLOSE = re.compile(r"</(" + "|".join(_THINK_TAGS) + r")\s*>", re.IGNORECASE)
+_HARMONY = re.compile(
+    r"(?:<\|start\|>\s*\w*\s*)?<\|channel\|>\s*(\w+)[^<]*?<\|message\|>(.*?)"
+    r"(?=<\|end\|>|<\|return\|>|<\|call\|>|<\|start\|>|<\|channel\|>|$)",
+    re.DOTALL,
+)
+_HARMONY_MARKS = re.compile(r"<\|(?:end|return|call|start)\|>")
+
+
+def split_reasoning(text: str) -> tuple[str, str | None]:
+    """Split a reply into the text outside the reasoning and the reasoning itself.
+
+    Recognised forms:
+
+    * ``<think>…</think>`` (also ``<thinking>``, ``<reasoning>``, ``<thought>``; any case),
+      anywhere and any number of times; an unclosed opening tag (a reply cut at its token
+      limit) makes the rest of the reply reasoning;
+    * a closing ``</think>`` without an opening tag (Qwen3's template opens the tag in the
+      prompt): everything before it is reasoning;
+    * OpenAI harmony channels (gpt-oss): ``analysis`` (and ``commentary`` without a call) is
+      reasoning, ``final`` is the answer.
+
+    Args:
+        text: The model's reply as text.
+
+    Returns:
+        ``(visible, reasoning)``: the reply with the reasoning removed (stripped of the
+        surrounding whitespace when something was removed), and the reasoning parts joined by a
+        blank line, or ``None`` when there was none.
+    """
+    if "<|channel|>" in text:
+        return _split_harmony(text)
+    if "<" not in text:
+        return text, None
+    thoughts: list[str] = []
+    first_open = _THINK_OPEN.search(text)
+    first_close = _THINK_CLOSE.search(text)
+    if first_close and (first_open is None or first_close.start() < first_open.start()):
+        thoughts.append(text[: first_close.start()])  # the opening tag was in the prompt
+        text = text[first_close.end() :]
+    elif first_open is None:
+        return text, None
+    visible: list[str] = []
+    pos = 0
+    while (opened := _THINK_OPEN.search(text, pos)) is not None:
+        visible.append(text[pos : opened.start()])
+        closed = re.compile(rf"</{opened.group(1)}\s*>", re.IGNORECASE).search(text, opened.end())
+        if closed is None:
+            thoughts.append(text[opened.end() :])
+            pos = len(text)
+            break
+        thoughts.append(text[opened.end() : closed.start()])
+        pos = closed.end()
+    visible.append(text[pos:])
+    reasoning = "\n\n".join(t.strip() for t in thoughts if t.strip())
+    return "".join(visible).strip(), reasoning or None
+
+
+def _split_harmony(text: str) -> tuple[str, str | None]:
+    thoughts, visible = [], []
+    head = text[: text.find("<|channel|>")]
+    head = _HARMONY_MARKS.sub("", head).strip()
+    if head and not head.endswith("assistant"):
+        visible.append(head)
+    for match in _HARMONY.finditer(text):
+        channel, body = match.group(1).lower(), match.group(2).strip()
+        (visible if channel == "final" else thoughts).append(body)
+    reasoning = "\n\n".join(t for t in thoughts if t)
+    return "\n\n".join(v for v in visible if v).strip(), reasoning or None
+
+
+def strip_reasoning(text: str | None) -> str | None:
+    """``text`` without its reasoning (see :func:`split_reasoning`); ``None`` stays ``None``."""
+    return None if text is None else split_reasoning(text)[0]
+
+
+_REASONING_BLOCKS = ("thinking", "reasoning", "redacted_thinking")
+
+
+def message_reasoning(message: BaseMessage) -> str | None:
+    """Reasoning a provider sent beside the answer, outside the message text.
+
+    * ``additional_kwargs["reasoning_content"]`` (OpenAI-compatible servers: vLLM's reasoning
+      parsers, DeepSeek's API) or ``additional_kwargs["reasoning"]``;
+    * content blocks of type ``thinking`` (Anthropic extended thinking: ``block["thinking"]``),
+      ``redacted_thinking`` (recorded as ``[redacted thinking]``) and ``reasoning``
+      (langchain's standard block: ``block["reasoning"]``, or its ``summary`` texts).
+
+    Returns:
+        The reasoning texts joined by a blank line, or ``None``.
+    """
+    found: list[str] = []
+    for key in ("reasoning_content", "reasoning"):
+        value = message.additional_kwargs.get(key)
+        if isinstance(value, str) and value.strip():
+            found.append(value.strip())
+        elif isinstance(value, dict):
+            found += [s.get("text", "") for s in value.get("summary", []) if isinstance(s, dict)]
+    if isinstance(message.content, list):
+        for block in message.content:
+            if not isinstance(block, dict) or block.get("type") not in _REASONING_BLOCKS:
+                continue
+            if block["type"] == "redacted_thinking":
+                found.append("[redacted thinking]")
+                continue
+            value = block.get("thinking", block.get("reasoning"))
+            if isinstance(value, str):
+                found.append(value)
+            else:
+                found += [s.get("text", "") for s in block.get("summary", []) if isinstance(s, dict)]
+    joined = "\n\n".join(f.strip() for f in found if f and f.strip())
+    return joined or None
+
+
+def reply_parts(message: BaseMessage) -> tuple[str, str | None]:
+    """The visible text of a model reply and all its reasoning (sent apart by the provider, or
+    written inline as ``<think>`` blocks); see :func:`message_reasoning` and
+    :func:`split_reasoning`."""
+    visible, inline = split_reasoning(message_text(message))
+    apart = message_reasoning(message)
+    parts = [p for p in (apart, inline) if p]
+    return visible, "\n\n".join(parts) if parts else None
+
+
+def reasoning_tokens(message: BaseMessage) -> int | None:
+    """Reasoning tokens the provider reported (``usage_metadata.output_token_details.reasoning``;
+    they are already part of ``output_tokens``), else ``None``."""
+    usage = getattr(message, "usage_metadata", None) or {}
+    details = usage.get("output_token_details") or {}
+    value = details.get("reasoning")
+    return int(value) if isinstance(value, int) else None
 
 
 def new_call_id() -> str:
@@ -146,7 +291,7 @@ def model_step(message: AIMessage, latency_s: float, tool_names: set[str]) -> Mo
     not a JSON object), calls of a tool that is not in ``tool_names`` (when it is non-empty)
     and calls written as text become malformed calls.
     """
-    text = message_text(message)
+    text, reasoning = reply_parts(message)
     calls: list[ToolCall] = []
     for call in message.tool_calls:
         args: Any = call.get("args")
@@ -181,4 +326,6 @@ def model_step(message: AIMessage, latency_s: float, tool_names: set[str]) -> Mo
         latency_s=latency_s,
         input_tokens=usage.get("input_tokens"),
         output_tokens=usage.get("output_tokens"),
+        reasoning=reasoning,
+        reasoning_tokens=reasoning_tokens(message),
     )

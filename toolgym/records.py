@@ -97,7 +97,13 @@ class ModelStep(BaseModel):
 
     Attributes:
         latency_s: Wall-clock seconds of the model call (including retries).
-        input_tokens / output_tokens: As reported by the model, else ``None``.
+        text: The reply outside its reasoning (what is parsed for calls and answers).
+        input_tokens / output_tokens: As reported by the model, else ``None``
+            (``output_tokens`` includes the reasoning tokens).
+        reasoning: The model's reasoning ("thinking") text, sent apart by the provider
+            (``reasoning_content``, thinking blocks) or written inline (``<think>…</think>``);
+            shown by the views, never parsed or graded. ``None`` when there was none.
+        reasoning_tokens: Reasoning tokens as reported by the provider, else ``None``.
     """
 
     kind: Literal["model"] = "model"
@@ -106,6 +112,8 @@ class ModelStep(BaseModel):
     latency_s: float = 0.0
     input_tokens: int | None = None
     output_tokens: int | None = None
+    reasoning: str | None = None
+    reasoning_tokens: int | None = None
 
 
 class ToolStep(BaseModel):

@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 
 from toolgym.agents import Agent, Episode, register_agent
-from toolgym.parsing import message_text
+from toolgym.parsing import reasoning_tokens, reply_parts
 from toolgym.records import ModelStep
 
 
@@ -27,7 +27,7 @@ class DirectAgent(Agent):
         start = time.perf_counter()
         message = await self.model.ainvoke(episode.messages, stop=stop)
         episode.messages.append(message)
-        text = message_text(message)
+        text, reasoning = reply_parts(message)  # the reasoning is never the answer
         usage = getattr(message, "usage_metadata", None) or {}
         episode.record_model(
             ModelStep(
@@ -35,6 +35,8 @@ class DirectAgent(Agent):
                 latency_s=time.perf_counter() - start,
                 input_tokens=usage.get("input_tokens"),
                 output_tokens=usage.get("output_tokens"),
+                reasoning=reasoning,
+                reasoning_tokens=reasoning_tokens(message),
             )
         )
         episode.final_answer = text

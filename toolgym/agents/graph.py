@@ -38,7 +38,7 @@ from langgraph.errors import GraphRecursionError
 
 from toolgym.agents import Agent, Episode
 from toolgym.environments import ToolBug
-from toolgym.parsing import message_text, model_step, new_call_id
+from toolgym.parsing import message_text, model_step, new_call_id, strip_reasoning
 from toolgym.records import Status, ToolCall, ToolStep
 
 __all__ = ["EpisodeRecorder", "GraphAgent", "GraphFactory", "episode_tools", "graph_agent"]
@@ -383,7 +383,7 @@ class GraphAgent(Agent):
         messages = result.get("messages") if isinstance(result, dict) else None
         last = messages[-1] if messages else None
         if isinstance(last, AIMessage) and not last.tool_calls:
-            episode.final_answer = message_text(last)
+            episode.final_answer = strip_reasoning(message_text(last))
         episode.messages = list(messages or [])
 
     def describe(self) -> dict[str, Any]:

@@ -29,7 +29,7 @@ from langgraph.graph import END
 from toolgym.agents import Agent, Episode
 from toolgym.agents.tool_calling import AgentState, model_tool_loop, recursion_limit
 from toolgym.environments import Environment
-from toolgym.parsing import OBSERVATION_MARK, message_text, observation_message
+from toolgym.parsing import OBSERVATION_MARK, observation_message, reasoning_tokens, reply_parts
 from toolgym.records import ModelStep, ToolCall, ToolStep
 
 __all__ = ["OBSERVATION_MARK", "Parsed", "PromptedAgent", "observation_message", "tool_specs"]
@@ -123,7 +123,7 @@ class PromptedAgent(Agent):
         start = time.perf_counter()
         message = await self.model.ainvoke(episode.messages)
         latency = time.perf_counter() - start
-        text = message_text(message)
+        text, reasoning = reply_parts(message)  # only text outside the reasoning is an action
         episode.messages.append(AIMessage(text))
         parsed = self.parse(text, episode.env, episode.model_turns + 1)
         usage = getattr(message, "usage_metadata", None) or {}
@@ -134,6 +134,8 @@ class PromptedAgent(Agent):
                 latency_s=latency,
                 input_tokens=usage.get("input_tokens"),
                 output_tokens=usage.get("output_tokens"),
+                reasoning=reasoning,
+                reasoning_tokens=reasoning_tokens(message),
             )
         )
         if not parsed.calls:

@@ -9,6 +9,7 @@ import re
 from dataclasses import dataclass
 
 from toolgym.graders import make_score, register_grader
+from toolgym.parsing import strip_reasoning
 from toolgym.records import Example, Score, Trajectory
 
 # A number: optional sign (not glued to a preceding word, digit or dot), digits with optional
@@ -84,7 +85,7 @@ class AnswerMatch:
         reference = example.reference
         if reference is None:
             return None
-        answer = trajectory.final_answer
+        answer = strip_reasoning(trajectory.final_answer)  # reasoning is never graded
         if not answer or not answer.strip():
             return make_score(self, trajectory, 0.0, "no final answer", reference=reference, answer=answer)
         if isinstance(reference, bool) or not isinstance(reference, (int, float)):

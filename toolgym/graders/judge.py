@@ -252,7 +252,9 @@ class Correctness:
     def grade(self, example: Example, trajectory: Trajectory) -> Score | None:
         if example.reference is None:
             return None
-        answer = (trajectory.final_answer or "").strip()
+        from toolgym.parsing import strip_reasoning
+
+        answer = (strip_reasoning(trajectory.final_answer) or "").strip()  # the judge never sees reasoning
         if not answer:
             return make_score(
                 self, trajectory, 0.0, "no final answer", judge_model=self.model_id,

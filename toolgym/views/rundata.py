@@ -9,6 +9,7 @@ comes from a grader's :class:`~toolgym.records.Measure` (:func:`measure_for`).
 from __future__ import annotations
 
 import json
+import re
 import math
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
@@ -286,11 +287,42 @@ class Divergence:
     reason: str
 
 
-def format_call(name: str, arguments: dict[str, Any] | None) -> str:
-    """``name({"arg": value})`` with the arguments as compact JSON (non-ASCII kept)."""
+SHOWN_ARGUMENTS_CHARS = 300
+"""Characters of a call's arguments shown in one-line texts (the first divergence, expected
+calls); the trajectory keeps them whole."""
+
+
+def shorten(text: str, max_chars: int) -> str:
+    """``text`` cut to ``max_chars`` characters, with ``… (N more characters)`` when cut."""
+    if len(text) <= max_chars:
+        return text
+    return f"{text[:max_chars]}… ({len(text) - max_chars:,} more characters)"
+
+
+def format_call(name: str, arguments: dict[str, Any] | None, max_chars: int = SHOWN_ARGUMENTS_CHARS) -> str:
+    """``name({"arg": value})`` with the arguments as compact JSON (non-ASCII kept), cut to
+    ``max_chars`` characters of arguments (see :func:`shorten`)."""
     if not arguments:
         return f"{name}()"
-    return f"{name}({json.dumps(arguments, ensure_ascii=False, default=str)})"
+    return f"{name}({shorten(json.dumps(arguments, ensure_ascii=False, default=str), max_chars)})"
+
+
+_CONTROL = re.compile(
+    "[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069\ufff9-\ufffb]"
+)
+
+
+def visible(text: str) -> str:
+    """``text`` safe for a terminal: control characters (C0 but newline and tab, DEL, C1) and
+    bidirectional controls are written as escapes (``\\x1b``, ``\\u202e``), so colour codes,
+    cursor movement, OSC 8 links, title changes and reordered text from a model or a tool are
+    seen, not obeyed."""
+    return _CONTROL.sub(lambda m: _escape(m.group()), text)
+
+
+def _escape(char: str) -> str:
+    code = ord(char)
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
 
 
 def first_call_divergence(
@@ -399,5 +431,6 @@ def suite_divergence(run: RunView, example: Example | None, trajectory: Trajecto
             benchmark = None
         if benchmark is not None and benchmark.divergence is not None:
             found = benchmark.divergence(example, trajectory)
-            return Divergence(*found) if found is not None else None
+            # a suite's own text may quote whole arguments: cut where shown
+            return Divergence(found[0], shorten(found[1], 4 * SHOWN_ARGUMENTS_CHARS)) if found is not None else None
     return first_call_divergence(run.expected_for(trajectory), trajectory.tool_steps, run.order_matters(trajectory))

@@ -17,7 +17,21 @@ from rich.text import Text
 
 from toolgym.api import load_run
 from toolgym.records import ToolCallSpec, Trajectory
-from toolgym.views.rundata import RunView, format_call, format_value, rule_text, suite_divergence
+from toolgym.views.rundata import (
+    RunView,
+    format_call,
+    format_value,
+    rule_text,
+    shorten,
+    suite_divergence,
+    visible,
+)
+
+SHOWN_CHARS = 2_000
+"""Characters of one argument list, tool output or raw call shown; the trajectory keeps all."""
+
+REASONING_CHARS = 160
+"""Characters of a model turn's reasoning shown (folded to one line)."""
 
 
 def show(
@@ -85,17 +99,28 @@ def show(
     return 0
 
 
-def _json(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, default=str)
+def _json(value: Any, max_chars: int = SHOWN_CHARS) -> str:
+    return visible(shorten(json.dumps(value, ensure_ascii=False, default=str), max_chars))
+
+
+def _safe(text: str, max_chars: int | None = None) -> str:
+    """Text from a model, tool or file, safe to print (see :func:`visible`), optionally cut."""
+    return visible(text if max_chars is None else shorten(text, max_chars))
+
+
+def _folded(reasoning: str) -> str:
+    """The reasoning on one line, cut to :data:`REASONING_CHARS` characters."""
+    line = " ".join(reasoning.split())
+    return _safe(line, REASONING_CHARS)
 
 
 def _input_text(value: str | list[dict[str, Any]]) -> Text:
     if isinstance(value, str):
-        return Text(value)
+        return Text(_safe(value))
     text = Text()
     for turn in value:
-        text.append(f"\n    {turn.get('role', 'user')}: ", style="dim")
-        text.append(str(turn.get("content", "")))
+        text.append(f"\n    {_safe(str(turn.get('role', 'user')))}: ", style="dim")
+        text.append(_safe(str(turn.get("content", ""))))
     return text
 
 
@@ -114,7 +139,7 @@ def print_trajectory(
     status_style = {"completed": "green", "step_limit": "yellow", "error": "bold red", "aborted": "magenta"}[traj.status]
     console.rule(
         Text.assemble(
-            f"{run.env} · {run.label} · example {traj.example_id} · trial {traj.trial} · ",
+            _safe(f"{run.env} · {run.label} · example {traj.example_id} · trial {traj.trial} · "),
             (traj.status, status_style),
             f" · {traj.duration_s:.2f} s",
         )
@@ -136,40 +161,43 @@ def print_trajectory(
             console.print(
                 Text.assemble((f"{number:>3} model", "bold cyan"), f"  ({step.latency_s:.2f} s{tokens})")
             )
+            if step.reasoning:
+                tokens = f" ({step.reasoning_tokens} tokens)" if step.reasoning_tokens is not None else ""
+                console.print(Text(f"      reasoning{tokens}: {_folded(step.reasoning)}", style="dim"))
             if step.text:
-                console.print(Text("      ") + Text(step.text))
+                console.print(Text("      ") + Text(_safe(step.text)))
             for call in step.tool_calls:
                 line = Text.assemble(
-                    "      → ", (call.name or "(no name)", "bold"), f"({_json(call.arguments)})"
+                    "      → ", (_safe(call.name) or "(no name)", "bold"), f"({_json(call.arguments)})"
                 )
                 if call.malformed:
-                    line.append(f"  MALFORMED: {call.malformed}", style="bold red")
+                    line.append(f"  MALFORMED: {_safe(call.malformed, SHOWN_CHARS)}", style="bold red")
                     if call.raw:
-                        line.append(f"  raw: {call.raw}", style="red")
+                        line.append(f"  raw: {_safe(call.raw, SHOWN_CHARS)}", style="red")
                 console.print(line)
         else:
             marked = divergence is not None and divergence.index == tool_index
             line = Text.assemble(
                 (f"{number:>3} tool ", "bold"),
-                (f" {step.name}", "red" if step.error else "green"),
+                (f" {_safe(step.name)}", "red" if step.error else "green"),
                 f"({_json(step.arguments)}) ⇒ " if step.arguments else " ⇒ ",
-                (step.output, "red" if step.error else ""),
+                (_safe(step.output, SHOWN_CHARS), "red" if step.error else ""),
             )
             if step.error:
                 line.append("  [tool error]", style="red")
             if marked:
                 line = Text("▶ ", style="bold yellow") + line
                 console.print(line)
-                console.print(Text(f"      ▲ first divergence: {divergence.reason}", style="bold yellow"))
+                console.print(Text(f"      ▲ first divergence: {_safe(divergence.reason)}", style="bold yellow"))
             else:
                 console.print(line)
             tool_index += 1
     if divergence is not None and divergence.index >= tool_index:
-        console.print(Text(f"  ▲ first divergence: {divergence.reason}", style="bold yellow"))
+        console.print(Text(f"  ▲ first divergence: {_safe(divergence.reason)}", style="bold yellow"))
     if traj.error:
-        console.print(Text.assemble(("error: ", "bold red"), traj.error))
+        console.print(Text.assemble(("error: ", "bold red"), _safe(traj.error, SHOWN_CHARS)))
     if traj.final_answer is not None:
-        console.print(Text.assemble(("final answer: ", "bold"), traj.final_answer))
+        console.print(Text.assemble(("final answer: ", "bold"), _safe(traj.final_answer)))
     console.print(Text.assemble(("final state: ", "bold"), _json(traj.final_state)))
     scores = run.scores_of(traj)
     if not scores:
@@ -185,7 +213,7 @@ def print_trajectory(
                 (s.grader, "bold" if weight else ""),
                 " = ",
                 (format_value(s.value), style + weight),
-                f": {s.explanation}",
+                f": {_safe(s.explanation, SHOWN_CHARS)}",
             )
         )
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from toolgym.records import Measure, Score, Trajectory
 from toolgym.stats import Estimate, summarize
-from toolgym.views.rundata import RunView, rule_text
+from toolgym.views.rundata import RunView, rule_text, visible
 
 
 @dataclass(frozen=True)
@@ -136,7 +136,7 @@ def rich_summary(cells: Sequence[SummaryCell], title: str = "summary"):
     from rich.table import Table
     from rich.text import Text
 
-    table = Table(title=Text(title))
+    table = Table(title=Text(visible(title)))
     for header in KEY_HEADERS:
         table.add_column(header, justify="left")
     for col in COLUMNS:
@@ -146,5 +146,5 @@ def rich_summary(cells: Sequence[SummaryCell], title: str = "summary"):
         if previous is not None and previous != (cell.env, cell.run):
             table.add_section()
         previous = (cell.env, cell.run)
-        table.add_row(*(Text(v) for v in record))
+        table.add_row(*(Text(visible(v)) for v in record))  # control characters shown, not obeyed
     return table

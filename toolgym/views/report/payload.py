@@ -25,7 +25,7 @@ Traces format: ``{"examples": [{"in": input, "exp": [[name, arguments]|name...]|
 "traces": [trace...]}`` in ``items`` order, where a trace is ``{"x": example|null, "d":
 duration_s, "e": error, "fa": final answer, "fs": final state, "dv": [call, reason]|null,
 "sc": [[grader, value, explanation, passed 1|0|null]...], "s": [step...]}``; a model step is ``{"m": text, "l":
-latency_s, "ti"/"to": tokens, "nc": number of calls, "c": [[name, arguments, malformed, raw]...]
+latency_s, "ti"/"to": tokens, "r"/"rt": reasoning text and tokens, "nc": number of calls, "c": [[name, arguments, malformed, raw]...]
 for calls that were never executed}``; a tool step is ``{"t": name, "a": arguments, "o":
 output, "err": 1, "mf": malformed, "raw": raw}``. Optional keys are left out when empty.
 """
@@ -123,6 +123,10 @@ def _model_step(step: ModelStep, executed: set[str], max_chars: int) -> dict[str
         out["ti"] = step.input_tokens
     if step.output_tokens is not None:
         out["to"] = step.output_tokens
+    if step.reasoning:  # shown folded; never graded
+        out["r"] = clip(step.reasoning, max_chars)
+        if step.reasoning_tokens is not None:
+            out["rt"] = step.reasoning_tokens
     if step.tool_calls:
         out["nc"] = len(step.tool_calls)
         unexecuted = [

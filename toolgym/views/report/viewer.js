@@ -272,6 +272,11 @@
         }
         if (s.nc) { meta += " · " + s.nc + (s.nc === 1 ? " call" : " calls"); }
         add(cell, el("div", "meta", meta));
+        if (s.r) {
+          var fold = add(cell, el("details", "reasoning"));
+          add(fold, el("summary", "meta", "reasoning" + (s.rt === undefined ? "" : " (" + s.rt + " tokens)")));
+          add(fold, el("pre", "text", s.r));
+        }
         if (s.m) { add(cell, el("pre", "text", s.m)); }
         (s.c || []).forEach(function (c) {
           var line = add(cell, el("div", "mono", "→ " + callText(c[0], c[1]) + " (not executed)"));
