@@ -9,8 +9,8 @@ comes from a grader's :class:`~toolgym.records.Measure` (:func:`measure_for`).
 from __future__ import annotations
 
 import json
-import re
 import math
+import re
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
