@@ -51,7 +51,8 @@ def test_arguments_that_are_not_json_are_malformed_calls(scripted):
     traj = play("typewriter_1", model, text="c")
     assert traj.status == "completed"
     malformed = traj.model_steps[0].tool_calls[0]
-    assert malformed.malformed == "bad JSON" and malformed.raw == '{"letter": "c"'
+    assert malformed.malformed == "arguments of 'type_letter' must be a JSON object, got '{\"letter\": \"c\"' (not valid JSON)"
+    assert malformed.raw == '{"letter": "c"'
     assert traj.tool_steps[0].error and "malformed tool call" in traj.tool_steps[0].output
     assert traj.final_state == {"paper": "c"}
 

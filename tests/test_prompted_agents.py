@@ -84,7 +84,7 @@ def test_xml_malformed_blocks_are_recorded_and_answered_with_errors():
     assert [bool(c.malformed) for c in calls] == [True, True, True, True]
     assert "not valid JSON" in calls[0].malformed
     assert "no <name>" in calls[1].malformed
-    assert calls[2].malformed == "arguments are not a JSON object"
+    assert calls[2].malformed == "arguments of 'type_letter' must be a JSON object, got '[\"a\"]'"
     assert "not closed" in calls[3].malformed
     assert calls[0].raw.startswith("<tool_call>")
     assert all(s.error and "malformed tool call" in s.output for s in traj.tool_steps)
@@ -149,7 +149,7 @@ def test_react_malformed_actions_are_recorded():
         "action is not valid JSON: Expecting value",
         "Action without a JSON blob",
         'action blob needs a string "action"',
-        "action_input must be a JSON object of arguments",
+        "arguments of 'type_letter' must be a JSON object, got '[\"a\", \"b\"]'",
     ]
     assert calls[0].name == "type_letter"
     assert len(traj.tool_steps) == 4 and all(s.error for s in traj.tool_steps)

@@ -18,7 +18,7 @@ from toolgym.records import Example
 KINDS = {
     "bad_json_args": "not valid JSON",
     "trailing_text_args": "not valid JSON",
-    "non_object_args": "not a JSON object",
+    "non_object_args": "must be a JSON object",
     "unknown_tool": "unknown tool 'type_leter'; did you mean 'type_letter'?",
     "fenced_call": "tool call written as text",
     "tagged_call": "tool call written as text",
@@ -62,7 +62,7 @@ def test_each_malformed_answer_is_recorded_and_the_run_goes_on(api, kind):
     first = traj.model_steps[0]
     assert len(first.tool_calls) == 1
     call = first.tool_calls[0]
-    reason = KINDS[kind] if not (api == "anthropic" and kind in ("trailing_text_args", "non_object_args")) else "not a JSON object"
+    reason = KINDS[kind] if not (api == "anthropic" and kind in ("trailing_text_args", "non_object_args")) else "must be a JSON object"
     assert reason in call.malformed
     assert call.raw is not None or kind == "unknown_tool"
     observation = traj.tool_steps[0]

@@ -194,6 +194,67 @@ def reasoning_tokens(message: BaseMessage) -> int | None:
     return int(value) if isinstance(value, int) else None
 
 
+# --- tool-call arguments ---------------------------------------------------------------------------
+_EMPTY_ARGUMENTS = re.compile(r"""\s*(?:\{\s*\}|null|None|""|''|)\s*(?:""|'')*\s*""")
+SHOWN_SENT_CHARS = 200
+"""Characters of unusable arguments quoted in the error message (the call keeps them whole)."""
+
+
+def empty_arguments(sent: Any) -> bool:
+    """Whether ``sent`` means "no arguments": ``None``, ``{}``, or a text that is empty,
+    ``null``, ``""``, ``''`` or ``{}``, possibly followed by stray quotes (vLLM's tool parsers
+    emit ``{}""`` for a tool without parameters)."""
+    if sent is None or sent == {}:
+        return True
+    return isinstance(sent, str) and _EMPTY_ARGUMENTS.fullmatch(sent) is not None
+
+
+def quote_sent(sent: Any, max_chars: int = SHOWN_SENT_CHARS) -> str:
+    """What the model sent, quoted for a message: its text (a JSON value is written as JSON),
+    cut to ``max_chars`` characters."""
+    if not isinstance(sent, str):
+        try:
+            sent = json.dumps(sent, ensure_ascii=False)
+        except (TypeError, ValueError):
+            sent = repr(sent)
+    if len(sent) > max_chars:
+        sent = f"{sent[:max_chars]}… ({len(sent) - max_chars:,} more characters)"
+    return repr(sent)
+
+
+def read_arguments(name: str, sent: Any) -> tuple[dict[str, Any], str | None]:
+    """The arguments of a call of tool ``name`` from what the model sent, or why they are
+    unusable. The one rule every agent applies.
+
+    * a JSON object (a dict, or a text holding one, also once more JSON-encoded as a string)
+      is the arguments;
+    * empty or null arguments (see :func:`empty_arguments`) are ``{}``: right for a tool
+      without parameters, and a tool with parameters reports each missing one;
+    * anything else (a list, a number, a string, text that is not JSON) is unusable, with one
+      message naming the tool and quoting what was sent.
+
+    Returns:
+        ``(arguments, None)``, or ``({}, reason)`` for unusable arguments.
+    """
+    if isinstance(sent, dict):
+        return sent, None
+    if empty_arguments(sent):
+        return {}, None
+    value = sent
+    if isinstance(sent, str):
+        try:
+            value = json.loads(sent)
+            if isinstance(value, str) and not empty_arguments(value):
+                value = json.loads(value)  # a JSON object encoded twice
+        except (json.JSONDecodeError, RecursionError):
+            return {}, f"arguments of {name!r} must be a JSON object, got {quote_sent(sent)} (not valid JSON)"
+        if isinstance(value, dict):
+            return value, None
+        if empty_arguments(value):
+            return {}, None
+    return {}, f"arguments of {name!r} must be a JSON object, got {quote_sent(sent)}"
+
+
 def new_call_id() -> str:
     """A fresh tool-call id for calls the model did not give one."""
     return f"call_{uuid.uuid4().hex[:12]}"
@@ -293,30 +354,15 @@ def model_step(message: AIMessage, latency_s: float, tool_names: set[str]) -> Mo
     """
     text, reasoning = reply_parts(message)
     calls: list[ToolCall] = []
-    for call in message.tool_calls:
-        args: Any = call.get("args")
-        if isinstance(args, dict):
-            name = call["name"] or ""
-            bad = unknown_tool(name, tool_names) if tool_names and name not in tool_names else None
-            calls.append(ToolCall(id=call.get("id") or new_call_id(), name=name, arguments=args, malformed=bad))
-        else:
-            calls.append(
-                ToolCall(
-                    id=call.get("id") or new_call_id(),
-                    name=call["name"],
-                    malformed="arguments are not a JSON object",
-                    raw=json.dumps(args),
-                )
-            )
-    for bad in message.invalid_tool_calls:
-        calls.append(
-            ToolCall(
-                id=bad.get("id") or new_call_id(),
-                name=bad.get("name") or "",
-                malformed=bad.get("error") or "arguments are not valid JSON",
-                raw=bad.get("args"),
-            )
-        )
+    sent = [(c.get("id"), c.get("name"), c.get("args")) for c in message.tool_calls]
+    sent += [(c.get("id"), c.get("name"), c.get("args")) for c in message.invalid_tool_calls]
+    for call_id, name, args in sent:
+        name = name or ""
+        arguments, problem = read_arguments(name, args)
+        if problem is None and tool_names and name not in tool_names:
+            problem = unknown_tool(name, tool_names)
+        raw = None if isinstance(args, dict) else (args if isinstance(args, str) or args is None else json.dumps(args))
+        calls.append(ToolCall(id=call_id or new_call_id(), name=name, arguments=arguments, malformed=problem, raw=raw))
     if not calls and text:
         calls = text_calls(text, tool_names)
     usage = message.usage_metadata or {}

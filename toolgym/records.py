@@ -123,6 +123,8 @@ class ToolStep(BaseModel):
         error: True when the tool reported an expected failure (bad argument, unknown tool,
             malformed call); the agent saw ``output`` as an error observation.
         malformed: True when the call could not be parsed and was never executed.
+        rejected: True when the environment refused the call before running the tool (unknown
+            tool, arguments that do not fit its parameters): the step it names was not taken.
     """
 
     kind: Literal["tool"] = "tool"
@@ -132,6 +134,7 @@ class ToolStep(BaseModel):
     output: str = ""
     error: bool = False
     malformed: bool = False
+    rejected: bool = False
 
 
 Step = Annotated[ModelStep | ToolStep, Field(discriminator="kind")]

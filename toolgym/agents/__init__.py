@@ -91,6 +91,7 @@ class Episode:
         Raises:
             ToolBug: if the tool itself is broken; the episode ends with status ``error``.
         """
+        rejected = False
         if call.malformed:
             error = True
             output = (
@@ -99,10 +100,10 @@ class Episode:
             )
         else:
             result = self.env.call(call.name, call.arguments)
-            output, error = result.output, result.error
+            output, error, rejected = result.output, result.error, result.rejected
         step = ToolStep(
             call_id=call.id, name=call.name, arguments=call.arguments, output=output, error=error,
-            malformed=bool(call.malformed),
+            malformed=bool(call.malformed), rejected=rejected,
         )
         self.steps.append(step)
         return step

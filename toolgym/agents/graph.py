@@ -183,7 +183,7 @@ class EpisodeRecorder(BaseCallbackHandler):
         call = ToolCall(id=call_id or new_call_id(), name=name, arguments=arguments if isinstance(arguments, dict) else {})
         if not isinstance(arguments, dict):  # let the environment word the error
             result = self.episode.env.call(name, arguments)
-            step = ToolStep(call_id=call.id, name=name, output=result.output, error=result.error)
+            step = ToolStep(call_id=call.id, name=name, output=result.output, error=result.error, rejected=result.rejected)
             self.episode.steps.append(step)
         else:
             try:

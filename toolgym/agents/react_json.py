@@ -24,6 +24,7 @@ from typing import Any
 from toolgym.agents import register_agent
 from toolgym.agents.prompted import Parsed, PromptedAgent, parameter_schemas, tool_specs
 from toolgym.environments import Environment
+from toolgym.parsing import read_arguments
 from toolgym.records import ToolCall, ToolStep
 
 _FENCE = re.compile(r"```[a-zA-Z_]*\s*\n?(.*?)(?:```|$)", re.DOTALL)
@@ -106,7 +107,7 @@ def parse_react(text: str, env: Environment, call_id: str) -> Parsed:
     if name.lower() == FINAL_ACTION:
         answer = action_input if isinstance(action_input, str) else json.dumps(action_input, ensure_ascii=False)
         return Parsed(final_answer=answer.strip())
-    args, problem = _arguments(action_input, list(parameter_schemas(env, name)))
+    args, problem = _arguments(name, action_input, list(parameter_schemas(env, name)))
     if problem:
         return Parsed(calls=[ToolCall(id=call_id, name=name, malformed=problem, raw=raw)])
     return Parsed(calls=[ToolCall(id=call_id, name=name, arguments=args)])
@@ -136,14 +137,17 @@ def _guess_name(raw: str) -> str:
     return match.group(1) if match else ""
 
 
-def _arguments(action_input: Any, params: list[str]) -> tuple[dict[str, Any], str | None]:
-    if isinstance(action_input, dict):
-        return action_input, None
-    if action_input is None or (action_input == "" and not params):
-        return {}, None
-    if len(params) == 1 and isinstance(action_input, (str, int, float, bool)):
+def _arguments(name: str, action_input: Any, params: list[str]) -> tuple[dict[str, Any], str | None]:
+    """Arguments from ``action_input``: the shared rule (:func:`toolgym.parsing.read_arguments`),
+    except that a tool with exactly one parameter may be given its value bare (a number, a
+    boolean, or a text that is not a JSON object), as LangChain's single-input tools allowed."""
+    if len(params) == 1 and not isinstance(action_input, dict | list) and action_input is not None:
+        if isinstance(action_input, str):
+            args, _ = read_arguments(name, action_input)
+            if args:
+                return args, None
         return {params[0]: action_input}, None
-    return {}, "action_input must be a JSON object of arguments"
+    return read_arguments(name, action_input)
 
 
 @register_agent("react_json")

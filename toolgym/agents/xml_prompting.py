@@ -31,6 +31,7 @@ from toolgym.agents.prompted import (
     tool_specs,
 )
 from toolgym.environments import Environment
+from toolgym.parsing import quote_sent, read_arguments
 from toolgym.records import ToolCall, ToolStep
 
 _OPEN = re.compile(r"<(tool_call|invoke)>", re.IGNORECASE)
@@ -119,7 +120,7 @@ def parse_xml_calls(text: str, env: Environment, make_id) -> Parsed:
         if not name:
             calls.append(_malformed(call_id, "", f"<{tag}> block has no <name>", raw))
             continue
-        args, problem = _arguments(body, parameter_schemas(env, name))
+        args, problem = _arguments(body, name, parameter_schemas(env, name))
         if problem:
             calls.append(_malformed(call_id, name, problem, raw))
         else:
@@ -130,33 +131,19 @@ def parse_xml_calls(text: str, env: Environment, make_id) -> Parsed:
     return Parsed(final_answer=(final.group(1) if final else text).strip())
 
 
-def _arguments(body: str, schemas: dict[str, dict[str, Any]]) -> tuple[dict[str, Any], str | None]:
+def _arguments(body: str, name: str, schemas: dict[str, dict[str, Any]]) -> tuple[dict[str, Any], str | None]:
     match = _ARGS.search(body)
     if match is None:
         if _ARGS_OPEN.search(body):
             return {}, "<arguments> element is not closed"
         return {}, None  # no arguments given: fine for a tool without parameters
     inner = match.group(2).strip()
-    if not inner:
-        return {}, None
-    if inner.startswith("{"):
-        try:
-            value = json.loads(inner)
-        except json.JSONDecodeError as exc:
-            return {}, f"arguments are not valid JSON: {exc.msg}"
-        if not isinstance(value, dict):
-            return {}, "arguments are not a JSON object"
-        return value, None
+    if not inner.startswith("<"):  # JSON, or empty / null (no arguments): the shared rule
+        return read_arguments(name, unescape(inner))
     children = _CHILD.findall(inner)
-    if not children and not inner.startswith("<"):
-        try:
-            json.loads(inner)
-        except json.JSONDecodeError:
-            pass
-        else:
-            return {}, "arguments are not a JSON object"
     if not children:
-        return {}, "arguments must be a JSON object or one <parameter_name>value</parameter_name> element each"
+        return {}, (f"arguments of {name!r} must be a JSON object or one <parameter_name>value</parameter_name> "
+                    f"element each, got {quote_sent(inner)}")
     args = {}
     for pname, value in children:
         args[pname] = coerce_text_argument(unescape(value.strip()), schemas.get(pname, {}))

@@ -17,10 +17,12 @@ from __future__ import annotations
 
 import difflib
 import json
+import typing
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
 
+from toolgym.parsing import read_arguments
 from toolgym.records import Example
 
 if TYPE_CHECKING:  # langchain-core is imported by the methods that need it (start-up time)
@@ -124,10 +126,13 @@ class ToolResult:
     Attributes:
         output: Text the agent sees.
         error: True for an expected failure (unknown tool, invalid arguments, ToolError).
+        rejected: True when the call was refused before the tool ran (unknown tool, arguments
+            that do not fit its parameters): it did not take the step it names.
     """
 
     output: str
     error: bool = False
+    rejected: bool = False
 
 
 @runtime_checkable
@@ -279,17 +284,15 @@ class Environment:
         if name not in functions:
             close = difflib.get_close_matches(name, list(functions), n=1)
             hint = f" Did you mean {close[0]!r}?" if close else ""
-            return ToolResult(f"Error: unknown tool {name!r}.{hint}", error=True)
-        if not isinstance(arguments, dict):
-            return ToolResult(
-                f"Error: arguments of {name!r} must be a JSON object, got {arguments!r}",
-                error=True,
-            )
+            return ToolResult(f"Error: unknown tool {name!r}.{hint}", error=True, rejected=True)
+        arguments, problem = read_arguments(name, arguments)  # empty or null: no arguments
+        if problem:
+            return ToolResult(f"Error: {problem}", error=True, rejected=True)
         schema = self.args_schema(name)
         if isinstance(schema, dict):  # a JSON-schema tool (see schema_tool)
             problems = check_json_arguments(schema, arguments)
             if problems:
-                return ToolResult(f"Error: invalid arguments for {name!r}: {'; '.join(problems)}", error=True)
+                return ToolResult(f"Error: invalid arguments for {name!r}: {'; '.join(problems)}", error=True, rejected=True)
             return self._invoke(name, arguments)
         expected = set(schema.model_fields)
         extra = sorted(set(arguments) - expected)
@@ -298,6 +301,15 @@ class Environment:
                 f"Error: {name!r} got unexpected argument(s) {', '.join(extra)}; "
                 f"it takes: {', '.join(sorted(expected)) or 'no arguments'}",
                 error=True,
+                rejected=True,
+            )
+        booleans = [k for k, v in arguments.items() if _has_bool(v) and not _takes_bool(schema.model_fields[k].annotation)]
+        if booleans:  # pydantic's lax mode would read true as 1
+            return ToolResult(
+                f"Error: invalid arguments for {name!r}: "
+                + "; ".join(f"{k}: a boolean is not a number, got {json.dumps(arguments[k])}" for k in booleans),
+                error=True,
+                rejected=True,
             )
         from pydantic import ValidationError
 
@@ -307,7 +319,7 @@ class Environment:
             problems = "; ".join(
                 f"{'.'.join(map(str, e['loc'])) or 'arguments'}: {e['msg']}" for e in exc.errors()
             )
-            return ToolResult(f"Error: invalid arguments for {name!r}: {problems}", error=True)
+            return ToolResult(f"Error: invalid arguments for {name!r}: {problems}", error=True, rejected=True)
         return self._invoke(name, {k: getattr(validated, k) for k in arguments})
 
     def _invoke(self, name: str, arguments: dict[str, Any]) -> ToolResult:
@@ -319,6 +331,36 @@ class Environment:
         except Exception as exc:  # a bug in the tool, not the agent's fault
             raise ToolBug(f"tool {name!r} raised {type(exc).__name__}: {exc}") from exc
         return ToolResult(_to_text(result))
+
+
+def _has_bool(value: Any) -> bool:
+    """Whether a JSON value is or holds (in a list or object) a boolean."""
+    if isinstance(value, bool):
+        return True
+    if isinstance(value, list):
+        return any(_has_bool(v) for v in value)
+    if isinstance(value, dict):
+        return any(_has_bool(v) for v in value.values())
+    return False
+
+
+def _takes_bool(annotation: Any) -> bool:
+    """Whether a parameter annotated ``annotation`` may hold a boolean anywhere (``bool``,
+    ``Any``, ``object``, unions, containers and unparameterised types that may). Numbers do not:
+    ``true`` is never the number 1."""
+    if annotation in (bool, Any, object) or annotation is None:
+        return True
+    origin = typing.get_origin(annotation)
+    if origin is typing.Annotated:
+        return _takes_bool(typing.get_args(annotation)[0])
+    args = typing.get_args(annotation)
+    if origin is None:
+        return annotation not in (int, float, str, complex, type(None)) and not (
+            isinstance(annotation, type) and issubclass(annotation, (int, float, str))
+        )
+    if origin is typing.Literal:
+        return any(isinstance(a, bool) for a in args)
+    return not args or any(_takes_bool(a) for a in args)
 
 
 def _to_text(value: Any) -> str:

@@ -20,12 +20,18 @@ def first_divergence(expected: list[str], actual: list[str]) -> int | None:
 
 
 MALFORMED = "(malformed)"
+REJECTED = "{name} (rejected)"
 
 
 def step_names(trajectory: Trajectory) -> list[str]:
     """The tool names called, in order; a malformed call (never executed) reads
-    ``"(malformed)"`` so it can never match an expected step."""
-    return [MALFORMED if s.malformed else s.name for s in trajectory.tool_steps]
+    ``"(malformed)"`` and a call the environment refused before running the tool (an unknown
+    tool, an extra or ill-typed argument) reads ``"NAME (rejected)"``, so neither can match an
+    expected step: the step was not taken."""
+    return [
+        MALFORMED if s.malformed else REJECTED.format(name=s.name) if s.rejected else s.name
+        for s in trajectory.tool_steps
+    ]
 
 
 @register_grader("steps_exact")
@@ -33,8 +39,9 @@ def step_names(trajectory: Trajectory) -> list[str]:
 class StepsExact:
     """1.0 when the tool names called equal ``expected_steps``: as sequences when
     ``order_matters`` (the default), as multisets otherwise. Every attempted tool call counts,
-    including those that returned an error observation; a malformed call (never executed) counts
-    as ``"(malformed)"`` and so never matches."""
+    including those whose tool reported an error; a malformed call (never executed) counts as
+    ``"(malformed)"`` and a call refused for its arguments as ``"NAME (rejected)"``, so neither
+    matches."""
 
     name = "steps_exact"
 

@@ -18,6 +18,7 @@ import difflib
 import json
 import random
 import sqlite3
+import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
@@ -225,13 +226,14 @@ def is_tables_document(doc: Any) -> bool:
 def name_similarity(name: str, query: str) -> float:
     """How well ``query`` matches ``name``, in [0, 1].
 
-    The largest of: difflib's ``SequenceMatcher.ratio`` between the case-folded query and the
+    Both are NFKC-normalised first (full-width ``Ｆｒａｎｋ`` is ``Frank``, compatibility
+    ligatures and digits are folded), then case-folded. The largest of: difflib's ``SequenceMatcher.ratio`` between the case-folded query and the
     whole name, the same ratio against each word of the name (so ``"frank"`` finds
     ``"Frank The Cat"``), and 1.0 when the query is the initials of a name of several words
     (``"LA"`` finds ``"Los Angeles"``).
     """
-    q = " ".join(str(query).casefold().split())
-    n = " ".join(str(name).casefold().split())
+    q = " ".join(unicodedata.normalize("NFKC", str(query)).casefold().split())
+    n = " ".join(unicodedata.normalize("NFKC", str(name)).casefold().split())
     if not q or not n:
         return 0.0
     words = n.split()
