@@ -173,7 +173,7 @@ def test_unknown_tool_is_recorded_as_malformed_with_the_graphs_answer(scripted):
 def test_arguments_that_are_not_json_end_a_react_graph(scripted):
     bad = {"content": "", "invalid_tool_calls": [{"name": "type_letter", "args": '{"letter": ', "error": "bad JSON"}]}
     traj = play(ReactAgent, scripted([bad, "never"]), text="a")
-    assert traj.model_steps[0].tool_calls[0].malformed == "bad JSON"
+    assert traj.model_steps[0].tool_calls[0].malformed == "arguments of 'type_letter' must be a JSON object, got '{\"letter\": ' (not valid JSON)"
     assert traj.tool_steps == [] and traj.status == "completed"  # create_react_agent ignores invalid calls
 
 
