@@ -8,7 +8,7 @@ import contextlib
 import json
 import os
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -150,6 +150,9 @@ class RunRecord(BaseModel):
         extensions: How each part was found (keys ``env``, ``agent``, ``model`` and
             ``grader:NAME``); see :class:`ExtensionRef`.
         accounting: Token and cost totals (written after the run).
+        resumes: One entry per ``--resume`` of the run: ``{"at": ISO time, "reran_errors": N,
+            "forced": {setting: [before, now]}}`` (``forced`` lists the settings changed under
+            ``--force``).
     """
 
     model_config = ConfigDict(extra="allow")
@@ -175,6 +178,7 @@ class RunRecord(BaseModel):
     started_at: str | None = None
     finished_at: str | None = None
     accounting: dict[str, Any] | None = None
+    resumes: list[dict[str, Any]] = Field(default_factory=list)
 
     @property
     def agent_name(self) -> str:
@@ -238,9 +242,21 @@ def write_run(directory: Path, record: RunRecord) -> None:
     write_json_atomic(Path(directory) / RUN_FILE, record.model_dump(mode="json"))
 
 
-def read_trajectories(directory: Path) -> list[Trajectory]:
-    """All trajectories of a run directory (torn last line dropped with a warning)."""
-    return read_jsonl(Path(directory) / TRAJECTORIES_FILE, Trajectory)
+def read_trajectories(directory: Path, all_attempts: bool = False) -> list[Trajectory]:
+    """The trajectories of a run directory (torn last line dropped with a warning): the last
+    attempt of each (example, trial) (an episode that errored and was played again by
+    ``--resume`` has both attempts in the file; the last one counts), or every line with
+    ``all_attempts``."""
+    records = read_jsonl(Path(directory) / TRAJECTORIES_FILE, Trajectory)
+    return records if all_attempts else latest_attempts(records)
+
+
+def latest_attempts(trajectories: Iterable[Trajectory]) -> list[Trajectory]:
+    """One trajectory per (example, trial): the last one given, at the place of the first."""
+    latest: dict[tuple[str, int], Trajectory] = {}
+    for traj in trajectories:
+        latest[traj.key] = traj
+    return list(latest.values())
 
 
 def read_scores(directory: Path) -> list[Score]:

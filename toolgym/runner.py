@@ -55,6 +55,7 @@ from toolgym.runio import (
     Run,
     RunDirError,
     RunRecord,
+    latest_attempts,
     read_jsonl,
     read_run,
     read_trajectories,
@@ -90,7 +91,15 @@ class RunConfig:
             benchmark's ``default_concurrency``.
         workers: Processes playing episodes (see :func:`play_in_processes`); 1 plays them in
             this process.
-        resume: Continue a run directory, skipping finished (example, trial) pairs.
+        resume: Continue a run directory, skipping finished (example, trial) pairs and playing
+            again those that ended in error (the new attempt counts; both stay in
+            trajectories.jsonl). Settings that change the results (``max_steps``, temperature,
+            seed, token limit, base URL) must be those the run started with.
+        force: With ``resume``, accept changed settings (recorded in run.json's ``resumes``).
+        max_errors: When to give up on episodes that end in error: ``None`` (the default)
+            stops the run once its first :data:`FIRST_ERRORS` episodes all ended in error; a
+            count ``N`` or a share ``"P%"`` stops it as soon as more episodes than that erred.
+            See :func:`parse_max_errors`.
         graders: Grader names, specs, classes or instances (default: the benchmark's own).
         settings: Model settings (temperature, seed, ...).
         env_options: Environment-specific options (``sample``, ``shots``, ...), passed to the
@@ -110,10 +119,105 @@ class RunConfig:
     concurrency: int | None = None
     workers: int = 1
     resume: bool = False
+    force: bool = False
+    max_errors: int | str | None = None
     graders: list[Any] | None = None
     settings: ModelSettings = field(default_factory=ModelSettings)
     env_options: dict[str, Any] = field(default_factory=dict)
     grader_settings: dict[str, Any] = field(default_factory=dict)
+
+
+FIRST_ERRORS = 20
+"""The default error limit: a run whose first this many episodes (or all, when fewer) all end
+in error stops (a dead server, a missing key, a wrong model name)."""
+
+
+class TooManyErrors(RuntimeError):
+    """The run stopped because too many episodes ended in error (see ``RunConfig.max_errors``);
+    the finished episodes are saved."""
+
+
+def parse_max_errors(value: int | str | None) -> int | float | None:
+    """``--max-errors``: ``None`` (the default rule), a count ``N`` (an int, or its text) or a
+    share ``"P%"`` (returned as a fraction in [0, 1]).
+
+    Raises:
+        ValueError: for anything else, naming what was given.
+    """
+    if value is None or isinstance(value, int) and not isinstance(value, bool):
+        if isinstance(value, int) and value < 0:
+            raise ValueError(f"--max-errors must be a count N >= 0 or a share P%, got {value}")
+        return value
+    text = str(value).strip()
+    try:
+        if text.endswith("%"):
+            share = float(text[:-1]) / 100
+            if not 0 <= share <= 1:
+                raise ValueError
+            return share
+        count = int(text)
+        if count < 0:
+            raise ValueError
+        return count
+    except ValueError:
+        raise ValueError(f"--max-errors must be a count N >= 0 or a share P% (such as 10%), got {value!r}") from None
+
+
+@dataclass
+class ErrorLimit:
+    """Counts episodes that end in error while a run plays, and stops the run (raising
+    :class:`TooManyErrors` from :meth:`count`) once the limit is surely passed.
+
+    Attributes:
+        limit: The most errors allowed (``None``: the default rule, see :data:`FIRST_ERRORS`).
+        jobs: Episodes the run plays.
+        rule: The limit as the user wrote it, for messages.
+    """
+
+    limit: int | None
+    jobs: int
+    rule: str
+    played: int = 0
+    errors: int = 0
+    last_error: str | None = None
+
+    @classmethod
+    def parse(cls, value: int | str | None, jobs: int) -> ErrorLimit:
+        """The limit of a run of ``jobs`` episodes from ``RunConfig.max_errors``."""
+        parsed = parse_max_errors(value)
+        if parsed is None:
+            return cls(None, jobs, f"the first {min(FIRST_ERRORS, jobs)} episodes all ended in error")
+        if isinstance(parsed, float):
+            return cls(int(parsed * jobs), jobs, f"--max-errors {value}: more than {parsed:.0%} of {jobs} episodes")
+        return cls(parsed, jobs, f"--max-errors {parsed}")
+
+    def count(self, traj: Trajectory) -> None:
+        """Count one finished episode.
+
+        Raises:
+            TooManyErrors: when the limit is passed.
+        """
+        self.played += 1
+        if traj.status == "error":
+            self.errors += 1
+            self.last_error = traj.error
+        if self.passed():
+            raise TooManyErrors(self.message())
+
+    def passed(self) -> bool:
+        """Whether the errors so far pass the limit."""
+        if self.limit is None:
+            first = min(FIRST_ERRORS, self.jobs)
+            return self.played == first and self.errors == first and first > 0
+        return self.errors > self.limit
+
+    def message(self) -> str:
+        """Why the run stopped, with the last error and what to do."""
+        return (
+            f"stopped after {self.played} of {self.jobs} episodes, {self.errors} ended in error ({self.rule}); "
+            f"last error: {self.last_error}. Finished episodes are saved: fix the cause and continue with "
+            "--resume (episodes that ended in error are played again), or raise --max-errors"
+        )
 
 
 @dataclass
@@ -497,23 +601,51 @@ def run(config: RunConfig, progress: bool = True) -> RunResult:
     if benchmark.max_trials is not None and config.trials > benchmark.max_trials:
         raise ValueError(f"{benchmark.name} allows at most {benchmark.max_trials} trial(s) per example, got --trials {config.trials}")
     dataset_path, examples = load_run_examples(benchmark, config.dataset, config.limit, config.env_options)
+    unplayable = getattr(agent_cls, "unplayable", None)
+    missing = unplayable(examples) if unplayable is not None else []
+    if missing:
+        where = dataset_path or "the dataset"
+        raise DatasetError(
+            f"{where}: the {agent_cls.name} agent cannot play {len(missing)} of {len(examples)} examples "
+            f"(first: {missing[0]!r}): they name expected steps without expected_calls (the arguments) to replay"
+        )
     graders = make_graders(benchmark, config.graders, config.grader_settings)
     concurrency = config.concurrency if config.concurrency is not None else benchmark.default_concurrency
     out = Path(config.out) if config.out is not None else None
     done: set[tuple[str, int]] = set()
+    errored: set[tuple[str, int]] = set()
     previous: list[Trajectory] = []
+    previous_record: RunRecord | None = None
+    forced: dict[str, list[Any]] = {}
+    if out is not None and config.resume and (out / RUN_FILE_NAME).exists():
+        previous_record = read_run(out)
+        forced = {k: [before, now] for k, before, now in setting_differences(config, previous_record)}
+        if forced and not config.force:
+            raise RunDirError(resume_refusal(out, forced))
     if out is not None:
         traj_path = out / TRAJECTORIES_FILE
         if traj_path.exists() and traj_path.stat().st_size and not config.resume:
             raise RunDirError(f"{traj_path} already exists; pass --resume to continue it or choose another --out")
         out.mkdir(parents=True, exist_ok=True)
         if config.resume:
-            previous = read_jsonl(traj_path, Trajectory, repair=True)
+            previous = latest_attempts(read_jsonl(traj_path, Trajectory, repair=True))
+            errored = {t.key for t in previous if t.status == "error"}
+            previous = [t for t in previous if t.key not in errored]  # played again; the new attempt counts
             done = {t.key for t in previous}
         if dataset_path is None:  # examples given in memory: kept beside the run
             dataset_path = out / EXAMPLES_FILE
             write_examples(dataset_path, examples)
     jobs = [(ex, k) for ex in examples for k in range(config.trials) if (ex.id, k) not in done]
+    error_limit = ErrorLimit.parse(config.max_errors, len(jobs))
+    resumed: dict[str, Any] | None = None
+    if out is not None and config.resume and previous_record is not None:
+        rerun = sum(1 for ex, k in jobs if (ex.id, k) in errored)
+        resumed = {"at": dt.datetime.now(dt.UTC).isoformat(), "reran_errors": rerun, "forced": forced}
+        print(
+            f"resuming {out}: {len(done)} finished episode(s) kept, {rerun} that ended in error played again, "
+            f"{len(jobs) - rerun} not yet played",
+            file=sys.stderr,
+        )
 
     workers = max(1, min(config.workers, len(jobs), concurrency))
     settings = config.settings
@@ -540,6 +672,7 @@ def run(config: RunConfig, progress: bool = True) -> RunResult:
         model_settings=config.settings.record(), limit=config.limit, env_options=config.env_options,
         trials=config.trials, concurrency=concurrency, workers=workers, grader_settings=config.grader_settings,
     )
+    record.resumes = [*(previous_record.resumes if previous_record else []), *([resumed] if resumed else [])]
     if out is not None:
         write_run(out, record)
 
@@ -557,6 +690,7 @@ def run(config: RunConfig, progress: bool = True) -> RunResult:
             if writer is not None:
                 writer.write(traj)
             finished.append(traj)
+            error_limit.count(traj)
             if len(finished) % 1024 == 0:  # finished trajectories live to the end: stop rescanning them
                 gc.freeze()
             if bar is not None:
@@ -901,3 +1035,31 @@ def check_resume(config: RunConfig) -> None:
         load_examples(path, benchmark, config.env_options)  # an invalid file: report that first
     if differ:
         raise RunDirError(f"{out / RUN_FILE_NAME}: cannot resume a different run ({'; '.join(differ)})")
+    changed = setting_differences(config, record)
+    if changed and not config.force:
+        raise RunDirError(resume_refusal(out, {k: [b, n] for k, b, n in changed}))
+
+
+RESUME_SETTINGS = ("max_steps", "temperature", "seed", "max_tokens", "base_url")
+"""Settings a resumed run must share with the run it continues (they change the results)."""
+
+
+def setting_differences(config: RunConfig, record: RunRecord) -> list[tuple[str, Any, Any]]:
+    """The :data:`RESUME_SETTINGS` that differ between ``config`` and a recorded run, as
+    ``(setting, before, now)``. The base URL is not compared when either run started its own
+    server (``--serve`` picks a free port)."""
+    saved = record.model_settings
+    now = config.settings.record()
+    before = {"max_steps": record.agent.get("max_steps"), **{k: saved.get(k) for k in ("temperature", "seed", "max_tokens")}}
+    current = {"max_steps": config.max_steps, **{k: now.get(k) for k in ("temperature", "seed", "max_tokens")}}
+    extra_before, extra_now = saved.get("extra") or {}, now.get("extra") or {}
+    if "serve" not in extra_before and "serve" not in extra_now:
+        before["base_url"], current["base_url"] = extra_before.get("base_url"), extra_now.get("base_url")
+    return [(k, before[k], current[k]) for k in RESUME_SETTINGS if k in before and before[k] != current[k]]
+
+
+def resume_refusal(out: Path, differ: dict[str, list[Any]]) -> str:
+    """The message refusing to resume ``out`` with changed settings."""
+    listed = "; ".join(f"{k}: {b!r} before, {n!r} now" for k, (b, n) in differ.items())
+    return (f"{out / RUN_FILE_NAME}: cannot resume with different settings ({listed}); use the run's settings, "
+            "or add --force to continue anyway (recorded in run.json)")

@@ -33,5 +33,11 @@ class OracleAgent(ToolCallingAgent):
 
     needs_model = False
 
+    @staticmethod
+    def unplayable(examples: list[Any]) -> list[str]:
+        """Ids of the examples the oracle cannot replay (steps expected, no calls given); the
+        runner refuses such a dataset before playing anything."""
+        return [ex.id for ex in examples if ex.expected_steps and ex.expected_calls is None]
+
     def model_for(self, episode: Episode) -> ScriptedChatModel:
         return ScriptedChatModel(turns=oracle_script(episode.example))

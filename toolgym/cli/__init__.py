@@ -16,7 +16,16 @@ from toolgym.cli.providers import add_provider_arguments, record_accounting, ser
 from toolgym.data import DatasetError
 from toolgym.registry import DuplicateNameError, ExtensionError, UnknownNameError
 from toolgym.runio import Run, RunDirError, locked_run_dir
-from toolgym.runner import RunConfig, WorkerDied, check_resume, grade, run, status_counts
+from toolgym.runner import (
+    RunConfig,
+    TooManyErrors,
+    WorkerDied,
+    check_resume,
+    grade,
+    parse_max_errors,
+    run,
+    status_counts,
+)
 from toolgym.stats import SummaryRow
 
 console = Console()
@@ -75,12 +84,15 @@ def print_report_tables(tables: list[ReportTable]) -> None:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    if args.force and not args.resume:
+        raise ValueError("--force only goes with --resume (it accepts changed settings when continuing a run)")
     out = Path(args.out or f"runs/{args.env}-{args.agent}")
     settings = settings_from_args(args)
     config = RunConfig(
         env=args.env, agent=args.agent, model=args.model, dataset=args.dataset, out=out,
         limit=args.limit, trials=args.trials, max_steps=args.max_steps,
         concurrency=args.concurrency, workers=args.workers, resume=args.resume, graders=args.grader or None,
+        force=args.force, max_errors=args.max_errors,
         settings=settings, grader_settings=judge_settings(args), env_options=env_options(args),
     )
     check_resume(config)
@@ -242,6 +254,15 @@ def cmd_generate(args: argparse.Namespace) -> int:
     return 0
 
 
+def max_errors_arg(text: str) -> str:
+    """argparse type of ``--max-errors``: a count ``N`` or a share ``P%``."""
+    try:
+        parse_max_errors(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
+
+
 def positive_int(text: str) -> int:
     """argparse type: an integer of at least 1."""
     try:
@@ -284,7 +305,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-tokens", type=int, default=512, help="generated tokens per model turn")
     p.add_argument("--grader", action="append", help="grader to run (repeatable; default: the environment's)")
     p.add_argument("--out", help="run directory (default: runs/ENV-AGENT)")
-    p.add_argument("--resume", action="store_true", help="continue --out, skipping finished episodes")
+    p.add_argument(
+        "--resume", action="store_true",
+        help="continue --out: finished episodes are kept, those that ended in error are played again",
+    )
+    p.add_argument("--force", action="store_true", help="with --resume: accept changed settings (recorded in run.json)")
+    p.add_argument(
+        "--max-errors", type=max_errors_arg, metavar="N|P%",
+        help="stop (exit 1) once more than N episodes, or P%% of them, end in error (default: stop when the "
+        "first 20 all do)",
+    )
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--shots", type=int, help="solved examples in a multiple-choice prompt (default 5)")
     p.add_argument("--shots-from", help="file the solved examples come from (default: the sibling dev/val split)")
@@ -355,8 +385,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point; returns the exit status (2 for bad input, 1 when a worker process died,
-    130 on Ctrl-C)."""
+    """Entry point; returns the exit status (2 for bad input, 1 when a worker process died or
+    too many episodes ended in error, 130 on Ctrl-C)."""
     args = build_parser().parse_args(argv)
     warnings.simplefilter("default")
     warnings.formatwarning = lambda message, category, *rest, **kw: f"warning: {message}\n"
@@ -366,7 +396,7 @@ def main(argv: list[str] | None = None) -> int:
             TypeError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)  # plain: never wrapped, easy to grep
         return 2
-    except WorkerDied as exc:
+    except (WorkerDied, TooManyErrors) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
