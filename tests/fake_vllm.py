@@ -8,6 +8,9 @@ Environment:
     FAKE_VLLM_STARTUP_S: seconds to wait before listening (a model loading).
     FAKE_VLLM_FAIL: exit at once with status 3 after printing an error (a bad option).
     FAKE_VLLM_DELAY_S: seconds every answer is delayed.
+    FAKE_VLLM_HOLD_AFTER: answer this many chat requests, then hold every later one unanswered
+        until the server is stopped (recording ``{"held": n}`` for each), so a test can signal a
+        run that is certainly still playing.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.fakeserver import FakeModelServer  # noqa: E402
+from tests.fakeserver import FakeModelServer, Request  # noqa: E402
 
 
 def record(event: dict) -> None:
@@ -52,7 +55,21 @@ def main(argv: list[str]) -> int:
     signal.signal(signal.SIGINT, on_signal)
     time.sleep(float(os.environ.get("FAKE_VLLM_STARTUP_S", "0")))
     print(f"INFO: loading {argv[1]} (fake)", flush=True)
-    with FakeModelServer(port=port, delay_s=float(os.environ.get("FAKE_VLLM_DELAY_S", "0"))):
+    hold_after = os.environ.get("FAKE_VLLM_HOLD_AFTER")
+    answered = [0]
+    lock = threading.Lock()
+
+    def plan(request: Request) -> str:
+        with lock:
+            answered[0] += 1
+            n = answered[0]
+        if hold_after is None or n <= int(hold_after):
+            return "ok"
+        record({"held": n})
+        stop.wait()  # until SIGTERM/SIGINT: the run cannot finish before it is signalled
+        return "close"
+
+    with FakeModelServer(plan, port=port, delay_s=float(os.environ.get("FAKE_VLLM_DELAY_S", "0"))):
         record({"ready": True})
         print(f"INFO: Uvicorn running on http://127.0.0.1:{port}", flush=True)
         while not stop.wait(0.1):

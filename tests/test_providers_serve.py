@@ -103,15 +103,22 @@ def test_no_vllm_on_path_is_a_clear_error(tmp_path, monkeypatch, capsys):
 )
 def test_ctrl_c_sigterm_or_sigkill_stops_the_server(tmp_path, fake_vllm, monkeypatch, sig, code):
     """SIGINT and SIGTERM stop it through the run's cleanup; after SIGKILL (no cleanup) the
-    kernel's parent-death signal does."""
-    monkeypatch.setenv("FAKE_VLLM_DELAY_S", "0.3")  # a slow model: the run is still going
+    kernel's parent-death signal does.
+
+    Deterministic by construction, whatever the load: the stand-in answers 3 requests (the first
+    episode's two turns and one more), then holds every later request until it is stopped. The
+    signal is sent once a trajectory is on disk (the run is playing, its handlers in place) and
+    a request is held (a model call is in flight), so the run cannot have ended before it."""
+    monkeypatch.setenv("FAKE_VLLM_HOLD_AFTER", "3")
     out = tmp_path / "run"
     proc = subprocess.Popen([sys.executable, "run_agent.py", *serve_argv(out, "--limit", "20")],
                             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and not (out / "trajectories.jsonl").exists():
-        time.sleep(0.05)
-    time.sleep(0.5)  # model calls in flight
+    deadline = time.monotonic() + 120
+    trajectories = out / "trajectories.jsonl"
+    while not (trajectories.exists() and trajectories.read_bytes().endswith(b"\n")
+               and any("held" in e for e in fake_vllm())):
+        assert time.monotonic() < deadline and proc.poll() is None, "the run never reached a held model call"
+        time.sleep(0.02)
     proc.send_signal(sig)
     _, stderr = proc.communicate(timeout=60)
     assert proc.returncode == code, stderr
