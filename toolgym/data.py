@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import ValidationError
 
 from toolgym.records import Example
+from toolgym.runio import atomic_file
 
 if TYPE_CHECKING:
     from toolgym.benchmark import Benchmark
@@ -157,8 +158,13 @@ def _load_langchain(path: Path, doc: dict[str, Any], benchmark: Benchmark | None
 
 
 def write_examples(path: str | Path, examples: list[Example]) -> None:
-    """Write examples as JSON Lines (used by the generators)."""
-    with open(path, "w", encoding="utf-8") as fh:
+    """Write examples as JSON Lines (used by the generators), through a temporary file and a
+    rename (see :func:`toolgym.runio.atomic_file`).
+
+    Raises:
+        OSError: when the file cannot be written (a directory, a read-only place).
+    """
+    with atomic_file(path) as fh:
         fh.writelines(ex.model_dump_json(exclude_none=True, exclude_defaults=False) + "\n" for ex in examples)
 
 

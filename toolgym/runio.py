@@ -5,13 +5,14 @@ reading them back tolerates a torn last line left by a killed run."""
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import warnings
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import IO, Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -82,19 +83,49 @@ class JsonlAppender:
         self.close()
 
 
+@contextlib.contextmanager
+def atomic_file(path: str | Path, mode: str = "w") -> Iterator[IO[Any]]:
+    """Open ``PATH.tmp`` for writing; when the block ends, rename it over ``path`` (readers see
+    the old file or the new one, never half of it). When anything fails (a full disk, Ctrl-C, a
+    bug while writing) the temporary file is removed and ``path`` left as it was.
+
+    Args:
+        path: The file to write (its directory must exist).
+        mode: ``"w"`` (UTF-8 text) or ``"wb"``.
+
+    Raises:
+        IsADirectoryError: when ``path`` is a directory (named, before anything is written).
+        OSError: as the file system reports it (a read-only directory, a missing parent).
+    """
+    path = Path(path)
+    if path.is_dir():
+        raise IsADirectoryError(errno.EISDIR, "is a directory; give a file name", str(path))
+    tmp = path.with_name(path.name + ".tmp")
+    try:
+        with open(tmp, mode, **({} if "b" in mode else {"encoding": "utf-8"})) as fh:
+            yield fh
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
+        raise
+
+
+def write_text_atomic(path: str | Path, text: str) -> None:
+    """Write UTF-8 ``text`` to ``path`` through :func:`atomic_file`."""
+    with atomic_file(path) as fh:
+        fh.write(text)
+
+
 def write_json_atomic(path: Path, data: Any) -> None:
     """Write JSON to ``path`` through a temporary file and rename (never half-written)."""
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(data, indent=2, ensure_ascii=False, default=str) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
+    write_text_atomic(path, json.dumps(data, indent=2, ensure_ascii=False, default=str) + "\n")
 
 
 def write_jsonl_atomic(path: Path, records: list[BaseModel]) -> None:
     """Write records as JSON Lines through a temporary file and rename."""
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as fh:
+    with atomic_file(path) as fh:
         fh.writelines(record.model_dump_json() + "\n" for record in records)
-    os.replace(tmp, path)
 
 
 RUN_SCHEMA_VERSION = 2
@@ -283,6 +314,8 @@ def locked_run_dir(directory: Path) -> Iterator[None]:
         yield
         return
     directory = Path(directory)
+    if directory.exists() and not directory.is_dir():
+        raise RunDirError(f"{directory}: is a file, not a run directory; choose another --out")
     created = not directory.exists()
     directory.mkdir(parents=True, exist_ok=True)
     fh = open(directory / LOCK_FILE, "a+", encoding="utf-8")

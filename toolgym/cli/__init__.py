@@ -384,16 +384,31 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def os_error_text(exc: OSError) -> str:
+    """One line for an operating-system error: the path(s), then the reason in words
+    (``runs/x: permission denied``), without the errno number."""
+    names = " -> ".join(str(n) for n in (exc.filename, exc.filename2) if n is not None)
+    reason = exc.strerror or str(exc) or type(exc).__name__
+    reason = reason[:1].lower() + reason[1:]
+    return f"{names}: {reason}" if names else reason
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point; returns the exit status (2 for bad input, 1 when a worker process died or
     too many episodes ended in error, 130 on Ctrl-C)."""
     args = build_parser().parse_args(argv)
     warnings.simplefilter("default")
+    # llama-cpp-python opens /dev/null at import to silence its C library and never closes it:
+    # not ours to fix, and nothing a user can act on
+    warnings.filterwarnings("ignore", message=r"unclosed file .*name='/dev/null'", category=ResourceWarning)
     warnings.formatwarning = lambda message, category, *rest, **kw: f"warning: {message}\n"
     try:
         return args.func(args)
+    except OSError as exc:
+        print(f"error: {os_error_text(exc)}", file=sys.stderr)
+        return 2
     except (DatasetError, RunDirError, UnknownNameError, ExtensionError, DuplicateNameError, ValueError,
-            TypeError, OSError) as exc:
+            TypeError) as exc:
         print(f"error: {exc}", file=sys.stderr)  # plain: never wrapped, easy to grep
         return 2
     except (WorkerDied, TooManyErrors) as exc:

@@ -983,8 +983,12 @@ def write_text_atomic(path: Path, text: str) -> None:
         text (str): Its new content.
     """
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, path)
+    except BaseException:  # nothing half-written and no .tmp left behind
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 def write_score_files(out: Path, model: str, evaluation: Evaluation) -> dict[str, Path]:

@@ -25,6 +25,7 @@ from html import escape
 from importlib import resources
 from pathlib import Path
 
+from toolgym.runio import write_text_atomic
 from toolgym.views.report.payload import build_payload, script_json
 from toolgym.views.report.tables import (
     RESULT_FILE_PATTERNS,
@@ -285,9 +286,7 @@ def build_report(
     html, titles, pngs = render_report(runs, png_dir, success_grader, max_chars)
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_suffix(out.suffix + ".tmp")
-    tmp.write_text(html, encoding="utf-8")
-    tmp.replace(out)
+    write_text_atomic(out, html)  # nothing half-written, no .tmp left behind
     return ReportResult(
         out,
         out.stat().st_size,

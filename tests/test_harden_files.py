@@ -1,0 +1,92 @@
+"""Operating-system errors are one clear line and leave nothing half-written; no stray warnings."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from toolgym.cli import main
+from toolgym.runio import atomic_file
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def oracle_run(out: Path) -> list[str]:
+    return ["run", "--env", "typewriter_1", "--agent", "oracle", "--limit", "1", "--out", str(out), "--no-progress"]
+
+
+@pytest.fixture
+def run_dir(tmp_path):
+    out = tmp_path / "run"
+    assert main(oracle_run(out)) == 0
+    return out
+
+
+def one_error_line(capsys) -> str:
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and "[Errno" not in err
+    lines = [line for line in err.splitlines() if line.startswith("error:")]
+    assert len(lines) == 1, err
+    return lines[0]
+
+
+def no_tmp(directory: Path) -> None:
+    assert not [p for p in directory.rglob("*.tmp")], list(directory.rglob("*.tmp"))
+
+
+def test_out_naming_an_existing_file(tmp_path, capsys):
+    target = tmp_path / "afile"
+    target.write_text("keep me")
+    assert main(oracle_run(target)) == 2
+    assert "afile: is a file, not a run directory" in one_error_line(capsys)
+    assert target.read_text() == "keep me"
+    assert main(oracle_run(target / "sub")) == 2
+    assert "not a directory" in one_error_line(capsys)
+
+
+@pytest.mark.parametrize("command", ["report", "generate"])
+def test_writing_over_a_directory_is_one_line_and_leaves_no_tmp(tmp_path, run_dir, capsys, command):
+    target = tmp_path / "somedir"
+    target.mkdir()
+    argv = ["report", str(run_dir), "--out", str(target)] if command == "report" else \
+        ["generate", "--env", "typewriter_1", "--out", str(target)]
+    assert main(argv) == 2
+    assert "somedir: is a directory" in one_error_line(capsys)
+    no_tmp(tmp_path)
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes into read-only directories")
+def test_read_only_directory(tmp_path, run_dir, capsys):
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    locked.chmod(0o555)
+    try:
+        assert main(["report", str(run_dir), "--out", str(locked / "r.html")]) == 2
+        assert "permission denied" in one_error_line(capsys)
+        assert main(oracle_run(locked / "run")) == 2
+        assert "permission denied" in one_error_line(capsys)
+    finally:
+        locked.chmod(0o755)
+
+
+def test_atomic_file_keeps_the_old_file_when_writing_fails(tmp_path):
+    path = tmp_path / "f.json"
+    path.write_text("old")
+    with pytest.raises(UnicodeEncodeError), atomic_file(path) as fh:
+        fh.write("new \ud800")  # a lone surrogate cannot be written as UTF-8
+    assert path.read_text() == "old"
+    no_tmp(tmp_path)
+
+
+def test_no_resource_warning_about_dev_null_at_exit(tmp_path):
+    """llama-cpp-python leaves /dev/null open from import to exit; the CLI must not print it."""
+    code = ("import os, sys; held = open(os.devnull, 'w')\n"
+            "from toolgym.cli import main; sys.exit(main(['list']))")
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert done.returncode == 0, done.stderr
+    assert "ResourceWarning" not in done.stderr and "/dev/null" not in done.stderr
