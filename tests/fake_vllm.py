@@ -65,7 +65,7 @@ def main(argv: list[str]) -> int:
             n = answered[0]
         if hold_after is None or n <= int(hold_after):
             return "ok"
-        record({"held": n})
+        record({"held": n, "t": time.time()})
         stop.wait()  # until SIGTERM/SIGINT: the run cannot finish before it is signalled
         return "close"
 

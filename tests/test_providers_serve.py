@@ -111,8 +111,11 @@ def test_ctrl_c_sigterm_or_sigkill_stops_the_server(tmp_path, fake_vllm, monkeyp
     a request is held (a model call is in flight), so the run cannot have ended before it."""
     monkeypatch.setenv("FAKE_VLLM_HOLD_AFTER", "3")
     out = tmp_path / "run"
+    # a shell's background job (CI scripts, `cmd &`) starts with SIGINT ignored, and children
+    # inherit that: give the run the default disposition, as a terminal's foreground job has
     proc = subprocess.Popen([sys.executable, "run_agent.py", *serve_argv(out, "--limit", "20")],
-                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.monotonic() + 120
     trajectories = out / "trajectories.jsonl"
     while not (trajectories.exists() and trajectories.read_bytes().endswith(b"\n")

@@ -109,6 +109,16 @@ def test_evaluate_rejects_what_it_cannot_compute(expression, message):
         MultiverseMath.evaluate(expression)
 
 
+def test_langchain_records_follow_the_published_order_default(tmp_path):
+    record = {"question": "divide sin 1.5 by cos 1.5", "answer": None, "expected_steps": ["sin", "cos", "divide"],
+              "answer_expression": "divide(sin(1.5), cos(1.5))"}
+    doc = {"examples": [record, {**record, "question": "unordered", "order_matters": False}]}
+    path = tmp_path / "lc.json"
+    path.write_text(json.dumps(doc))
+    ordered, unordered = load_examples(path, get_benchmark("multiverse_math"))
+    assert ordered.order_matters is True and unordered.order_matters is False
+
+
 def test_order_matters_only_for_chains():
     chain = MultiverseMath.example_from_expression("a", "q", "negate(add(multiply(2, 3), 4))")
     branch = MultiverseMath.example_from_expression("b", "q", "add(multiply(2, 3), multiply(4, 5))")
@@ -138,7 +148,8 @@ def test_loader_derives_expected_calls_and_checks_the_published_answer(tmp_path)
     assert all(ex.expected_calls and ex.metadata["answer_expression"] for ex in examples)
     by_question = {ex.input: ex for ex in examples}
     assert by_question["Add 2 and 3"].reference == 6.2
-    assert by_question["after calculating the sin of 1.5 radians, divide the result by cos of 1.5 radians"].order_matters is False
+    # the record does not say: the published default (order matters) holds, chain or not
+    assert by_question["after calculating the sin of 1.5 radians, divide the result by cos of 1.5 radians"].order_matters is True
     doc = json.loads(PUBLISHED.read_text())
     doc["examples"][4]["answer"] = 21  # the ordinary-math answer, not the multiverse one
     bad = tmp_path / "bad.json"

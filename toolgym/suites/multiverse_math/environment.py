@@ -237,8 +237,10 @@ class MultiverseMath(Environment):
     def from_langchain(cls, record: dict[str, Any], fields: dict[str, Any]) -> dict[str, Any]:
         """Derive ``expected_calls`` from the record's ``answer_expression``.
 
-        ``order_matters`` follows the record when it says; otherwise it is true only for a
-        chain of calls (see :meth:`example_from_expression`).
+        ``order_matters`` follows the record when it says, else the published default: true
+        (``order_matters=True`` in the LangChain tool-usage benchmark's dataset schema and its
+        evaluator), also when the calls are not a chain (``divide(sin(1.5), cos(1.5))``). The
+        project's own datasets decide by the shape instead (see :meth:`example_from_expression`).
 
         Raises:
             ValueError: if the expression cannot be evaluated, or its value differs from the
@@ -257,7 +259,7 @@ class MultiverseMath(Environment):
             metadata["subset"] = record["subset"]
         return fields | {
             "expected_calls": calls,
-            "order_matters": record.get("order_matters", shape["chain"]),
+            "order_matters": bool(record.get("order_matters", True)),  # the published default
             "metadata": metadata,
         }
 
