@@ -48,11 +48,17 @@ def resolve_dataset(benchmark: Benchmark | None, dataset: str | None) -> Path:
 
 
 def sha256_file(path: Path) -> str:
-    """Hex sha256 of a file's bytes."""
+    """Hex sha256 of a file's bytes; for a directory (a dataset given as a folder), of the
+    relative path and bytes of every file in it, in sorted order."""
+    path = Path(path)
     digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
+    files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
+    for file in files:
+        if file is not path:
+            digest.update(file.relative_to(path).as_posix().encode() + b"\0")
+        with open(file, "rb") as fh:
+            for block in iter(lambda: fh.read(1 << 20), b""):
+                digest.update(block)
     return digest.hexdigest()
 
 

@@ -200,9 +200,11 @@ def test_the_imported_file_is_never_overwritten(tmp_path, dataset, capsys):
         ('{"data_id": "jmultiwoz_tc_0_turn_0", "tool_calls": []}\n{broken\n', "result_m.jsonl: 1 invalid line(s): line 2: not valid JSON"),
         ('{"data_id": "jmultiwoz_tc_0_turn_0", "tool_calls": []}\n{"data_id": "jmultiwoz_tc_0_tu',
          "line 2: not valid JSON (Unterminated string starting at) (a torn last line"),
-        ('{"tool_calls": []}\n', "line 1: record without 'data_id'"),
-        ('{"data_id": "x", "tool_calls": ["Search_hotel"]}\n', "line 1: 'tool_calls' must be a list of {name, arguments} objects"),
-        ("", "no results (the file is empty)"),
+        ('{"data_id": {"a": 1}, "tool_calls": []}\n', "line 1: data_id must be a string, got dict"),
+        ('{"data_id": "x", "tool_calls": 3}\n', "line 1: 'tool_calls' must be a list of calls, got 3"),
+        ('{"data_id": "x", "tool_calls": [{"name": "Search_hotel", "arguments": {"city": "\\ud800"}}]}\n',
+         "line 1: a lone surrogate \\ud800 is not text"),
+        ('{"data_id": "x", "tool_calls": ' + "[" * 5000 + "]" * 5000 + "}\n", "line 1: not valid JSON (nested too deeply"),
     ],
 )
 def test_a_bad_file_is_a_message_and_writes_nothing(tmp_path, dataset, capsys, text, expected):

@@ -318,17 +318,17 @@ def test_read_results_drops_a_byte_order_mark_and_refuses_other_encodings(tmp_pa
     ("text", "expected"),
     [
         ('{"data_id": "a"}\nnot json\n', "line 2: not valid JSON"),
-        ('{"data_id": "a"}\n{"tool_calls": []}\n', "line 2: record without 'data_id'"),
+        ('{"data_id": "a"}\n{"data_id": [1], "tool_calls": []}\n', "line 2: data_id must be a string, got list"),
         ('[1, 2]\n', "line 1: expected a JSON object"),
-        ('{"data_id": "a", "tool_calls": {"name": "x"}}\n', "line 1: 'tool_calls' must be a list"),
-        ("", "no results (the file is empty)"),
-        ("\n\n", "no results"),
+        ('{"data_id": "a", "tool_calls": true}\n', "line 1: 'tool_calls' must be a list of calls, got true"),
+        ('\xff\xfe{\x00', "the file is UTF-16 (little-endian, with a byte-order mark)"),
+        ('{\x00"\x00d\x00a\x00t\x00a\x00', "the file is UTF-16 (little-endian, without a byte-order mark)"),
         ('{"data_id": "a"}\n{"data_id": "b"', "line 2: not valid JSON (Expecting ',' delimiter) (a torn last line"),
     ],
 )
 def test_read_results_bad_input_names_file_and_line(tmp_path, text, expected):
     path = tmp_path / "result_m.jsonl"
-    path.write_text(text, encoding="utf-8")
+    path.write_bytes(text.encode("latin-1") if "\x00" in text else text.encode("utf-8"))
     with pytest.raises(ResultFileError) as info:
         read_results(path)
     assert str(path) in str(info.value) and expected in str(info.value)

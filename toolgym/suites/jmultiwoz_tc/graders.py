@@ -19,6 +19,7 @@ from typing import Any, ClassVar
 from toolgym import Example, Measure, Score, Trajectory
 from toolgym.suites.jmultiwoz_tc.building import built
 from toolgym.suites.jmultiwoz_tc.results import judged, turn_of
+from toolgym.suites.jmultiwoz_tc.scoring import recordable
 
 __all__ = ["EVALUATE_PY", "JMultiWOZDecision", "JMultiWOZExact", "JMultiWOZLenient"]
 
@@ -75,7 +76,7 @@ class JMultiWOZExact:
         ok = verdict.exact
         return _score(
             self, trajectory, ok, "calls equal the gold" if ok else "calls differ from the gold",
-            {"expected": list(turn_of(example).gold), "actual": list(verdict.calls)},
+            {"expected": list(turn_of(example).gold), "actual": [recordable(c) for c in verdict.calls]},
         )
 
 

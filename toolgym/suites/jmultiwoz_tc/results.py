@@ -49,6 +49,7 @@ from toolgym.suites.jmultiwoz_tc.building import built
 from toolgym.suites.jmultiwoz_tc.data import load_tool_specs
 from toolgym.suites.jmultiwoz_tc.environment import JMultiWOZTC
 from toolgym.suites.jmultiwoz_tc.scoring import (
+    MAX_RECORDED_DEPTH,
     PUBLISHED_KEYS,
     Evaluation,
     GoldKeys,
@@ -56,6 +57,7 @@ from toolgym.suites.jmultiwoz_tc.scoring import (
     Turn,
     Verdict,
     call_parts,
+    deeper_than,
     evaluate,
     gold_keys,
     judge,
@@ -364,13 +366,20 @@ def _model_of(path: Path) -> str:
 _SCHEMA_VERSION = Trajectory.model_fields["schema_version"].default
 
 
-def _tool_call(call: dict[str, Any], index: int, lineno: int, tool_names: set[str] | None) -> ToolCall:
+def _tool_call(call: Any, index: int, lineno: int, tool_names: set[str] | None) -> ToolCall:
     name, raw = call_parts(call)
-    call_id = str(call.get("id") or f"line{lineno}_{index}")
+    call_id = str((call.get("id") if isinstance(call, dict) else None) or f"line{lineno}_{index}")
     reason = malformed_reason(call, tool_names)
+    if reason is None and deeper_than(parse_arguments(raw), MAX_RECORDED_DEPTH):
+        reason = f"arguments nested deeper than {MAX_RECORDED_DEPTH} levels (kept as text; graded from the line)"
     if reason is None:
         return built(ToolCall, {"id": call_id, "name": name, "arguments": parse_arguments(raw), "malformed": None, "raw": None})
-    text = raw if isinstance(raw, str) else json.dumps(raw, ensure_ascii=False)
+    if not isinstance(call, dict):
+        raw = call  # a call that is not an object: its text
+    try:
+        text = raw if isinstance(raw, str) else json.dumps(raw, ensure_ascii=False)
+    except (ValueError, RecursionError):
+        text = str(raw)
     name = name if isinstance(name, str) else ""
     return built(ToolCall, {"id": call_id, "name": name, "arguments": {}, "malformed": reason, "raw": text})
 
@@ -440,8 +449,13 @@ def export_name(record: RunRecord) -> str:
         record (RunRecord): The run's ``run.json``.
 
     Returns:
-        str: The model spec, else the agent's name, made safe for a file name.
+        str: The model spec; for an imported result file without a line to name it (an empty
+        file), the name in the file's own name (``result_<model>.jsonl``); else the agent's name;
+        made safe for a file name.
     """
+    source = record.agent.get("result_file") if record.model is None else None
+    if source:
+        return _model_of(Path(source))
     return safe_model_name(record.model or record.agent_name)
 
 

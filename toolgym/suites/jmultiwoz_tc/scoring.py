@@ -29,6 +29,7 @@ import math
 import os
 import re
 import unicodedata
+import warnings
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -51,7 +52,10 @@ __all__ = [
     "lenient_key",
     "max_weight_assignment",
     "published_set",
+    "MAX_RECORDED_DEPTH",
+    "deeper_than",
     "parse_result_line",
+    "recordable",
     "read_results",
     "safe_model_name",
     "split_calls",
@@ -162,7 +166,7 @@ def parse_arguments(raw: Any) -> Any:
     if isinstance(raw, str):
         try:
             return json.loads(raw)
-        except (json.JSONDecodeError, RecursionError):
+        except (ValueError, RecursionError):  # evaluate.py keeps the text on any failure
             return raw
     return raw
 
@@ -184,8 +188,34 @@ def _strict(name: Any, args: Any) -> tuple[Any, str]:
         if isinstance(args, (dict, list)):
             return name, _SORTED_JSON(args)
         return name, _JSON(args)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, RecursionError):
         return name, str(args)
+
+
+MAX_RECORDED_DEPTH = 64
+"""Deepest JSON recorded as parsed values in trajectories and scores (their serialiser stops
+near 255 levels; evaluate.py reads about 985): deeper calls are kept as text."""
+
+
+def deeper_than(value: Any, limit: int) -> bool:
+    """Whether a JSON value nests lists or objects more than ``limit`` levels deep."""
+    level = [value]
+    for _ in range(limit + 1):
+        level = [v for item in level if isinstance(item, (dict, list))
+                 for v in (item.values() if isinstance(item, dict) else item)]
+        if not level:
+            return False
+    return any(isinstance(v, (dict, list)) for v in level)
+
+
+def recordable(value: Any) -> Any:
+    """``value``, or its JSON text when it nests deeper than :data:`MAX_RECORDED_DEPTH`."""
+    if not deeper_than(value, MAX_RECORDED_DEPTH):
+        return value
+    try:
+        return _JSON(value)
+    except (ValueError, RecursionError):
+        return str(value)
 
 
 def published_set(calls: Iterable[Any] | None) -> frozenset[tuple[Any, str]]:
@@ -474,37 +504,94 @@ def max_weight_assignment(weights: list[list[float]]) -> list[tuple[int, int]]:
 
 
 # --- reading result files --------------------------------------------------------------------
-def parse_result_line(text: str, lineno: int) -> ResultRecord:
+_INT_DIGITS = 4300
+"""Python's default limit on the digits of an integer read from text (``sys.int_info``)."""
+
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
+
+Oddities = dict[str, list[int]]
+"""Kinds of oddity met while reading a result file → ``[count, first line]``."""
+
+
+def _read_int(digits: str) -> int | str:
+    """A JSON integer; one longer than Python converts (more than 4,300 digits) is kept as its
+    digits, compared as text."""
+    return int(digits) if len(digits) <= _INT_DIGITS else digits
+
+
+def _note(oddities: Oddities | None, kind: str, lineno: int) -> None:
+    if oddities is not None:
+        seen = oddities.setdefault(kind, [0, lineno])
+        seen[0] += 1
+
+
+def parse_result_line(text: str, lineno: int, oddities: Oddities | None = None) -> ResultRecord:
     """One line of a result file, read as the published ``evaluate.py`` reads it.
 
+    What the published script grades is graded, each oddity noted in ``oddities``: a
+    ``data_id`` of ``null`` with an ``id`` (the older key) to fall back on; a missing, ``null``
+    or boolean id (graded against no gold, as the script's lookup finds none); a falsy
+    ``tool_calls`` (no call); a ``tool_calls`` string or object (the script iterates it: each
+    character or key is read as a call's name); calls that are not objects (a call named by
+    their text); integers longer than 4,300 digits (which stop the script: here kept as text, so
+    they never equal a gold value). Refused, as the script cannot grade them either: text that
+    is not JSON (also nesting too deep to read), a line that is not an object, an id that is an
+    object or a list, a ``tool_calls`` that is a number or ``true``, and a lone UTF-16 surrogate
+    (``\\ud800``: not text, cannot be written back as UTF-8).
+
     Args:
-        text (str): The line (decoded, without its newline).
+        text (str): The line (decoded, without its newline; surrounding whitespace is ignored,
+            as the script strips it).
         lineno (int): Its number in the file (1-based), kept in the record.
+        oddities (Oddities | None): Where the oddities are counted, or ``None``.
 
     Returns:
         ResultRecord: The record; ``text`` is kept verbatim in it.
 
     Raises:
-        ValueError: saying why the line cannot be graded: not JSON, not an object, no
-            ``data_id`` (nor the older ``id``), or a ``tool_calls`` that is not a list of
-            objects (``null`` is no call).
+        ValueError: saying why the line cannot be graded.
     """
     try:
-        rec = json.loads(text)
-    except (json.JSONDecodeError, RecursionError) as exc:
-        raise ValueError(f"not valid JSON ({getattr(exc, 'msg', exc)})") from None
+        rec = json.loads(text.strip(), parse_int=_read_int)
+    except RecursionError:
+        raise ValueError("not valid JSON (nested too deeply to read)") from None
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"not valid JSON ({exc.msg})") from None
     if not isinstance(rec, dict):
         raise ValueError(f"expected a JSON object, got {type(rec).__name__}")
+    if "\\u" in text and _SURROGATE_ESCAPE.search(text):
+        try:
+            json.dumps(rec, ensure_ascii=False).encode("utf-8")
+        except UnicodeEncodeError as exc:
+            bad = exc.object[exc.start : exc.end]
+            raise ValueError(f"a lone surrogate {ascii(bad)[1:-1]} is not text (evaluate.py cannot write it either)") from None
+        except (ValueError, RecursionError):
+            pass
+    if any(isinstance(v, str) and v.isdigit() and len(v) > _INT_DIGITS for v in _scalars(rec)):
+        _note(oddities, f"hold integers longer than {_INT_DIGITS:,} digits (compared as text)", lineno)
     data_id = rec.get("data_id")
-    if data_id is None:  # the format before data_id, as evaluate.py reads it
-        data_id = rec.get("id")
-    if data_id is None or isinstance(data_id, (bool, dict, list)):
-        raise ValueError("record without 'data_id'")
+    if data_id is None and rec.get("id") is not None:  # the format before data_id, as evaluate.py reads it
+        data_id = rec["id"]
+        if "data_id" in rec:
+            _note(oddities, "have a null data_id (their 'id' is used)", lineno)
+    if isinstance(data_id, (dict, list)):
+        raise ValueError(f"data_id must be a string, got {type(data_id).__name__} (evaluate.py cannot grade it either)")
+    if data_id is None or isinstance(data_id, bool):
+        what = "no data_id" if data_id is None else "a boolean data_id"
+        _note(oddities, f"have {what} (graded against no gold, as evaluate.py does)", lineno)
+        data_id = f"(line {lineno}: {what})"
     calls = rec.get("tool_calls")
-    if calls is None:
+    if not calls:
         calls = []
-    if not isinstance(calls, list) or not all(isinstance(c, dict) for c in calls):
-        raise ValueError("'tool_calls' must be a list of {name, arguments} objects")
+    elif isinstance(calls, (str, dict)):
+        kind = "string" if isinstance(calls, str) else "object"
+        _note(oddities, f"have a tool_calls {kind} (each {'character' if kind == 'string' else 'key'} read as a call, "
+                        "as evaluate.py does)", lineno)
+        calls = list(calls)
+    elif not isinstance(calls, list):
+        raise ValueError(f"'tool_calls' must be a list of calls, got {json.dumps(calls)} (evaluate.py cannot grade it either)")
+    if any(not isinstance(c, dict) for c in calls):
+        _note(oddities, "have calls that are not objects (named by their text, as evaluate.py does)", lineno)
     error, detail = rec.get("error"), rec.get("error_detail")
     return ResultRecord(
         lineno, str(data_id), rec.get("dialogue_id"), calls, str(error) if error else None,
@@ -512,42 +599,64 @@ def parse_result_line(text: str, lineno: int) -> ResultRecord:
     )
 
 
-def read_results(path: Path) -> list[ResultRecord]:
+def _scalars(value: Any, depth: int = 0) -> Iterable[Any]:
+    """The scalars of a JSON value (not below 50 levels: enough for the arguments of a call)."""
+    if isinstance(value, dict):
+        value = value.values()
+    elif not isinstance(value, list):
+        yield value
+        return
+    if depth < 50:
+        for item in value:
+            yield from _scalars(item, depth + 1)
+
+
+def read_results(path: Path, warn: bool = True) -> list[ResultRecord]:
     """Parse a result file (JSON Lines, one turn per line; published format) with
-    :func:`parse_result_line`. Blank lines are skipped, as published; a UTF-8 byte-order mark
-    at the start is dropped.
+    :func:`parse_result_line`. Lines holding only whitespace are skipped and a UTF-8
+    byte-order mark at the start is dropped, as published. Each kind of oddity met is reported
+    once as a warning with its count and first line.
 
     Args:
         path (Path): The result file, from any generator.
+        warn (bool): Report the oddities as warnings.
 
     Returns:
         list[ResultRecord]: The records in file order (repeated ids and arguments that are not
-        an object are graded as published and noted by :func:`evaluate`).
+        an object are graded as published and noted by :func:`evaluate`). An empty file gives
+        no record (the published rows then count nothing), with a warning.
 
     Raises:
-        ResultFileError: for an unreadable or empty file, or lines that are not UTF-8 JSON
-            objects, lack ``data_id`` or have a ``tool_calls`` that is not a list of objects;
-            the message names the file, the first lines and the count.
+        ResultFileError: for an unreadable file, or lines the published script cannot grade
+            either (see :func:`parse_result_line`) or that are not UTF-8; the message names the
+            file, the first lines and the count.
     """
     path = Path(path)
     try:
         data = path.read_bytes()
     except OSError as exc:
         raise ResultFileError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    encoding = _foreign_encoding(data)
+    if encoding:
+        raise ResultFileError(f"{path}: the file is {encoding}; result files are UTF-8 (convert it, e.g. with iconv)")
     data = data.removeprefix(b"\xef\xbb\xbf")
     records: list[ResultRecord] = []
     problems: list[str] = []
+    oddities: Oddities = {}
     lines = data.split(b"\n")
     for lineno, raw in enumerate(lines, 1):
         if not raw.strip():
             continue
         try:
             text = raw.decode("utf-8")
-        except UnicodeDecodeError:
-            problems.append(f"line {lineno}: not UTF-8 text")
+        except UnicodeDecodeError as exc:
+            problems.append(f"line {lineno}: not UTF-8 text (byte 0x{raw[exc.start]:02x} at column {exc.start + 1})")
+            continue
+        if not text.strip():
+            _note(oddities, "hold only whitespace (skipped, as evaluate.py does)", lineno)
             continue
         try:
-            rec = parse_result_line(text, lineno)
+            rec = parse_result_line(text, lineno, oddities)
         except ValueError as exc:
             torn = " (a torn last line: was the generator interrupted?)" if lineno == len(lines) else ""
             problems.append(f"line {lineno}: {exc}{torn}")
@@ -557,9 +666,31 @@ def read_results(path: Path) -> list[ResultRecord]:
         shown = "; ".join(problems[:MAX_LISTED])
         more = f" (and {len(problems) - MAX_LISTED} more)" if len(problems) > MAX_LISTED else ""
         raise ResultFileError(f"{path}: {len(problems)} invalid line(s): {shown}{more}")
-    if not records:
-        raise ResultFileError(f"{path}: no results (the file is empty)")
+    if warn:
+        for kind, (count, first) in oddities.items():
+            warnings.warn(f"{path}: {count} line(s) {kind}; first: line {first}", stacklevel=2)
+        if not records:
+            warnings.warn(f"{path}: the file holds no result; the five rows count nothing, as evaluate.py writes them",
+                          stacklevel=2)
     return records
+
+
+def _foreign_encoding(data: bytes) -> str | None:
+    """The name of a text encoding other than UTF-8 that ``data`` is plainly in (from its
+    byte-order mark, or the zero bytes of UTF-16 text without one), else ``None``."""
+    for bom, name in ((b"\xff\xfe\x00\x00", "UTF-32 (little-endian, with a byte-order mark)"),
+                      (b"\x00\x00\xfe\xff", "UTF-32 (big-endian, with a byte-order mark)"),
+                      (b"\xff\xfe", "UTF-16 (little-endian, with a byte-order mark)"),
+                      (b"\xfe\xff", "UTF-16 (big-endian, with a byte-order mark)")):
+        if data.startswith(bom):
+            return name
+    head = data[:200]
+    if len(head) >= 4 and head.count(0) * 3 >= len(head):
+        if head[1::2].count(0) * 4 >= len(head):
+            return "UTF-16 (little-endian, without a byte-order mark)"
+        if head[0::2].count(0) * 4 >= len(head):
+            return "UTF-16 (big-endian, without a byte-order mark)"
+    return None
 
 
 def _lines(numbers: list[int]) -> str:
