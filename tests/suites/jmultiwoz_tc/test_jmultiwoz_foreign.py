@@ -30,8 +30,8 @@ def line(data_id, calls) -> str:
 
 
 def nested(depth: int) -> str:
-    return '{"data_id": "%s", "tool_calls": [{"name": "Search_hotel", "arguments": {"city": %s1%s}}]}\n' % (
-        G0, "[" * depth, "]" * depth)
+    city = "[" * depth + "1" + "]" * depth
+    return '{"data_id": "' + G0 + '", "tool_calls": [{"name": "Search_hotel", "arguments": {"city": ' + city + "}}]}\n"
 
 
 GRADED = {  # text, the warning expected
