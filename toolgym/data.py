@@ -47,6 +47,47 @@ def resolve_dataset(benchmark: Benchmark | None, dataset: str | None) -> Path:
     )
 
 
+def foreign_encoding(data: bytes) -> str | None:
+    """The name of a text encoding other than UTF-8 that ``data`` (the start of a file) is
+    plainly in: from its byte-order mark (UTF-16, UTF-32), or the zero bytes of UTF-16 text
+    without one; ``None`` for anything else (UTF-8 with or without its byte-order mark
+    included)."""
+    for bom, name in ((b"\xff\xfe\x00\x00", "UTF-32 (little-endian, with a byte-order mark)"),
+                      (b"\x00\x00\xfe\xff", "UTF-32 (big-endian, with a byte-order mark)"),
+                      (b"\xff\xfe", "UTF-16 (little-endian, with a byte-order mark)"),
+                      (b"\xfe\xff", "UTF-16 (big-endian, with a byte-order mark)")):
+        if data.startswith(bom):
+            return name
+    head = data[:200]
+    if len(head) >= 4 and head.count(0) * 3 >= len(head):
+        if head[1::2].count(0) * 4 >= len(head):
+            return "UTF-16 (little-endian, without a byte-order mark)"
+        if head[0::2].count(0) * 4 >= len(head):
+            return "UTF-16 (big-endian, without a byte-order mark)"
+    return None
+
+
+def read_text(path: Path) -> str:
+    """A UTF-8 text file's text (a UTF-8 byte-order mark at the start dropped).
+
+    Raises:
+        DatasetError: naming the file and the encoding found (UTF-16, UTF-32), or the first
+            byte and line that are not UTF-8; or why the file cannot be read.
+    """
+    try:
+        data = Path(path).read_bytes()
+    except OSError as exc:
+        raise DatasetError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    encoding = foreign_encoding(data)
+    if encoding:
+        raise DatasetError(f"{path}: the file is {encoding}; toolgym reads UTF-8 (convert it, e.g. with iconv)")
+    try:
+        return data.removeprefix(b"\xef\xbb\xbf").decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise DatasetError(f"{path}:{line}: not UTF-8 text (byte 0x{data[exc.start]:02x})") from None
+
+
 def sha256_file(path: Path) -> str:
     """Hex sha256 of a file's bytes; for a directory (a dataset given as a folder), of the
     relative path and bytes of every file in it, in sorted order."""
@@ -91,10 +132,7 @@ def load_examples(
         special = benchmark.load_dataset(path, options or {})
         if special is not None:
             return special
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise DatasetError(f"{path}: cannot read: {exc}") from exc
+    text = read_text(path)
     stripped = text.lstrip()
     if stripped.startswith("{") and '"examples"' in stripped[:200_000] and _is_single_json(text):
         examples = _load_langchain(path, json.loads(text), benchmark)

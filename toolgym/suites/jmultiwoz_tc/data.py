@@ -225,6 +225,12 @@ def parse_line(source: Source, lineno: int, line: bytes) -> dict[str, Any]:
     except json.JSONDecodeError as exc:
         raise DatasetError(f"{source.label}:{lineno}: not valid JSON: {exc.msg} (column {exc.colno})") from None
     except UnicodeDecodeError:
+        from toolgym.data import foreign_encoding
+
+        found = foreign_encoding(line) if lineno == 1 else None
+        if found:
+            raise DatasetError(f"{source.label}: the file is {found}; JMultiWOZ-TC files are UTF-8 "
+                               "(convert it, e.g. with iconv)") from None
         raise DatasetError(f"{source.label}:{lineno}: not UTF-8 text") from None
     if not isinstance(record, dict):
         raise DatasetError(f"{source.label}:{lineno}: expected a JSON object, got {type(record).__name__}")

@@ -636,7 +636,9 @@ def read_results(path: Path, warn: bool = True) -> list[ResultRecord]:
         data = path.read_bytes()
     except OSError as exc:
         raise ResultFileError(f"{path}: cannot read: {exc.strerror or exc}") from None
-    encoding = _foreign_encoding(data)
+    from toolgym.data import foreign_encoding  # the shared rule
+
+    encoding = foreign_encoding(data)
     if encoding:
         raise ResultFileError(f"{path}: the file is {encoding}; result files are UTF-8 (convert it, e.g. with iconv)")
     data = data.removeprefix(b"\xef\xbb\xbf")
@@ -673,24 +675,6 @@ def read_results(path: Path, warn: bool = True) -> list[ResultRecord]:
             warnings.warn(f"{path}: the file holds no result; the five rows count nothing, as evaluate.py writes them",
                           stacklevel=2)
     return records
-
-
-def _foreign_encoding(data: bytes) -> str | None:
-    """The name of a text encoding other than UTF-8 that ``data`` is plainly in (from its
-    byte-order mark, or the zero bytes of UTF-16 text without one), else ``None``."""
-    for bom, name in ((b"\xff\xfe\x00\x00", "UTF-32 (little-endian, with a byte-order mark)"),
-                      (b"\x00\x00\xfe\xff", "UTF-32 (big-endian, with a byte-order mark)"),
-                      (b"\xff\xfe", "UTF-16 (little-endian, with a byte-order mark)"),
-                      (b"\xfe\xff", "UTF-16 (big-endian, with a byte-order mark)")):
-        if data.startswith(bom):
-            return name
-    head = data[:200]
-    if len(head) >= 4 and head.count(0) * 3 >= len(head):
-        if head[1::2].count(0) * 4 >= len(head):
-            return "UTF-16 (little-endian, without a byte-order mark)"
-        if head[0::2].count(0) * 4 >= len(head):
-            return "UTF-16 (big-endian, without a byte-order mark)"
-    return None
 
 
 def _lines(numbers: list[int]) -> str:
