@@ -177,16 +177,19 @@ class ErrorLimit:
     limit: int | None
     jobs: int
     rule: str
+    completed_before: int = 0
     played: int = 0
     errors: int = 0
     last_error: str | None = None
 
     @classmethod
-    def parse(cls, value: int | str | None, jobs: int) -> ErrorLimit:
-        """The limit of a run of ``jobs`` episodes from ``RunConfig.max_errors``."""
+    def parse(cls, value: int | str | None, jobs: int, completed_before: int = 0) -> ErrorLimit:
+        """The limit of a run of ``jobs`` episodes from ``RunConfig.max_errors``;
+        ``completed_before`` episodes of a resumed run ended without error earlier (then the
+        default rule never stops it: the setup worked)."""
         parsed = parse_max_errors(value)
         if parsed is None:
-            return cls(None, jobs, f"the first {min(FIRST_ERRORS, jobs)} episodes all ended in error")
+            return cls(None, jobs, f"the first {min(FIRST_ERRORS, jobs)} episodes all ended in error", completed_before)
         if isinstance(parsed, float):
             return cls(int(parsed * jobs), jobs, f"--max-errors {value}: more than {parsed:.0%} of {jobs} episodes")
         return cls(parsed, jobs, f"--max-errors {parsed}")
@@ -208,7 +211,7 @@ class ErrorLimit:
         """Whether the errors so far pass the limit."""
         if self.limit is None:
             first = min(FIRST_ERRORS, self.jobs)
-            return self.played == first and self.errors == first and first > 0
+            return not self.completed_before and self.played == first and self.errors == first and first > 0
         return self.errors > self.limit
 
     def message(self) -> str:
@@ -636,7 +639,7 @@ def run(config: RunConfig, progress: bool = True) -> RunResult:
             dataset_path = out / EXAMPLES_FILE
             write_examples(dataset_path, examples)
     jobs = [(ex, k) for ex in examples for k in range(config.trials) if (ex.id, k) not in done]
-    error_limit = ErrorLimit.parse(config.max_errors, len(jobs))
+    error_limit = ErrorLimit.parse(config.max_errors, len(jobs), completed_before=len(previous))
     resumed: dict[str, Any] | None = None
     if out is not None and config.resume and previous_record is not None:
         rerun = sum(1 for ex, k in jobs if (ex.id, k) in errored)
