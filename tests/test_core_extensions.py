@@ -102,7 +102,7 @@ def test_a_model_factory_that_fails_is_named(ext, capsys, model, message):
 
 
 def test_a_state_that_cannot_be_saved_is_an_error_trajectory(ext):
-    assert _run(ext, env="Unsaveable") == 0
+    assert _run(ext, env="Unsaveable") == 1  # every episode erred: the run fails loudly (--max-errors)
     (traj,) = read_trajectories(ext / "run")
     assert traj.status == "error" and "read_state of 'unsaveable'" in traj.error
 

@@ -164,7 +164,7 @@ def test_show_malformed_call_and_tokens(runs):
     console, buf = plain_console(width=300)
     show(runs["scripted"], example="tw-5-ok", console=console)
     out = buf.getvalue()
-    assert "MALFORMED: bad json  raw: {not json" in out
+    assert "MALFORMED: arguments of 'type_letter' must be a JSON object, got '{not json' (not valid JSON)  raw: {not json" in out
     assert "first divergence: call 1" in out
 
 
