@@ -119,21 +119,3 @@ def test_latin1_bytes_name_the_line_and_byte(tmp_path, capsys):
     data.write_bytes(LINE.encode() + LINE.replace("e1", "caf\xe9").encode("latin-1"))
     assert main(["check", "--env", "typewriter_1", "--dataset", str(data)]) == 2
     assert "d.jsonl:2: not UTF-8 text (byte 0xe9)" in one_error_line(capsys)
-
-
-def test_a_jmultiwoz_file_in_utf16_is_named(tmp_path, capsys):
-    from tests.suites.jmultiwoz_tc.jmultiwoz_helpers import ndjson, records, write_dataset
-
-    inputs, golds = records()
-    folder = write_dataset(tmp_path / "data", "jsonl").parent
-    (folder / "jmultiwoz_tc_ground.jsonl").write_bytes(ndjson(golds).encode("utf-16"))
-    result = tmp_path / "result_m.jsonl"
-    result.write_bytes(ndjson([{"data_id": g["data_id"], "tool_calls": []} for g in golds]).encode("utf-16"))
-    assert main(["grade", "--env", "jmultiwoz_tc", "--result", str(result), "--dataset", str(folder / "jmultiwoz_tc_input.jsonl"),
-                 "--out", str(tmp_path / "g")]) == 2
-    assert "UTF-16 (little-endian, with a byte-order mark)" in one_error_line(capsys)
-    result.write_text(ndjson([{"data_id": g["data_id"], "tool_calls": []} for g in golds]), encoding="utf-8")
-    assert main(["grade", "--env", "jmultiwoz_tc", "--result", str(result), "--dataset", str(folder / "jmultiwoz_tc_input.jsonl"),
-                 "--out", str(tmp_path / "g")]) == 2
-    error = one_error_line(capsys)
-    assert "jmultiwoz_tc_ground.jsonl" in error and "UTF-16 (little-endian, with a byte-order mark)" in error

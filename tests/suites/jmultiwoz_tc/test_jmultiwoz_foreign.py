@@ -109,3 +109,26 @@ def test_run_with_a_dataset_folder_hashes_the_folder(tmp_path, dataset):
     assert main(["run", "--env", "jmultiwoz_tc", "--agent", "oracle", "--dataset", str(dataset.parent),
                  "--out", str(out), "--no-progress"]) == 0
     assert len(json.loads((out / "run.json").read_text())["dataset"]["sha256"]) == 64
+
+
+def _error_line(capsys) -> str:
+    err = capsys.readouterr().err
+    lines = [x for x in err.splitlines() if x.startswith("error:")]
+    assert len(lines) == 1 and "Traceback" not in err, err
+    return lines[0]
+
+
+def test_a_jmultiwoz_file_in_utf16_is_named(tmp_path, capsys):
+    inputs, golds = records()
+    folder = write_dataset(tmp_path / "data", "jsonl").parent
+    (folder / "jmultiwoz_tc_ground.jsonl").write_bytes(ndjson(golds).encode("utf-16"))
+    result = tmp_path / "result_m.jsonl"
+    result.write_bytes(ndjson([{"data_id": g["data_id"], "tool_calls": []} for g in golds]).encode("utf-16"))
+    assert main(["grade", "--env", "jmultiwoz_tc", "--result", str(result), "--dataset", str(folder / "jmultiwoz_tc_input.jsonl"),
+                 "--out", str(tmp_path / "g")]) == 2
+    assert "UTF-16 (little-endian, with a byte-order mark)" in _error_line(capsys)
+    result.write_text(ndjson([{"data_id": g["data_id"], "tool_calls": []} for g in golds]), encoding="utf-8")
+    assert main(["grade", "--env", "jmultiwoz_tc", "--result", str(result), "--dataset", str(folder / "jmultiwoz_tc_input.jsonl"),
+                 "--out", str(tmp_path / "g")]) == 2
+    error = _error_line(capsys)
+    assert "jmultiwoz_tc_ground.jsonl" in error and "UTF-16 (little-endian, with a byte-order mark)" in error
