@@ -830,6 +830,7 @@ def grade(
     graders: list[Any] | None = None,
     dataset: str | None = None,
     grader_settings: dict[str, Any] | None = None,
+    env_options: dict[str, Any] | None = None,
 ) -> RunResult:
     """Re-grade a run directory offline from its stored trajectories; rewrites scores.jsonl
     and run.json's grader record, then runs the benchmark's exporters. Returns the graded run
@@ -841,6 +842,8 @@ def grade(
         grader_settings: Override the grader settings recorded in run.json (``None`` values
             keep the recorded ones); a ``judge_model`` given here also switches on the
             benchmark's judge graders when ``graders`` is not given.
+        env_options: Environment options to add to (or replace in) those recorded in run.json
+            (e.g. JMultiWOZ-TC's ``layout``); recorded.
 
     Raises:
         RunDirError / DatasetError: for a missing or invalid run.json, trajectories or dataset,
@@ -848,6 +851,8 @@ def grade(
     """
     directory = Path(directory)
     record = read_run(directory)
+    if env_options:
+        record.env_options = {**record.env_options, **env_options}
     benchmark = benchmark_of(record, directory)
     path = dataset or record.dataset.path
     if path is None:

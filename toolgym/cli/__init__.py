@@ -111,7 +111,7 @@ def env_options(args: argparse.Namespace) -> dict:
     """Environment options given on the command line (``--shots``, ``--sample``, ...)."""
     sample_seed = args.sample_seed if args.sample_seed is not None else args.seed
     given = {"shots": args.shots, "shots_from": args.shots_from, "sample": args.sample,
-             "answers": getattr(args, "answers", None)}
+             "answers": getattr(args, "answers", None), "layout": getattr(args, "layout", None)}
     if args.sample is not None:
         given["sample_seed"] = sample_seed
     return {k: v for k, v in given.items() if v is not None}
@@ -135,7 +135,7 @@ def cmd_grade(args: argparse.Namespace) -> int:
 
         result = Path(args.result)
         out = Path(args.out) if args.out else result.parent
-        options = {"answers": args.answers} if args.answers else {}
+        options = {k: v for k, v in (("answers", args.answers), ("layout", args.layout)) if v}
         graded = import_results(args.env, result, args.dataset, out, env_options=options)
         print_summary(graded.summary, title=str(out))
         print_suite_report(graded.run)
@@ -144,7 +144,7 @@ def cmd_grade(args: argparse.Namespace) -> int:
         raise ValueError("grade needs a run directory, or --result FILE with --env and --dataset")
     graded = grade(
         Path(args.dir), graders=args.grader or None, dataset=args.dataset,
-        grader_settings=judge_settings(args),
+        grader_settings=judge_settings(args), env_options={"layout": args.layout} if args.layout else None,
     )
     print_summary(graded.summary, title=str(args.dir))
     print_statistics(graded.run)
@@ -218,6 +218,18 @@ def add_answers_option(p: argparse.ArgumentParser) -> None:
         "--answers", metavar="FILE",
         help="expected answers kept apart from the questions (e.g. bfcl's possible_answer file; "
         "default: where the environment looks beside the dataset)",
+    )
+
+
+def add_layout_option(p: argparse.ArgumentParser) -> None:
+    """``--layout separate|published``: where an environment's exporter writes the wrong
+    turns (JMultiWOZ-TC: ``incorrect_<model>.json`` beside a five-row score file, or after the
+    five rows inside ``score_<model>.json`` as the published evaluate.py does); recorded in
+    run.json as the ``layout`` environment option."""
+    p.add_argument(
+        "--layout", choices=("separate", "published"),
+        help="JMultiWOZ-TC: wrong turns in incorrect_<model>.json (separate, the default) or after the "
+        "five rows of score_<model>.json, as the published evaluate.py writes them (published)",
     )
 
 
@@ -321,6 +333,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--sample", type=positive_int, help="evaluate a reproducible subset of N examples (stratified where the environment defines strata)")
     p.add_argument("--sample-seed", type=int, help="seed of --sample (default: --seed)")
     add_answers_option(p)
+    add_layout_option(p)
     add_provider_arguments(p)
     add_judge_options(p)
     p.set_defaults(func=cmd_run)
@@ -333,6 +346,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--result", help="a result file in the environment's published format (e.g. result_MODEL.jsonl)")
     p.add_argument("--out", help="with --result: where the score files go (default: beside the result file)")
     add_answers_option(p)
+    add_layout_option(p)
     add_judge_options(p)
     p.set_defaults(func=cmd_grade)
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import io
 import json
+import subprocess
+import sys
 import zipfile
 from pathlib import Path
 
@@ -288,3 +290,47 @@ def test_a_dataset_of_toolgym_examples_grades_with_slot_types_from_the_gold(tmp_
     diagnostics = json.loads((tmp_path / "g" / "diagnostics_m.json").read_text(encoding="utf-8"))
     assert diagnostics["lenient_table"][-1]["lenient(%)"] == 100.0  # "21" is 21: day is an integer in the gold
     assert "infers slot types from the gold values" in capsys.readouterr().err
+
+
+def published_score_file(result: Path, workdir: Path) -> list[dict]:
+    """Every line of the score file the published evaluate.py writes for ``result`` (the five
+    rows, then the wrong turns), run with both data files in its working directory."""
+    inputs, golds = records()
+    workdir.mkdir(parents=True)
+    (workdir / "jmultiwoz_tc_input.json").write_text(ndjson(inputs), encoding="utf-8")
+    (workdir / "jmultiwoz_tc_ground.json").write_text(ndjson(golds), encoding="utf-8")
+    (workdir / "result_ref.json").write_bytes(result.read_bytes())
+    subprocess.run([sys.executable, str(EVALUATE_PY), "--result", "result_ref.json"], cwd=workdir, check=True,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    return lines(workdir / "score_ref.json")
+
+
+@needs_reference
+def test_layout_published_writes_the_score_file_the_published_script_writes(tmp_path, dataset):
+    inputs, golds = records()
+    ids = [g["data_id"] for g in golds]
+    rows = [
+        result_row(ids[0], [HOTEL]),                                   # right or wrong by the gold
+        result_row(ids[1], [], assistant="ホテルは見つかりません"),         # output: the assistant text
+        result_row(ids[2], [WEATHER, TAXI]),
+        result_row(ids[3], [HOTEL], message="", response="呼びます"),     # the first non-empty field
+        result_row(ids[4], [], error="TimeoutError"),
+        *(result_row(i, [WEATHER]) for i in ids[5:]),
+        result_row("jmultiwoz_tc_9_turn_0", [HOTEL]),                  # an id the data lacks
+    ]
+    result = write_result(tmp_path / "result_m.json", rows)
+    out = tmp_path / "out"
+    assert main(["grade", "--env", "jmultiwoz_tc", "--result", str(result), "--dataset", str(dataset),
+                 "--out", str(out), "--layout", "published"]) == 0
+    expected = published_score_file(result, tmp_path / "ref")
+    assert len(expected) > 5  # the file has wrong turns to compare
+    assert lines(out / "score_m.json") == expected
+    assert not (out / "incorrect_m.json").exists()
+    assert read_run(out).env_options["layout"] == "published"
+
+    # grading the run again keeps the recorded layout; --layout separate switches back
+    assert main(["grade", str(out)]) == 0
+    assert lines(out / "score_m.json") == expected
+    assert main(["grade", str(out), "--layout", "separate"]) == 0
+    assert lines(out / "score_m.json") == expected[:5]
+    assert [r["data_id"] for r in lines(out / "incorrect_m.json")] == [r["data_id"] for r in expected[5:]]

@@ -574,7 +574,11 @@ def export_published(run: Run) -> list[Path]:
         write_text_atomic(result, "".join(t + "\n" for t in texts))
         written.append(result)
     # the score files never have the imported file's name: <model> comes from that name
-    written += write_score_files(run.directory, name, evaluation).values()
+    layout = run.record.env_options.get("layout", "separate")
+    questions = None
+    if layout == "published":  # the published script's `question`: the turn's whole history
+        questions = {ex_id: ex.input for ex_id, ex in (run.examples or {}).items()}
+    written += write_score_files(run.directory, name, evaluation, layout, questions).values()
     return written
 
 
@@ -631,6 +635,6 @@ def _score_file_table(run: Run) -> list[ReportTable]:
         rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
     except (OSError, ValueError):
         return []
-    rows = [{k: r.get(k) for k in PUBLISHED_KEYS} for r in rows if isinstance(r, dict)]
+    rows = [{k: r.get(k) for k in PUBLISHED_KEYS} for r in rows if isinstance(r, dict) and "評価項目" in r]
     note = f"{run.problem or 'the dataset was not read'}; rows as exported by the last grading"
     return [ReportTable(f"JMultiWOZ-TC {export_name(run.record)} (published metrics, {path})", rows, [note])]

@@ -733,6 +733,8 @@ class Evaluation:
         rows: The five published rows (dicts with :data:`PUBLISHED_KEYS`), in order.
         incorrect: The wrong turns, tool-call-accuracy errors first, then use-judgement
             errors, then non-use errors.
+        incorrect_records: The result line of each entry of ``incorrect`` (same order), for
+            writing them in the published script's own form (:func:`published_incorrect`).
         diagnostics: Lenient/multiset columns, decision outcomes, per-tool, per-argument and
             per-depth breakdowns (JSON-safe).
         notes: Warnings (unknown ids, arguments that are not objects, ...).
@@ -742,6 +744,7 @@ class Evaluation:
     incorrect: list[dict[str, Any]]
     diagnostics: dict[str, Any]
     notes: list[str] = field(default_factory=list)
+    incorrect_records: list[ResultRecord] = field(default_factory=list)
 
 
 def evaluate(
@@ -785,9 +788,9 @@ def evaluate(
     slots: dict[tuple[str, str], _SlotStats] = defaultdict(_SlotStats)
     # per depth: [n, exact, lenient, decision, gold_call, call_exact, call_lenient]
     depth: dict[Any, list[int]] = defaultdict(lambda: [0] * 7)
-    wrong_call: list[dict[str, Any]] = []
-    wrong_use: list[dict[str, Any]] = []
-    wrong_nouse: list[dict[str, Any]] = []
+    wrong_call: list[tuple[ResultRecord, dict[str, Any]]] = []
+    wrong_use: list[tuple[ResultRecord, dict[str, Any]]] = []
+    wrong_nouse: list[tuple[ResultRecord, dict[str, Any]]] = []
     unknown: list[str] = []
     gold_cache: dict[str, GoldKeys] = {}
     bad_args: list[int] = []
@@ -862,11 +865,11 @@ def evaluate(
             _match_calls(gold, well, slot_types, tools, slots)
 
         if not exact and gold_used:
-            wrong_call.append(_incorrect(rec, turn, "tool call精度", gold))
+            wrong_call.append((rec, _incorrect(rec, turn, "tool call精度", gold)))
         if gold_used and not made:
-            wrong_use.append(_incorrect(rec, turn, "ツール使用判断", gold))
+            wrong_use.append((rec, _incorrect(rec, turn, "ツール使用判断", gold)))
         if not gold_used and made:
-            wrong_nouse.append(_incorrect(rec, turn, "ツール不使用判断", gold))
+            wrong_nouse.append((rec, _incorrect(rec, turn, "ツール不使用判断", gold)))
 
     seen: set[str] = set()
     repeated = []
@@ -912,7 +915,8 @@ def evaluate(
         "unknown_ids": len(unknown),
         "notes": notes,
     }
-    return Evaluation(rows, wrong_call + wrong_use + wrong_nouse, diagnostics, notes)
+    wrong = wrong_call + wrong_use + wrong_nouse
+    return Evaluation(rows, [entry for _, entry in wrong], diagnostics, notes, [rec for rec, _ in wrong])
 
 
 def _count(row: _Row, ok: bool) -> None:
@@ -930,6 +934,41 @@ def _incorrect(rec: ResultRecord, turn: Turn | None, genre: str, gold: tuple) ->
         "last_user_utterance": turn.last_user if turn else None,
         "ground_truth": list(gold),
         "output": rec.calls,
+    }
+
+
+_OUTPUT_FIELDS = ("assistant", "message", "output", "text", "response")
+
+
+def published_incorrect(entry: dict[str, Any], record: ResultRecord, question: Any) -> dict[str, Any]:
+    """A wrong turn as the published ``evaluate.py`` writes it after the five rows of its score
+    file: ``data_id``, ``dialogue_id``, ``Incorrect_genre``, ``question`` (the turn's chat
+    history from the input file), ``output`` (the line's first non-empty field among
+    ``assistant``, ``message``, ``output``, ``text``, ``response``, else its ``tool_calls``)
+    and ``ground_truth``.
+
+    Args:
+        entry (dict[str, Any]): The entry of :attr:`Evaluation.incorrect`.
+        record (ResultRecord): Its result line.
+        question (Any): The turn's history (``None`` for an id the input file lacks).
+
+    Returns:
+        dict[str, Any]: The published form, keys in the published order.
+    """
+    try:
+        line = json.loads(record.text) if record.text else {}
+    except ValueError:
+        line = {}
+    if not isinstance(line, dict):
+        line = {}
+    output = next((line[k] for k in _OUTPUT_FIELDS if line.get(k)), None) or line.get("tool_calls")
+    return {
+        "data_id": entry["data_id"],
+        "dialogue_id": entry["dialogue_id"],
+        "Incorrect_genre": entry["Incorrect_genre"],
+        "question": question,
+        "output": output,
+        "ground_truth": entry["ground_truth"],
     }
 
 
@@ -1106,19 +1145,40 @@ def write_text_atomic(path: Path, text: str) -> None:
         raise
 
 
-def write_score_files(out: Path, model: str, evaluation: Evaluation) -> dict[str, Path]:
-    """Write ``score_<model>.json`` (exactly five JSON lines), ``incorrect_<model>.json``
-    (JSON Lines) and ``diagnostics_<model>.json`` (one JSON document) into ``out``, each
-    through a temporary file (an earlier version is never left half-written).
+LAYOUTS = ("separate", "published")
+"""How wrong turns are written: ``separate`` (default: ``incorrect_<model>.json`` beside a score
+file of exactly five rows, as the dataset's README describes) or ``published`` (after the five
+rows inside ``score_<model>.json``, as ``evaluate.py`` at its last public revision does)."""
+
+
+def write_score_files(
+    out: Path, model: str, evaluation: Evaluation, layout: str = "separate",
+    questions: Mapping[str, Any] | None = None,
+) -> dict[str, Path]:
+    """Write ``score_<model>.json``, ``incorrect_<model>.json`` (``separate`` layout only) and
+    ``diagnostics_<model>.json`` (one JSON document) into ``out``, each through a temporary
+    file (an earlier version is never left half-written).
 
     Args:
         out (Path): The folder.
         model (str): Already sanitised (see :func:`safe_model_name`).
         evaluation (Evaluation): What to write.
+        layout (str): One of :data:`LAYOUTS`. ``separate``: the score file holds exactly the
+            five rows and the wrong turns go to ``incorrect_<model>.json`` (toolgym's form, with
+            ``last_user_utterance``). ``published``: the wrong turns follow the five rows in the
+            score file in the published script's form (:func:`published_incorrect`), and a stale
+            ``incorrect_<model>.json`` is removed.
+        questions (Mapping[str, Any] | None): data_id → chat history, for the ``published``
+            layout's ``question`` field.
 
     Returns:
         The paths written, by kind (``score``, ``incorrect``, ``diagnostics``).
+
+    Raises:
+        ValueError: for an unknown layout.
     """
+    if layout not in LAYOUTS:
+        raise ValueError(f"unknown JMultiWOZ-TC layout {layout!r}; expected one of {', '.join(LAYOUTS)}")
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     paths = {
@@ -1127,7 +1187,17 @@ def write_score_files(out: Path, model: str, evaluation: Evaluation) -> dict[str
         "diagnostics": out / f"diagnostics_{model}.json",
     }
     dumps = json.dumps
-    write_text_atomic(paths["score"], "".join(dumps(r, ensure_ascii=False) + "\n" for r in evaluation.rows))
-    write_text_atomic(paths["incorrect"], "".join(dumps(r, ensure_ascii=False) + "\n" for r in evaluation.incorrect))
+    rows = "".join(dumps(r, ensure_ascii=False) + "\n" for r in evaluation.rows)
+    if layout == "published":
+        questions = questions or {}
+        wrong = (
+            published_incorrect(entry, record, questions.get(entry["data_id"]))
+            for entry, record in zip(evaluation.incorrect, evaluation.incorrect_records, strict=True)
+        )
+        write_text_atomic(paths["score"], rows + "".join(dumps(r, ensure_ascii=False) + "\n" for r in wrong))
+        paths.pop("incorrect").unlink(missing_ok=True)
+    else:
+        write_text_atomic(paths["score"], rows)
+        write_text_atomic(paths["incorrect"], "".join(dumps(r, ensure_ascii=False) + "\n" for r in evaluation.incorrect))
     write_text_atomic(paths["diagnostics"], dumps(evaluation.diagnostics, ensure_ascii=False, indent=1) + "\n")
     return paths
