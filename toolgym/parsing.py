@@ -8,7 +8,7 @@ import re
 import uuid
 from typing import TYPE_CHECKING, Any
 
-from toolgym.records import ModelStep, ToolCall
+from toolgym.records import ModelStep, TokenRecord, ToolCall
 
 if TYPE_CHECKING:  # langchain-core loads with the first message, not with the text helpers
     from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
@@ -374,4 +374,112 @@ def model_step(message: AIMessage, latency_s: float, tool_names: set[str]) -> Mo
         output_tokens=usage.get("output_tokens"),
         reasoning=reasoning,
         reasoning_tokens=reasoning_tokens(message),
+        tokens=message_tokens(message),
     )
+
+
+TOKENS_KEY = "toolgym_tokens"
+"""Key of ``response_metadata`` where a provider that records tokens (``--record-tokens``)
+puts a :class:`~toolgym.records.TokenRecord` as a dict."""
+
+
+def message_tokens(message: BaseMessage) -> TokenRecord | None:
+    """The token record a provider attached to a message (see :data:`TOKENS_KEY`), else
+    ``None``; a malformed record is dropped rather than failing the episode."""
+    data = getattr(message, "response_metadata", {}).get(TOKENS_KEY)
+    if not data:
+        return None
+    try:
+        return TokenRecord.model_validate(data)
+    except ValueError:
+        return None
+
+
+_HERMES_BLOCK = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|$)", re.DOTALL)
+
+
+def hermes_message(text: str) -> AIMessage:
+    """Parse raw model text in the Hermes / Qwen2.5 tool-call format into an ``AIMessage``.
+
+    The format (Nous Research Hermes 2 Pro function calling, also Qwen2.5's chat template, and
+    vLLM's ``--tool-call-parser hermes``) writes each call as
+    ``<tool_call>\n{"name": <tool>, "arguments": <object>}\n</tool_call>``; a last block may
+    be left unclosed. A block whose JSON is an object with a string ``name`` is a call, its
+    ``arguments`` as sent (read by :func:`read_arguments` when recorded: an object, a string
+    holding one, empty for none); any other block goes to ``invalid_tool_calls`` with its raw
+    text, so :func:`model_step` records it as malformed. The text outside the blocks, stripped,
+    is the message content.
+
+    Args:
+        text: The model's raw output.
+
+    Returns:
+        An ``AIMessage``; call ids are made up (:func:`new_call_id`).
+    """
+    calls: list[dict[str, Any]] = []
+    invalid: list[dict[str, Any]] = []
+    outside: list[str] = []
+    end = 0
+    for match in _HERMES_BLOCK.finditer(text):
+        outside.append(text[end:match.start()])
+        end = match.end()
+        raw = match.group(1)
+        try:
+            obj = json.loads(raw, strict=False)
+        except (json.JSONDecodeError, RecursionError):
+            obj = None
+        if isinstance(obj, dict) and isinstance(obj.get("name"), str):
+            args = obj.get("arguments")
+            if isinstance(args, dict):
+                calls.append({"name": obj["name"], "args": args, "id": new_call_id(), "type": "tool_call"})
+            else:  # as sent; read_arguments decides (a JSON string holding an object, empty, or bad)
+                sent = args if isinstance(args, str) or args is None else json.dumps(args)
+                invalid.append({"name": obj["name"], "args": sent, "id": new_call_id(), "type": "invalid_tool_call",
+                                "error": None})
+        else:
+            invalid.append({"name": _named_tool(raw), "args": raw if obj is None else "(not a call)",
+                            "id": new_call_id(), "type": "invalid_tool_call",
+                            "error": 'tool call must be {"name": str, "arguments": object}'})
+    outside.append(text[end:])
+    return AIMessage("".join(outside).strip(), tool_calls=calls, invalid_tool_calls=invalid)
+
+
+def openai_assistant_message(message: dict[str, Any]) -> AIMessage:
+    """An ``AIMessage`` from one assistant message in the OpenAI chat format.
+
+    Args:
+        message: ``{"role": "assistant", "content": str | list | None, "tool_calls": [{"id",
+            "type": "function", "function": {"name", "arguments": JSON string}}]}``; ``role``
+            may be left out. ``arguments`` given as an object is accepted too.
+
+    Returns:
+        An ``AIMessage``: calls with arguments given as an object are ``tool_calls``; the
+        others keep their arguments as sent in ``invalid_tool_calls``, for
+        :func:`model_step` to read by :func:`read_arguments` (a JSON string holding an object
+        is a well-formed call; text that is not JSON, a list, a number are malformed).
+
+    Raises:
+        ValueError: when ``message`` is not a dict, its role is not ``assistant``, or
+            ``tool_calls`` is not a list of objects (the field is named).
+    """
+    if not isinstance(message, dict):
+        raise ValueError(f"an assistant message must be a dict, got {type(message).__name__}")
+    role = message.get("role", "assistant")
+    if role != "assistant":
+        raise ValueError(f"message role must be 'assistant', got {role!r}")
+    raw_calls = message.get("tool_calls") or []
+    if not isinstance(raw_calls, list) or not all(isinstance(c, dict) for c in raw_calls):
+        raise ValueError("tool_calls must be a list of objects")
+    calls: list[dict[str, Any]] = []
+    invalid: list[dict[str, Any]] = []
+    for raw in raw_calls:
+        fn = raw.get("function") if isinstance(raw.get("function"), dict) else raw
+        name, args, call_id = fn.get("name"), fn.get("arguments"), raw.get("id") or new_call_id()
+        name = name if isinstance(name, str) else ""
+        if isinstance(args, dict) and name:
+            calls.append({"name": name, "args": args, "id": call_id, "type": "tool_call"})
+        else:
+            sent = args if isinstance(args, str) or args is None else json.dumps(args)
+            invalid.append({"name": name, "args": sent, "id": call_id, "error": None, "type": "invalid_tool_call"})
+    content = message.get("content")
+    return AIMessage(content if content is not None else "", tool_calls=calls, invalid_tool_calls=invalid)

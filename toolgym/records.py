@@ -92,6 +92,28 @@ class ToolCall(BaseModel):
     raw: str | None = None
 
 
+class TokenRecord(BaseModel):
+    """The exact tokens of one model turn, for training without re-tokenising text.
+
+    Attributes:
+        prompt_ids: Token ids of the whole prompt the model read (chat template applied).
+        completion_ids: Token ids the model generated, in order (an end-of-turn token
+            included when the model produced one).
+        completion_logprobs: Natural-log probability of each generated token, aligned with
+            ``completion_ids``, or ``None`` when the provider does not give them. What the
+            probability is taken over is provider-specific and named in ``logprob_source``.
+        logprob_source: How ``completion_logprobs`` were obtained (for example the model's
+            own softmax before a grammar mask), or ``None``.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    prompt_ids: list[int] | None = None
+    completion_ids: list[int] = Field(default_factory=list)
+    completion_logprobs: list[float] | None = None
+    logprob_source: str | None = None
+
+
 class ModelStep(BaseModel):
     """One model turn: its text and every tool call it made.
 
@@ -104,6 +126,8 @@ class ModelStep(BaseModel):
             (``reasoning_content``, thinking blocks) or written inline (``<think>…</think>``);
             shown by the views, never parsed or graded. ``None`` when there was none.
         reasoning_tokens: Reasoning tokens as reported by the provider, else ``None``.
+        tokens: Prompt and completion token ids and completion log-probabilities, recorded
+            with ``--record-tokens`` where the provider gives them, else ``None``.
     """
 
     kind: Literal["model"] = "model"
@@ -114,6 +138,7 @@ class ModelStep(BaseModel):
     output_tokens: int | None = None
     reasoning: str | None = None
     reasoning_tokens: int | None = None
+    tokens: TokenRecord | None = None
 
 
 class ToolStep(BaseModel):

@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 
 from toolgym.agents import Agent, Episode, register_agent
-from toolgym.parsing import reasoning_tokens, reply_parts
+from toolgym.parsing import message_tokens, reasoning_tokens, reply_parts
 from toolgym.records import ModelStep
 
 
@@ -37,6 +37,7 @@ class DirectAgent(Agent):
                 output_tokens=usage.get("output_tokens"),
                 reasoning=reasoning,
                 reasoning_tokens=reasoning_tokens(message),
+                tokens=message_tokens(message),
             )
         )
         episode.final_answer = text
