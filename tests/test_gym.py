@@ -1,0 +1,293 @@
+"""The Gymnasium adapter (toolgym.gym): registration, the env checker, oracle replays of every
+built-in dataset for the maximum return, stepwise credit, seeding, raw-text actions, run
+directories, and the suite-shaped episodes (JMultiWOZ-TC turns, Vietnamese questions)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import warnings
+
+import gymnasium
+import pytest
+from gymnasium.utils.env_checker import check_env
+
+import toolgym.gym as tg
+from tests.suites.jmultiwoz_tc.jmultiwoz_helpers import write_dataset as write_jmultiwoz
+from tests.suites.vietnamese.vi_helpers import EXAMS_TEST, XCOPA_TEST, XQUAD
+from toolgym.cli import main
+from toolgym.plugins import get_benchmark, registries
+from toolgym.runio import read_scores, read_trajectories
+
+TOOL_ENVS = ["typewriter_1", "typewriter_26", "relational_data", "multiverse_math"]
+BUILTIN = [(env, ds) for env in TOOL_ENVS for ds in get_benchmark(env).builtin_datasets()]
+
+
+def make(name: str, **kwargs):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the passive checker's render-fps note
+        return gymnasium.make(tg.env_id(name), **kwargs)
+
+
+def call_dict(call, call_id: str) -> dict:
+    return {"id": call_id, "type": "function",
+            "function": {"name": call.name, "arguments": json.dumps(call.arguments)}}
+
+
+def replay(env, example, per_step: bool = True) -> tuple[float, list[float], dict]:
+    """Play the example's expected calls (one per step, or all in one turn), then answer with
+    the reference. Returns (return, rewards, last info)."""
+    calls = list(example.expected_calls or [])
+    turns = [[c] for c in calls] if per_step else ([calls] if calls else [])
+    rewards, info = [], {}
+    for i, group in enumerate(turns):
+        action = {"role": "assistant", "content": None,
+                  "tool_calls": [call_dict(c, f"c{i}_{k}") for k, c in enumerate(group)]}
+        _, reward, terminated, truncated, info = env.step(action)
+        rewards.append(reward)
+        assert not truncated
+        if terminated:
+            return sum(rewards), rewards, info
+    answer = "" if example.reference is None else str(example.reference)
+    _, reward, terminated, _, info = env.step({"role": "assistant", "content": answer})
+    assert terminated
+    rewards.append(reward)
+    return sum(rewards), rewards, info
+
+
+def test_every_registered_environment_has_a_gymnasium_id():
+    ids = set(gymnasium.registry)
+    for name in registries()["environments"].names():
+        assert f"toolgym/{name}-v0" in ids
+
+
+@pytest.mark.parametrize("name", TOOL_ENVS)
+def test_env_checker_passes_on_tool_environments(name):
+    env = make(name, reward="stepwise")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        check_env(env.unwrapped)
+    env.close()
+
+
+def test_env_checker_passes_on_jmultiwoz_and_vietnamese_environments(tmp_path):
+    datasets = {
+        "jmultiwoz_tc": write_jmultiwoz(tmp_path / "jm"),
+        "exam_vi": EXAMS_TEST,
+        "xcopa_vi": XCOPA_TEST,
+        "lambada_vi": XQUAD,
+    }
+    for name, dataset in datasets.items():
+        env = make(name, dataset=str(dataset))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            check_env(env.unwrapped)
+        env.close()
+
+
+@pytest.mark.parametrize(("name", "dataset"), BUILTIN)
+@pytest.mark.parametrize("reward", ["stepwise", "final"])
+def test_oracle_replay_gets_the_maximum_return_on_every_example(name, dataset, reward):
+    env = make(name, dataset=dataset, reward=reward).unwrapped
+    primary = env.graders[0].name
+    for example in env.examples:
+        env.reset(options={"example_id": example.id})
+        total, rewards, info = replay(env, example, per_step=True)
+        assert total == pytest.approx(1.0), (example.id, rewards)
+        assert info["scores"][primary] == 1.0
+        assert all(r >= -1e-12 for r in rewards)  # a perfect trajectory is never penalised
+        if reward == "stepwise" and example.expected_steps:
+            # credit is paid as each expected step is matched, not only at the end
+            assert rewards[0] == pytest.approx(1 / len(example.expected_steps))
+        env.reset(options={"example_id": example.id})
+        assert replay(env, example, per_step=False)[0] == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize("name", TOOL_ENVS)
+def test_a_wrong_call_earns_less_stepwise(name):
+    env = make(name, reward="stepwise").unwrapped
+    tools = None
+    checked = 0
+    for example in env.examples:
+        if not example.expected_calls:
+            continue
+        _, info = env.reset(options={"example_id": example.id})
+        tools = [t["function"]["name"] for t in info["tools"]]
+        first = example.expected_calls[0]
+        others = [t for t in tools if t not in example.expected_steps]
+        if others:  # another tool: the names diverge at once
+            wrong = {"name": others[0], "arguments": "{}"}
+        else:  # typewriter_1 has one tool: a wrong letter (credited by name, failed by final_state)
+            letter = "q" if first.arguments.get("letter") != "q" else "z"
+            wrong = {"name": first.name, "arguments": json.dumps({"letter": letter})}
+        _, r_wrong, *_ = env.step({"tool_calls": [{"id": "w", "type": "function", "function": wrong}]})
+        if others:
+            assert r_wrong == 0.0  # no credit for a step that diverges
+        rest = example.expected_calls
+        total = r_wrong
+        for i, c in enumerate(rest):
+            _, r, terminated, _, info = env.step({"tool_calls": [call_dict(c, f"r{i}")]})
+            total += r
+        _, r, terminated, _, info = env.step({"content": str(example.reference or "")})
+        total += r
+        assert terminated
+        assert total < 1.0 - 1e-9, example.id
+        assert info["scores"]["steps_exact"] == 0.0
+        checked += 1
+    assert checked >= 10
+
+
+def test_reset_with_the_same_seed_gives_the_same_example_and_observation():
+    a = make("relational_data").unwrapped
+    b = make("relational_data").unwrapped
+    for seed in (0, 7, 12345):
+        obs1, info1 = a.reset(seed=seed)
+        obs2, info2 = a.reset(seed=seed)
+        obs3, info3 = b.reset(seed=seed)
+        assert obs1 == obs2 == obs3
+        assert info1["example_id"] == info2["example_id"] == info3["example_id"]
+        assert info1["tools"] == info3["tools"]
+    seen = {a.reset(seed=s)[1]["example_id"] for s in range(30)}
+    assert len(seen) > 5  # seeds pick different examples
+
+
+def test_observation_shape_tools_and_example_id():
+    env = make("typewriter_1").unwrapped
+    obs, info = env.reset(options={"example_id": env.examples[3].id})
+    assert [m["role"] for m in obs] == ["system", "user"]
+    assert obs[1]["content"] == env.examples[3].input
+    assert info["example_id"] == env.examples[3].id
+    assert info["tools"] == [{"type": "function", "function": {
+        "name": "type_letter", "description": "Type one letter on the paper.",
+        "parameters": {"type": "object", "properties": {"letter": {"type": "string",
+                                                                    "description": "Exactly one character to type."}},
+                       "required": ["letter"]}}}]
+    with pytest.raises(KeyError, match="nope"):
+        env.reset(options={"example_id": "nope"})
+
+
+def test_raw_hermes_text_runs_calls_in_order_and_malformed_output_is_an_observation():
+    env = make("typewriter_1", dataset=[{"id": "x", "input": "ab", "expected_calls": [
+        {"name": "type_letter", "arguments": {"letter": "a"}},
+        {"name": "type_letter", "arguments": {"letter": "b"}}], "expected_state": {"paper": "ab"}}],
+        reward="stepwise").unwrapped
+    env.reset(seed=0)
+    text = ('Typing.\n<tool_call>\n{"name": "type_letter", "arguments": {"letter": "a"}}\n</tool_call>\n'
+            '<tool_call>\n{"name": "type_letter", "arguments": {"letter": "b"}}\n</tool_call>')
+    obs, reward, terminated, truncated, _ = env.step(text)
+    assert [m["role"] for m in obs] == ["tool", "tool"]
+    assert [m["tool_call_id"] for m in obs] == ["call_1_0", "call_1_1"]
+    assert reward == pytest.approx(1.0) and not terminated
+    obs, reward, *_ = env.step('<tool_call>\n{"name": "type_letter", "arguments": {"letter": \n</tool_call>')
+    assert obs[0]["role"] == "user" and "malformed" in obs[0]["content"]
+    assert reward == 0.0
+    obs, reward, terminated, _, info = env.step("done")
+    assert terminated and info["status"] == "completed" and info["final_answer"] == "done"
+    assert info["scores"] == {"final_state": 1.0, "steps_exact": 0.0, "step_ratio": 1.5}
+    assert reward == pytest.approx(0.0)  # the return is the final_state score: 1.0 - 1.0 + 0
+    traj = env.trajectory()
+    assert [s.malformed for s in traj.tool_steps] == [False, False, True]
+    assert traj.model_steps[0].text == "Typing."
+    json.dumps(traj.model_dump(mode="json"))
+
+
+def test_truncated_at_max_steps_and_graded():
+    env = make("typewriter_26", max_steps=2).unwrapped
+    example = next(e for e in env.examples if len(e.expected_steps) >= 3)
+    env.reset(options={"example_id": example.id})
+    c = example.expected_calls
+    _, _, terminated, truncated, _ = env.step({"tool_calls": [call_dict(c[0], "a")]})
+    assert not terminated and not truncated
+    _, reward, terminated, truncated, info = env.step({"tool_calls": [call_dict(c[1], "b")]})
+    assert truncated and not terminated and info["status"] == "step_limit"
+    assert reward == 0.0 and info["scores"]["final_state"] == 0.0
+    with pytest.raises(RuntimeError, match="reset"):
+        env.step("more")
+
+
+def test_reward_by_grader_name_or_callable():
+    env = make("typewriter_1", reward="steps_exact").unwrapped
+    example = env.examples[0]
+    env.reset(options={"example_id": example.id})
+    assert replay(env, example)[0] == 1.0
+    env = make("typewriter_1", reward=lambda ex, traj: len(traj.tool_steps) * 10.0).unwrapped
+    env.reset(options={"example_id": example.id})
+    assert replay(env, example)[0] == 10.0 * len(example.expected_steps)
+    with pytest.raises(ValueError, match="reward"):
+        make("typewriter_1", reward=3)
+
+
+def test_async_twins():
+    env = make("multiverse_math", reward="stepwise").unwrapped
+    example = env.examples[0]
+
+    async def play() -> float:
+        await env.areset(options={"example_id": example.id})
+        total = 0.0
+        for i, c in enumerate(example.expected_calls):
+            _, r, *_ = await env.astep({"tool_calls": [call_dict(c, f"a{i}")]})
+            total += r
+        _, r, terminated, _, _ = await env.astep({"content": str(example.reference)})
+        assert terminated
+        return total + r
+
+    assert asyncio.run(play()) == pytest.approx(1.0)
+
+
+def test_out_writes_a_run_directory_that_grade_and_show_read(tmp_path, capsys):
+    out = tmp_path / "rollouts"
+    env = make("typewriter_26", dataset="ladder", out=str(out), model="policy-v1").unwrapped
+    for seed in range(3):
+        _, info = env.reset(seed=seed)
+        replay(env, env.example)
+    first = env.trajectory()
+    env.reset(options={"example_id": first.example_id})
+    env.step("<tool_call>\n{\"name\": \"zz\", \"arguments\": {}}\n</tool_call>")
+    env.step("gave up")
+    trajectories = read_trajectories(out)
+    assert len(trajectories) == 4
+    assert trajectories[2].model_dump() != trajectories[3].model_dump()
+    assert trajectories[3] == env.trajectory()
+    assert {t.agent for t in trajectories} == {"gym"} and {t.model for t in trajectories} == {"policy-v1"}
+    keys = [t.key for t in trajectories]
+    assert len(set(keys)) == 4  # a replayed example gets the next trial number
+    stored = {(s.example_id, s.trial, s.grader): s.value for s in read_scores(out)}
+    assert main(["grade", str(out)]) == 0
+    regraded = {(s.example_id, s.trial, s.grader): s.value for s in read_scores(out)}
+    assert regraded == stored
+    assert main(["show", str(out), "--example", first.example_id]) == 0
+    assert "gave up" in capsys.readouterr().out
+    # a second environment on the same directory continues it
+    env2 = make("typewriter_26", dataset="ladder", out=str(out)).unwrapped
+    env2.reset(options={"example_id": first.example_id})
+    assert env2.trajectory().trial == sum(t.example_id == first.example_id for t in trajectories)
+    with pytest.raises(Exception, match="typewriter_26"):
+        make("typewriter_1", out=str(out))
+
+
+def test_jmultiwoz_one_episode_per_user_turn(tmp_path):
+    env = make("jmultiwoz_tc", dataset=str(write_jmultiwoz(tmp_path / "jm")), reward="stepwise").unwrapped
+    with_calls = next(e for e in env.examples if e.expected_calls)
+    obs, info = env.reset(options={"example_id": with_calls.id})
+    assert obs == [{"role": m["role"], "content": m["content"]} for m in with_calls.input]  # the history
+    calls = [call_dict(c, f"j{i}") for i, c in enumerate(with_calls.expected_calls)]
+    _, reward, terminated, truncated, info = env.step({"content": None, "tool_calls": calls})
+    assert terminated and not truncated  # the turn is over after one answer
+    assert info["scores"]["jmultiwoz_exact"] == 1.0 and reward == pytest.approx(1.0 - (1.0 - 1.0))
+    no_calls = next(e for e in env.examples if not e.expected_calls)
+    env.reset(options={"example_id": no_calls.id})
+    _, reward, terminated, _, info = env.step({"content": None, "tool_calls": calls})
+    assert terminated and reward == 0.0 and info["scores"]["jmultiwoz_exact"] == 0.0
+
+
+def test_vietnamese_multiple_choice_is_one_step_per_question():
+    env = make("exam_vi", dataset=str(EXAMS_TEST)).unwrapped
+    example = env.examples[0]
+    obs, info = env.reset(options={"example_id": example.id})
+    assert info["tools"] == [] and obs[-1]["content"].endswith("Đáp án:")
+    _, reward, terminated, _, info = env.step(f"Đáp án: {example.reference}")
+    assert terminated and reward == 1.0 and info["scores"]["choice_accuracy"] == 1.0
+    wrong = next(letter for letter in "ABCD" if letter != example.reference)
+    env.reset(options={"example_id": example.id})
+    _, reward, terminated, _, _ = env.step(wrong)
+    assert terminated and reward == 0.0
