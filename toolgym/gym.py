@@ -29,7 +29,6 @@ Gymnasium wrappers hide attributes of the environment: reach :meth:`ToolgymEnv.t
 from __future__ import annotations
 
 import copy
-import time
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
@@ -59,7 +58,13 @@ from toolgym.runio import (
     read_run,
     write_run,
 )
-from toolgym.runner import EXAMPLES_FILE, grade_trajectories, load_run_examples, make_graders, resolve_benchmark
+from toolgym.runner import (
+    EXAMPLES_FILE,
+    grade_trajectories,
+    load_run_examples,
+    make_graders,
+    resolve_benchmark,
+)
 
 __all__ = [
     "AGENT_NAME",

@@ -1,4 +1,4 @@
-"""Command line: ``python run_agent.py {list,run,grade,show,summary,report,compare,generate}``
+"""Command line: ``python run_agent.py {list,run,grade,show,summary,report,compare,generate,export}``
 (also the ``toolgym`` script)."""
 
 from __future__ import annotations
@@ -392,9 +392,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0, help="bootstrap seed")
     p.set_defaults(func=cmd_compare)
 
-    from toolgym.cli import serve
+    from toolgym.cli import export, serve
 
     serve.add_parser(sub)
+    export.add_parser(sub)
     return parser
 
 

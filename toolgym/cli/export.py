@@ -1,0 +1,38 @@
+"""``toolgym export RUN_DIR... --format openai-chat|preference --out FILE``: run directories
+as fine-tuning or preference data (:mod:`toolgym.views.export`)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from toolgym.views.export import FORMATS, export_runs, parse_condition
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    """Register the ``export`` subcommand."""
+    p = sub.add_parser("export", help="write run directories as fine-tuning (openai-chat) or preference data")
+    p.add_argument("dirs", nargs="+", metavar="RUN_DIR")
+    p.add_argument("--format", choices=FORMATS, default="openai-chat",
+                   help="openai-chat: {messages, tools} per trajectory; preference: {prompt, chosen, rejected, tools} pairs")
+    p.add_argument("--out", required=True, help="JSONL file to write")
+    p.add_argument("--where", action="append", default=[], metavar="GRADER>=VALUE",
+                   help="keep trajectories whose grader value satisfies this (repeatable; >= <= == != > <)")
+    p.add_argument("--status", action="append", default=[], choices=("completed", "step_limit", "error"),
+                   help="keep only this status (repeatable; default: completed and step_limit)")
+    p.add_argument("--env", action="append", default=[], help="keep only this environment (repeatable)")
+    p.add_argument("--pass-grader", help="preference: grader whose pass rule splits chosen from rejected (default: each run's first)")
+    p.add_argument("--with-tokens", action="store_true", help="add the token ids and log-probabilities recorded with run --record-tokens")
+    p.set_defaults(func=cmd_export)
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    """Write the export and print what was written and skipped."""
+    result = export_runs(
+        args.dirs, args.out, args.format, where=[parse_condition(w) for w in args.where],
+        status=args.status, envs=args.env, with_tokens=args.with_tokens, pass_grader=args.pass_grader,
+    )
+    print(f"{args.out}: {result.records} {args.format} records from {result.kept} of {result.trajectories} trajectories")
+    for why, n in sorted(result.skipped.items()):
+        print(f"skipped: {n} ({why})", file=sys.stderr)
+    return 0
