@@ -427,12 +427,20 @@ def _openai_answer(body: dict[str, Any], action: tuple[str, dict] | None, fault:
             ]
             finish = "tool_calls"
     prompt = _tokens(body)
-    return {
+    choice: dict[str, Any] = {"index": 0, "message": message, "finish_reason": finish, "logprobs": None}
+    payload: dict[str, Any] = {
         "id": "chatcmpl-fake", "object": "chat.completion", "created": 0,
         "model": body.get("model", "fake-model"),
-        "choices": [{"index": 0, "message": message, "finish_reason": finish, "logprobs": None}],
+        "choices": [choice],
         "usage": {"prompt_tokens": prompt, "completion_tokens": 7, "total_tokens": prompt + 7},
     }
+    if body.get("logprobs"):  # seven made-up completion tokens, as the usage says
+        choice["logprobs"] = {"content": [
+            {"token": f"t{i}", "logprob": -0.1 * (i + 1), "bytes": None, "top_logprobs": []} for i in range(7)]}
+    if body.get("return_token_ids"):  # vLLM's extension: the prompt's and the completion's token ids
+        payload["prompt_token_ids"] = list(range(100, 100 + prompt))
+        choice["token_ids"] = list(range(7))
+    return payload
 
 
 def _anthropic_answer(body: dict[str, Any], action: tuple[str, dict] | None, fault: str) -> dict[str, Any]:

@@ -98,7 +98,8 @@ class TokenRecord(BaseModel):
     Attributes:
         prompt_ids: Token ids of the whole prompt the model read (chat template applied).
         completion_ids: Token ids the model generated, in order (an end-of-turn token
-            included when the model produced one).
+            included when the model produced one), or ``None`` when the provider does not
+            give them.
         completion_logprobs: Natural-log probability of each generated token, aligned with
             ``completion_ids``, or ``None`` when the provider does not give them. What the
             probability is taken over is provider-specific and named in ``logprob_source``.
@@ -109,7 +110,7 @@ class TokenRecord(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     prompt_ids: list[int] | None = None
-    completion_ids: list[int] = Field(default_factory=list)
+    completion_ids: list[int] | None = None
     completion_logprobs: list[float] | None = None
     logprob_source: str | None = None
 

@@ -30,6 +30,11 @@ def add_provider_arguments(parser: argparse.ArgumentParser) -> None:
                    help="backoff of the first retry in seconds, doubling per retry, with jitter (default 1)")
     g.add_argument("--retry-max", type=float, default=30.0, help="largest backoff in seconds (default 30)")
     g.add_argument("--rps", type=float, help="requests per second to the provider (default: no limit)")
+    parser.add_argument(
+        "--record-tokens", action="store_true",
+        help="store each model turn's prompt and completion token ids and completion log-probabilities in the "
+        "trajectory, where the provider gives them (local: always; OpenAI-compatible servers: when they return them)",
+    )
     g.add_argument("--price-in", type=float, help="USD per million input tokens (for the cost line)")
     g.add_argument("--price-out", type=float, help="USD per million output tokens (for the cost line)")
     s = parser.add_argument_group("--serve: start vLLM for the run (vllm:MODEL)")
@@ -84,6 +89,7 @@ def settings_from_args(args: argparse.Namespace) -> ModelSettings:
         retry_initial_s=args.retry_initial,
         retry_max_s=args.retry_max,
         rps=args.rps,
+        record_tokens=bool(getattr(args, "record_tokens", False)),
     )
 
 

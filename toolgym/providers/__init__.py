@@ -35,6 +35,9 @@ class ModelSettings:
         retry_initial_s: Backoff cap of the first retry, seconds (doubles per retry).
         retry_max_s: Largest backoff cap, seconds.
         rps: Requests per second allowed to the provider (``None``: unlimited).
+        record_tokens: Ask the provider for each turn's prompt and completion token ids and
+            completion log-probabilities, recorded in the trajectory
+            (:class:`~toolgym.records.TokenRecord`) where the provider gives them.
     """
 
     temperature: float = 0.0
@@ -46,6 +49,7 @@ class ModelSettings:
     retry_initial_s: float = 1.0
     retry_max_s: float = 30.0
     rps: float | None = None
+    record_tokens: bool = False
 
     def record(self) -> dict[str, Any]:
         """JSON-safe dict for run.json, without secrets."""

@@ -32,6 +32,7 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage
 from langchain_core.messages.tool import invalid_tool_call
 
+from toolgym.parsing import TOKENS_KEY
 from toolgym.providers import ModelSettings, register_provider
 from toolgym.providers.retry import ResilientChatModel, RetryPolicy
 
@@ -152,6 +153,14 @@ def chat_openai_class() -> type[BaseChatModel]:
             return self._create_chat_result(response, {})
 
         def _create_chat_result(self, response: Any, generation_info: dict | None = None) -> Any:
+            result = self._chat_result(response, generation_info)
+            if self.logprobs:  # --record-tokens
+                record = token_record(response)
+                if record is not None and result.generations:
+                    result.generations[0].message.response_metadata[TOKENS_KEY] = record
+            return result
+
+        def _chat_result(self, response: Any, generation_info: dict | None = None) -> Any:
             data = response if isinstance(response, dict) else None
             choices = (data or {}).get("choices") if data is not None else getattr(response, "choices", None)
             bad: list[tuple[str, str, str, str]] = []
@@ -251,7 +260,34 @@ def _need_name(provider: str, name: str) -> None:
         raise ValueError(f"the {provider} provider needs a model name: --model {provider}:MODEL")
 
 
-def _openai_client(name: str, settings: ModelSettings, key: str, base_url: str | None, **kw: Any) -> BaseChatModel:
+def token_record(response: Any) -> dict[str, Any] | None:
+    """The :class:`~toolgym.records.TokenRecord` (as a dict) of a chat completion's first
+    choice, from what the server returned: ``logprobs.content[].logprob`` (OpenAI's
+    ``logprobs: true``), and the token ids vLLM adds when asked with ``return_token_ids``
+    (``prompt_token_ids`` at the top, ``token_ids`` in the choice). ``None`` when the server
+    returned none of them."""
+    data = response if isinstance(response, dict) else response.model_dump(warnings=False)
+    choices = data.get("choices") or []
+    if not choices:
+        return None
+    choice = choices[0]
+    content = (choice.get("logprobs") or {}).get("content")
+    logprobs = [float(e["logprob"]) for e in content] if content else None
+    completion_ids = choice.get("token_ids")
+    prompt_ids = data.get("prompt_token_ids") or choice.get("prompt_token_ids")
+    if logprobs is None and completion_ids is None and prompt_ids is None:
+        return None
+    return {
+        "prompt_ids": [int(t) for t in prompt_ids] if prompt_ids is not None else None,
+        "completion_ids": [int(t) for t in completion_ids] if completion_ids is not None else None,
+        "completion_logprobs": logprobs,
+        "logprob_source": "server: chat completion logprobs" if logprobs is not None else None,
+    }
+
+
+def _openai_client(
+    name: str, settings: ModelSettings, key: str, base_url: str | None, token_ids: bool = False, **kw: Any
+) -> BaseChatModel:
     """A ChatOpenAI with its own async HTTP client (langchain-openai shares a cached one per
     address, whose connections belong to the first event loop that used them): the SDK's
     aiohttp transport (``openai[aiohttp]``, which the SDK recommends for concurrency; about
@@ -276,6 +312,9 @@ def _openai_client(name: str, settings: ModelSettings, key: str, base_url: str |
         max_tokens=settings.max_tokens,
         timeout=settings.timeout_s,
         max_retries=0,
+        # --record-tokens: log-probabilities; token_ids also asks vLLM for the token ids
+        **({"logprobs": True} if settings.record_tokens else {}),
+        **({"extra_body": {"return_token_ids": True}} if settings.record_tokens and token_ids else {}),
         **kw,
     )
 
@@ -308,7 +347,7 @@ def _compatible(provider: str, name: str, settings: ModelSettings) -> ResilientC
     key = next((os.environ[k] for k in COMPATIBLE_KEY_ENVS if os.environ.get(k)), "EMPTY")
     # Chat completions, never the Responses API: that is what compatible servers implement.
     return _retrying(
-        lambda: _openai_client(name, settings, key, base_url, use_responses_api=False),
+        lambda: _openai_client(name, settings, key, base_url, token_ids=True, use_responses_api=False),
         settings,
         [key] if key != "EMPTY" else [],
     )

@@ -23,6 +23,7 @@ Public names other modules rely on (kept stable): :func:`ensure_gguf`, :func:`lo
 from __future__ import annotations
 
 import atexit
+import contextlib
 import copy
 import ctypes
 import hashlib
@@ -51,7 +52,7 @@ from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import Field
 
-from toolgym.parsing import content_text
+from toolgym.parsing import TOKENS_KEY, content_text
 from toolgym.providers import ModelSettings, register_provider
 
 __all__ = [
@@ -65,6 +66,7 @@ __all__ = [
     "LocalChatModel",
     "LocalModelError",
     "ParsedTurn",
+    "TokenRecorder",
     "assemble_gguf",
     "cache_dir",
     "chat_template",
@@ -602,6 +604,59 @@ def message_from_output(
     )
 
 
+class TokenRecorder:
+    """Records the token ids a ``llama_cpp.Llama`` samples and their log-probabilities, for
+    one ``create_completion`` call.
+
+    :meth:`logits` is passed as the call's logits processor: llama-cpp-python applies it to the
+    full-vocabulary logits first, before the grammar mask and the sampler, and it keeps their
+    log-softmax. :meth:`sampling` wraps the object's ``sample`` method for the duration of the
+    call and records each token it returns (the end-of-turn token included, which the
+    completion text leaves out) with its log-probability from that distribution: the model's
+    own, at temperature 1, without the grammar's mask.
+    """
+
+    SOURCE = "llama.cpp: log-softmax of the model's logits before the grammar mask and sampling"
+
+    def __init__(self) -> None:
+        self.ids: list[int] = []
+        self.logprobs: list[float] = []
+        self._pending: Any = None
+
+    def logits(self, input_ids: Any, scores: Any) -> Any:
+        """Logits processor: keep the log-softmax of ``scores``; return them unchanged."""
+        import numpy as np  # installed with llama-cpp-python
+
+        shifted = scores.astype(np.float64) - float(np.max(scores))
+        self._pending = shifted - np.log(np.sum(np.exp(shifted)))
+        return scores
+
+    @contextlib.contextmanager
+    def sampling(self, llama: Any) -> Any:
+        """Wrap ``llama.sample`` (on the instance) while the block runs."""
+        original = llama.sample
+
+        def sample(*args: Any, **kwargs: Any) -> int:
+            token = original(*args, **kwargs)
+            self.ids.append(int(token))
+            pending, self._pending = self._pending, None
+            self.logprobs.append(float(pending[int(token)]) if pending is not None else float("nan"))
+            return token
+
+        llama.sample = sample
+        try:
+            yield self
+        finally:
+            del llama.sample
+
+    def record(self, prompt_ids: list[int]) -> dict[str, Any]:
+        """A :class:`~toolgym.records.TokenRecord` as a dict."""
+        return {
+            "prompt_ids": [int(t) for t in prompt_ids], "completion_ids": list(self.ids),
+            "completion_logprobs": list(self.logprobs), "logprob_source": self.SOURCE,
+        }
+
+
 class LocalChatModel(BaseChatModel):
     """A langchain-core chat model over a local GGUF, with grammar-constrained tool calling.
 
@@ -630,6 +685,8 @@ class LocalChatModel(BaseChatModel):
         tools: Bound OpenAI-style tool schemas.
         tool_choice: ``None``/``"auto"`` (tools or ``final_answer``), ``"any"``/``"required"``
             (a tool, no ``final_answer``), ``"none"`` (plain text) or one tool's name.
+        record_tokens: Attach each turn's prompt and completion token ids and completion
+            log-probabilities to the message (:class:`TokenRecorder`; ``--record-tokens``).
     """
 
     model_path: str | None = None
@@ -641,6 +698,7 @@ class LocalChatModel(BaseChatModel):
     max_tokens: int = 512
     tools: list[dict[str, Any]] = Field(default_factory=list)
     tool_choice: str | None = None
+    record_tokens: bool = False
 
     @property
     def _llm_type(self) -> str:
@@ -717,10 +775,13 @@ class LocalChatModel(BaseChatModel):
                 from llama_cpp import LlamaGrammar
 
                 grammar = LlamaGrammar.from_string(grammar_text)
-            result = llama.create_completion(
-                prompt=tokens, max_tokens=max_tokens, temperature=self.temperature, seed=self.seed,
-                grammar=grammar, stop=stop or None,
-            )
+            recorder = TokenRecorder() if self.record_tokens else None
+            with recorder.sampling(llama) if recorder is not None else contextlib.nullcontext():
+                result = llama.create_completion(
+                    prompt=tokens, max_tokens=max_tokens, temperature=self.temperature, seed=self.seed,
+                    grammar=grammar, stop=stop or None,
+                    logits_processor=[recorder.logits] if recorder is not None else None,
+                )
         choice = result["choices"][0]
         text = choice["text"]
         usage = result.get("usage") or {}
@@ -730,6 +791,8 @@ class LocalChatModel(BaseChatModel):
             "total_tokens": usage.get("total_tokens", len(tokens) + usage.get("completion_tokens", 0)),
         }
         message = message_from_output(text, choice.get("finish_reason"), usage_metadata, bool(tools))
+        if recorder is not None:
+            message.response_metadata[TOKENS_KEY] = recorder.record(list(tokens))
         return ChatResult(generations=[ChatGeneration(message=message)])
 
 
@@ -758,5 +821,5 @@ def local_provider(name: str, settings: ModelSettings) -> LocalChatModel:
     return LocalChatModel(
         model_path=model_path, cache=cache, n_ctx=int(settings.extra.get("n_ctx", CHAT_N_CTX)),
         n_threads=settings.extra.get("n_threads"), temperature=settings.temperature, seed=settings.seed,
-        max_tokens=settings.max_tokens,
+        max_tokens=settings.max_tokens, record_tokens=settings.record_tokens,
     )
