@@ -72,6 +72,6 @@ def test_local_model_records_the_tokens_it_sampled(tmp_path):
         assert len(tokens.completion_ids) == len(tokens.completion_logprobs) in (step.output_tokens, step.output_tokens + 1)
         assert all(lp <= 0 for lp in tokens.completion_logprobs)
         if len(tokens.completion_ids) == step.output_tokens + 1:  # ended by an end-of-generation token
-            assert llama_cpp.llama_token_is_eog(llama._model.vocab, tokens.completion_ids[-1])
+            assert llama_cpp.llama_vocab_is_eog(llama._model.vocab, tokens.completion_ids[-1])
     text = llama.detokenize(first.tokens.completion_ids).decode("utf-8", "replace")
     assert text.startswith('<tool_call>\n{"name": "type_letter", "arguments": {"letter": ')
