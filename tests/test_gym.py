@@ -291,3 +291,59 @@ def test_vietnamese_multiple_choice_is_one_step_per_question():
     env.reset(options={"example_id": example.id})
     _, reward, terminated, _, _ = env.step(wrong)
     assert terminated and reward == 0.0
+
+
+PLUGIN = '''
+import toolgym
+
+
+class Counter(toolgym.Environment):
+    """A counter."""
+
+    instructions = "Count with the tools."
+
+    def reset(self, example):
+        self.n = 0
+
+    @toolgym.tool
+    def bump(self, by: int) -> str:
+        """Add to the counter.
+
+        Args:
+            by: How much to add.
+        """
+        self.n += by
+        return str(self.n)
+
+    def read_state(self):
+        return {"n": self.n}
+'''
+
+
+def test_an_outside_environment_by_spec_and_by_registry(tmp_path):
+    from toolgym.benchmark import ENVIRONMENTS
+
+    path = tmp_path / "counter_env.py"
+    path.write_text(PLUGIN)
+    data = [{"id": "two", "input": "bump by 2", "expected_calls": [{"name": "bump", "arguments": {"by": 2}}],
+             "expected_state": {"n": 2}}]
+    env = tg.ToolgymEnv(f"{path}:Counter", dataset=data, reward="stepwise")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        check_env(env)
+    env.reset(seed=0)
+    _, r1, *_ = env.step('<tool_call>\n{"name": "bump", "arguments": {"by": 2}}\n</tool_call>')
+    _, r2, terminated, _, info = env.step("2")
+    assert (r1, r2, terminated) == (1.0, 0.0, True)
+    # an Environment without a Benchmark is graded by steps_exact (its first) and step_ratio
+    assert info["scores"] == {"steps_exact": 1.0, "step_ratio": 1.0}
+    # an environment registered later (as a plugin's entry point would be) gets an id on request
+    ENVIRONMENTS.add("counter_gym_test", env.env_cls, "test")
+    try:
+        assert tg.env_id("counter_gym_test") in tg.register_environments()
+        made = make("counter_gym_test", dataset=data).unwrapped
+        assert made.reset(seed=1)[1]["example_id"] == "two"
+    finally:
+        ENVIRONMENTS._entries.pop("counter_gym_test", None)
+        ENVIRONMENTS._raw.pop("counter_gym_test", None)
+        gymnasium.registry.pop(tg.env_id("counter_gym_test"), None)
