@@ -187,7 +187,7 @@ _SCHEMA_CACHE: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
 
 def _schemas(env: Environment) -> list[dict[str, Any]]:
     """The tool schemas of ``env`` (computed once per class and schema objects; a copy)."""
-    key = (type(env), *((name, id(tool.args_schema)) for name, tool in env.tools.items()))
+    key = (type(env), *((name, id(env.args_schema(name))) for name in env.functions))
     if key not in _SCHEMA_CACHE:
         _SCHEMA_CACHE[key] = tool_schemas(env)
     return copy.deepcopy(_SCHEMA_CACHE[key])
@@ -433,7 +433,7 @@ class ToolgymEnv(gymnasium.Env):
         for k, call in enumerate([*message.tool_calls, *message.invalid_tool_calls]):
             if isinstance(action, str) or not call.get("id"):
                 call["id"] = f"call_{turn}_{k}"  # reproducible ids (the parser's are random)
-        model = model_step(message, 0.0, set(env.tools))
+        model = model_step(message, 0.0, set(env.functions))
         if tokens is not None:
             model.tokens = tokens
         episode.record_model(model)

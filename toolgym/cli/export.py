@@ -6,7 +6,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from toolgym.views.export import FORMATS, export_runs, parse_condition
+FORMATS = ("openai-chat", "preference")
+"""The formats of ``toolgym.views.export.export_runs`` (imported only when the command runs)."""
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -28,6 +29,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def cmd_export(args: argparse.Namespace) -> int:
     """Write the export and print what was written and skipped."""
+    from toolgym.views.export import export_runs, parse_condition
+
     result = export_runs(
         args.dirs, args.out, args.format, where=[parse_condition(w) for w in args.where],
         status=args.status, envs=args.env, with_tokens=args.with_tokens, pass_grader=args.pass_grader,
