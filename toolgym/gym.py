@@ -274,6 +274,7 @@ class ToolgymEnv(gymnasium.Env):
         self._messages: list[dict[str, Any]] = []
         self._done = True
         self._potential = 0.0
+        self._frozen = False
         self._trajectory: Trajectory | None = None
         self._scores: list[Score] = []
         self.out = Path(out) if out is not None else None
@@ -374,6 +375,7 @@ class ToolgymEnv(gymnasium.Env):
         self._messages = prompt_messages(env, example)
         self._done = False
         self._potential = 0.0
+        self._frozen = False
         self._trajectory = None
         self._scores = []
         info = {"example_id": example.id, "trial": trial, "tools": _schemas(env)}
@@ -471,10 +473,13 @@ class ToolgymEnv(gymnasium.Env):
         episode = self._episode
         assert episode is not None
         expected = episode.example.expected_steps
-        if not expected:
+        if not expected or self._frozen:
             return 0.0
         actual = step_names(Trajectory.model_construct(steps=episode.steps))
-        potential = matched_prefix(expected, actual, episode.example.order_matters) / len(expected)
+        matched = matched_prefix(expected, actual, episode.example.order_matters)
+        # once diverged (or complete) the potential cannot change: stop recomputing it
+        self._frozen = matched < len(actual) or matched == len(expected)
+        potential = matched / len(expected)
         gained, self._potential = potential - self._potential, potential
         return gained
 
