@@ -1,6 +1,7 @@
 """The Gymnasium adapter (toolgym.gym): registration, the env checker, oracle replays of every
 built-in dataset for the maximum return, stepwise credit, seeding, raw-text actions, run
-directories, and the suite-shaped episodes (JMultiWOZ-TC turns, Vietnamese questions)."""
+directories, an outside environment. The suite-shaped episodes (JMultiWOZ-TC turns, Vietnamese
+questions) are tested in tests/suites/<suite>/."""
 
 from __future__ import annotations
 
@@ -13,8 +14,6 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 
 import toolgym.gym as tg
-from tests.suites.jmultiwoz_tc.jmultiwoz_helpers import write_dataset as write_jmultiwoz
-from tests.suites.vietnamese.vi_helpers import EXAMS_TEST, XCOPA_TEST, XQUAD
 from toolgym.cli import main
 from toolgym.plugins import get_benchmark, registries
 from toolgym.runio import read_scores, read_trajectories
@@ -68,21 +67,6 @@ def test_env_checker_passes_on_tool_environments(name):
         warnings.simplefilter("ignore")
         check_env(env.unwrapped)
     env.close()
-
-
-def test_env_checker_passes_on_jmultiwoz_and_vietnamese_environments(tmp_path):
-    datasets = {
-        "jmultiwoz_tc": write_jmultiwoz(tmp_path / "jm"),
-        "exam_vi": EXAMS_TEST,
-        "xcopa_vi": XCOPA_TEST,
-        "lambada_vi": XQUAD,
-    }
-    for name, dataset in datasets.items():
-        env = make(name, dataset=str(dataset))
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            check_env(env.unwrapped)
-        env.close()
 
 
 @pytest.mark.parametrize(("name", "dataset"), BUILTIN)
@@ -263,34 +247,6 @@ def test_out_writes_a_run_directory_that_grade_and_show_read(tmp_path, capsys):
     assert env2.trajectory().trial == sum(t.example_id == first.example_id for t in trajectories)
     with pytest.raises(Exception, match="typewriter_26"):
         make("typewriter_1", out=str(out))
-
-
-def test_jmultiwoz_one_episode_per_user_turn(tmp_path):
-    env = make("jmultiwoz_tc", dataset=str(write_jmultiwoz(tmp_path / "jm")), reward="stepwise").unwrapped
-    with_calls = next(e for e in env.examples if e.expected_calls)
-    obs, info = env.reset(options={"example_id": with_calls.id})
-    assert obs == [{"role": m["role"], "content": m["content"]} for m in with_calls.input]  # the history
-    calls = [call_dict(c, f"j{i}") for i, c in enumerate(with_calls.expected_calls)]
-    _, reward, terminated, truncated, info = env.step({"content": None, "tool_calls": calls})
-    assert terminated and not truncated  # the turn is over after one answer
-    assert info["scores"]["jmultiwoz_exact"] == 1.0 and reward == pytest.approx(1.0 - (1.0 - 1.0))
-    no_calls = next(e for e in env.examples if not e.expected_calls)
-    env.reset(options={"example_id": no_calls.id})
-    _, reward, terminated, _, info = env.step({"content": None, "tool_calls": calls})
-    assert terminated and reward == 0.0 and info["scores"]["jmultiwoz_exact"] == 0.0
-
-
-def test_vietnamese_multiple_choice_is_one_step_per_question():
-    env = make("exam_vi", dataset=str(EXAMS_TEST)).unwrapped
-    example = env.examples[0]
-    obs, info = env.reset(options={"example_id": example.id})
-    assert info["tools"] == [] and obs[-1]["content"].endswith("Đáp án:")
-    _, reward, terminated, _, info = env.step(f"Đáp án: {example.reference}")
-    assert terminated and reward == 1.0 and info["scores"]["choice_accuracy"] == 1.0
-    wrong = next(letter for letter in "ABCD" if letter != example.reference)
-    env.reset(options={"example_id": example.id})
-    _, reward, terminated, _, _ = env.step(wrong)
-    assert terminated and reward == 0.0
 
 
 PLUGIN = '''

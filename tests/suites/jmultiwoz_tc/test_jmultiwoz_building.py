@@ -12,7 +12,7 @@ from toolgym.suites.jmultiwoz_tc.building import built
 def test_built_equals_validated_and_serialises_the_same():
     call = {"id": "c1", "name": "Search_weather", "arguments": {"city": "東京"}, "malformed": None, "raw": None}
     step = {"kind": "model", "text": "{}", "tool_calls": [built(ToolCall, dict(call))], "latency_s": 0.0,
-            "input_tokens": None, "output_tokens": None, "reasoning": None, "reasoning_tokens": None}
+            "input_tokens": None, "output_tokens": None, "reasoning": None, "reasoning_tokens": None, "tokens": None}
     values = {"schema_version": 1, "example_id": "t", "trial": 0, "env": "jmultiwoz_tc", "agent": "imported",
               "model": "m", "status": "completed", "error": None, "steps": [built(ModelStep, step)],
               "final_state": {"result_file": {"file": "f", "line": 1}}, "final_answer": None, "duration_s": 0.0}

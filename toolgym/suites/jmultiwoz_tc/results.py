@@ -422,7 +422,7 @@ def import_result_file(path: Path, examples: list[Example]) -> list[Trajectory]:
         calls = [_tool_call(c, i, rec.line, tool_names) for i, c in enumerate(rec.calls)]
         step = built(ModelStep, {
             "kind": "model", "text": rec.text, "tool_calls": calls, "latency_s": 0.0, "input_tokens": None,
-            "output_tokens": None, "reasoning": None, "reasoning_tokens": None,
+            "output_tokens": None, "reasoning": None, "reasoning_tokens": None, "tokens": None,
         })
         error = None
         if rec.data_id not in known:
