@@ -245,6 +245,12 @@ def test_out_writes_a_run_directory_that_grade_and_show_read(tmp_path, capsys):
     env2 = make("typewriter_26", dataset="ladder", out=str(out)).unwrapped
     env2.reset(options={"example_id": first.example_id})
     assert env2.trajectory().trial == sum(t.example_id == first.example_id for t in trajectories)
+    env2.step({"tool_calls": [call_dict(env2.example.expected_calls[0], "x")]})
+    env2.close()  # left unfinished: written as aborted, never graded
+    last = read_trajectories(out)[-1]
+    assert last.status == "aborted" and len(last.tool_steps) == 1
+    assert main(["grade", str(out)]) == 0
+    assert {(s.example_id, s.trial) for s in read_scores(out)} == {t.key for t in trajectories}
     with pytest.raises(Exception, match="typewriter_26"):
         make("typewriter_1", out=str(out))
 

@@ -39,9 +39,9 @@ import numpy as np
 from gymnasium import spaces
 
 from toolgym.agents import Episode
-from toolgym.data import sha256_file, write_examples
+from toolgym.data import write_examples
 from toolgym.environments import Environment, ToolBug
-from toolgym.graders import grader_name, measure_of
+from toolgym.graders import grader_name
 from toolgym.graders.steps import first_divergence, step_names
 from toolgym.openai_format import assistant_message, prompt_messages, step_messages, tool_schemas
 from toolgym.parsing import hermes_message, model_step, openai_assistant_message
@@ -50,10 +50,8 @@ from toolgym.records import Example, Score, TokenRecord, Trajectory
 from toolgym.runio import (
     SCORES_FILE,
     TRAJECTORIES_FILE,
-    DatasetRef,
     JsonlAppender,
     RunDirError,
-    RunRecord,
     read_jsonl,
     read_run,
     write_run,
@@ -63,6 +61,7 @@ from toolgym.runner import (
     grade_trajectories,
     load_run_examples,
     make_graders,
+    new_record,
     resolve_benchmark,
 )
 
@@ -216,7 +215,8 @@ class ToolgymEnv(gymnasium.Env):
         out: A run directory: each finished episode is appended to its
             ``trajectories.jsonl`` and its scores to ``scores.jsonl``; ``run.json`` records
             the environment, dataset and graders, so ``toolgym grade``, ``show``, ``report``
-            and ``export`` read it like a run of ``toolgym run``.
+            and ``export`` read it like a run of ``toolgym run``. An episode left unfinished
+            (``reset`` or ``close`` before it ended) is appended with status ``aborted``.
         model: A label recorded as the trajectories' ``model`` (the policy being trained).
         render_mode: ``None`` or ``"ansi"`` (:meth:`render` returns the conversation as text).
 
@@ -313,22 +313,14 @@ class ToolgymEnv(gymnasium.Env):
         if dataset_path is None:
             dataset_path = out / EXAMPLES_FILE
             write_examples(dataset_path, self.examples)
-        record = RunRecord(
-            env=self.benchmark.name,
+        record = new_record(
+            self.benchmark, env_ref, made, self.examples, dataset_path,
             agent={
                 "agent": AGENT_NAME, "max_steps": self.max_steps,
                 "reward": reward if isinstance(reward, str) else getattr(reward, "__name__", type(reward).__name__),
                 "parser": parser if isinstance(parser, str) else getattr(parser, "__name__", "callable"),
             },
-            model=self.model_label,
-            dataset=DatasetRef(
-                path=str(dataset_path.resolve()), sha256=sha256_file(dataset_path), n_examples=len(self.examples)
-            ),
-            limit=limit,
-            env_options=env_options,
-            graders=[grader_name(g) for g, _ in made],
-            measures={grader_name(g): measure_of(g) for g, _ in made},
-            extensions={"env": env_ref, **{f"grader:{grader_name(g)}": ref for g, ref in made}},
+            model=self.model_label, limit=limit, env_options=env_options,
         )
         write_run(out, record)
 
@@ -354,6 +346,7 @@ class ToolgymEnv(gymnasium.Env):
             RuntimeError: when the environment's own ``reset`` fails for this example.
         """
         super().reset(seed=seed)
+        self._abandon()
         example_id = (options or {}).get("example_id")
         if example_id is not None:
             if str(example_id) not in self._by_id:
@@ -572,14 +565,27 @@ class ToolgymEnv(gymnasium.Env):
             lines.append(f"{m['role']}: {m.get('content') or ''}{calls}")
         return "\n".join(lines) + "\n"
 
+    def _abandon(self) -> None:
+        """An episode left unfinished (``reset`` or ``close`` before it ended): with ``out=``,
+        its steps so far are appended with status ``aborted`` (never graded)."""
+        if self._episode is not None and not self._done:
+            self._done = True
+            trajectory = self._episode.trajectory(AGENT_NAME, self.model_label)
+            self._trajectory = trajectory.model_copy(update={"status": "aborted"})
+            if self.out is not None:
+                with JsonlAppender(self.out / TRAJECTORIES_FILE) as writer:
+                    writer.write(self._trajectory)
+        self._close_env()
+
     def _close_env(self) -> None:
         if self._env is not None:
             self._env.close()
             self._env = None
 
     def close(self) -> None:
-        """Release the environment of an unfinished episode (its trajectory is not written)."""
-        self._close_env()
+        """End an unfinished episode as ``aborted`` (written with ``out=``) and release its
+        environment."""
+        self._abandon()
         super().close()
 
 
