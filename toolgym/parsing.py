@@ -416,6 +416,8 @@ def hermes_message(text: str) -> AIMessage:
     Returns:
         An ``AIMessage``; call ids are made up (:func:`new_call_id`).
     """
+    from langchain_core.messages import AIMessage
+
     calls: list[dict[str, Any]] = []
     invalid: list[dict[str, Any]] = []
     outside: list[str] = []
@@ -462,6 +464,8 @@ def openai_assistant_message(message: dict[str, Any]) -> AIMessage:
         ValueError: when ``message`` is not a dict, its role is not ``assistant``, or
             ``tool_calls`` is not a list of objects (the field is named).
     """
+    from langchain_core.messages import AIMessage
+
     if not isinstance(message, dict):
         raise ValueError(f"an assistant message must be a dict, got {type(message).__name__}")
     role = message.get("role", "assistant")

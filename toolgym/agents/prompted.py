@@ -29,7 +29,13 @@ from langgraph.graph import END
 from toolgym.agents import Agent, Episode
 from toolgym.agents.tool_calling import AgentState, model_tool_loop, recursion_limit
 from toolgym.environments import Environment
-from toolgym.parsing import OBSERVATION_MARK, message_tokens, observation_message, reasoning_tokens, reply_parts
+from toolgym.parsing import (
+    OBSERVATION_MARK,
+    message_tokens,
+    observation_message,
+    reasoning_tokens,
+    reply_parts,
+)
 from toolgym.records import ModelStep, ToolCall, ToolStep
 
 __all__ = ["OBSERVATION_MARK", "Parsed", "PromptedAgent", "observation_message", "tool_specs"]
