@@ -76,6 +76,13 @@ def test_booleans_are_not_numbers(args):
     assert env.call("add", {"a": 1, "b": 2}).output == "4.2"
 
 
+def test_a_boolean_for_a_string_is_named_as_such():
+    env = get_environment("typewriter_1")()
+    env.reset(Example(id="t", input="a"))
+    result = env.call("type_letter", {"letter": True})
+    assert result.error and "letter: a boolean is not a string, got true" in result.output
+
+
 def test_rejected_call_is_not_the_expected_step():
     ex = Example(id="e", input="add 1 and 2", expected_steps=["add"], reference=4.2)
     turns = [{"content": "", "tool_calls": [{"name": "add", "args": {"a": 1, "b": 2, "c": 3}}]}, "4.2"]

@@ -119,3 +119,52 @@ def test_latin1_bytes_name_the_line_and_byte(tmp_path, capsys):
     data.write_bytes(LINE.encode() + LINE.replace("e1", "caf\xe9").encode("latin-1"))
     assert main(["check", "--env", "typewriter_1", "--dataset", str(data)]) == 2
     assert "d.jsonl:2: not UTF-8 text (byte 0xe9)" in one_error_line(capsys)
+
+
+def test_a_write_that_names_no_file_names_the_output_directory(tmp_path, capsys, monkeypatch):
+    """A full disk fails a write() of an open file: the error carries no file name."""
+    import errno
+
+    import toolgym.cli as cli
+
+    def full(args):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(cli, "cmd_run", full)
+    assert main(oracle_run(tmp_path / "out")) == 2
+    line = one_error_line(capsys)
+    assert line.startswith(f"error: {tmp_path / 'out'}: no space left on device"), line
+
+
+@pytest.mark.parametrize("doc, expected", [
+    ('{"turns": 5}', "turns: Input should be a valid list"),
+    ('{"turnz": []}', "unknown key(s) 'turnz'"),
+    ('[{"tool_calls": [{"name": "a", "args": "x"}]}]', "turns[0]: tool_calls.0.args"),
+    ("[5]", "turns[0]: a turn is a string or an object"),
+])
+def test_a_bad_scripted_model_file_is_one_line_naming_the_file(tmp_path, capsys, doc, expected):
+    script = tmp_path / "script.json"
+    script.write_text(doc, encoding="utf-8")
+    argv = ["run", "--env", "typewriter_26", "--model", f"scripted:{script}", "--limit", "1",
+            "--out", str(tmp_path / "out"), "--no-progress"]
+    assert main(argv) == 2
+    line = one_error_line(capsys)
+    assert line.startswith(f"error: {script}: ") and expected in line, line
+
+
+def test_a_corrupt_run_file_names_the_line_and_the_field(run_dir, capsys):
+    scores = run_dir / "scores.jsonl"
+    scores.write_text('{"example_id": "x"}\n', encoding="utf-8")
+    assert main(["summary", str(run_dir)]) == 2
+    line = one_error_line(capsys)
+    assert "scores.jsonl:1: invalid record: field " in line and "Field required" in line, line
+
+
+def test_evaluate_with_out_naming_a_file_is_a_clear_error(tmp_path):
+    import toolgym
+
+    target = tmp_path / "afile"
+    target.write_text("keep me")
+    with pytest.raises(toolgym.RunDirError, match="afile: is a file, not a run directory"):
+        toolgym.evaluate("typewriter_1", agent="oracle", out=target, limit=1)
+    assert target.read_text() == "keep me"

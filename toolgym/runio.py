@@ -57,7 +57,9 @@ def read_jsonl(path: Path, model: type[M], repair: bool = False) -> list[M]:
                     with open(path, "r+b") as fh:
                         fh.truncate(len(data) - len(raw))
                 break
-            raise RunDirError(f"{path}:{lineno}: invalid record: {exc.errors()[0]['msg']}") from None
+            err = exc.errors()[0]
+            where = ".".join(map(str, err["loc"])) or "record"
+            raise RunDirError(f"{path}:{lineno}: invalid record: field {where}: {err['msg']}") from None
     return records
 
 

@@ -626,9 +626,11 @@ def run(config: RunConfig, progress: bool = True) -> RunResult:
         if forced and not config.force:
             raise RunDirError(resume_refusal(out, forced))
     if out is not None:
+        if out.exists() and not out.is_dir():
+            raise RunDirError(f"{out}: is a file, not a run directory; choose another --out (out= in Python)")
         traj_path = out / TRAJECTORIES_FILE
         if traj_path.exists() and traj_path.stat().st_size and not config.resume:
-            raise RunDirError(f"{traj_path} already exists; pass --resume to continue it or choose another --out")
+            raise RunDirError(f"{traj_path} already exists; continue it with --resume (resume=True in Python) or choose another --out")
         out.mkdir(parents=True, exist_ok=True)
         if config.resume:
             previous = latest_attempts(read_jsonl(traj_path, Trajectory, repair=True))

@@ -420,7 +420,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.func(args)
     except OSError as exc:
-        print(f"error: {os_error_text(exc)}", file=sys.stderr)
+        text = os_error_text(exc)
+        if exc.filename is None and getattr(args, "out", None):  # a failed write names no file
+            text = f"{args.out}: {text} (while writing there)"
+        print(f"error: {text}", file=sys.stderr)
         return 2
     except (DatasetError, RunDirError, UnknownNameError, ExtensionError, DuplicateNameError, ValueError,
             TypeError) as exc:

@@ -307,7 +307,10 @@ class Environment:
         if booleans:  # pydantic's lax mode would read true as 1
             return ToolResult(
                 f"Error: invalid arguments for {name!r}: "
-                + "; ".join(f"{k}: a boolean is not a number, got {json.dumps(arguments[k])}" for k in booleans),
+                + "; ".join(
+                    f"{k}: a boolean is not {_kind(schema.model_fields[k].annotation)}, got {json.dumps(arguments[k])}"
+                    for k in booleans
+                ),
                 error=True,
                 rejected=True,
             )
@@ -331,6 +334,21 @@ class Environment:
         except Exception as exc:  # a bug in the tool, not the agent's fault
             raise ToolBug(f"tool {name!r} raised {type(exc).__name__}: {exc}") from exc
         return ToolResult(_to_text(result))
+
+
+def _kind(annotation: Any) -> str:
+    """What a parameter annotated ``annotation`` holds, for messages: ``a number``, ``a
+    string``, ``a list``, ... (``a value of TYPE`` otherwise)."""
+    origin = typing.get_origin(annotation) or annotation
+    if origin is typing.Annotated:
+        return _kind(typing.get_args(annotation)[0])
+    names = {int: "a number", float: "a number", complex: "a number", str: "a string", list: "a list",
+             tuple: "a list", set: "a list", dict: "an object"}
+    if isinstance(origin, type):
+        for base, name in names.items():
+            if issubclass(origin, base):
+                return name
+    return f"a value of {getattr(annotation, '__name__', annotation)}"
 
 
 def _has_bool(value: Any) -> bool:

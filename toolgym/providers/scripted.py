@@ -114,7 +114,30 @@ class ScriptedChatModel(BaseChatModel):
             doc = {"turns": doc}
         if not isinstance(doc, dict):
             raise ValueError(f"{path}: expected a JSON list of turns or an object with 'turns'")
-        return cls(**doc)
+        unknown = sorted(set(doc) - {"turns", "by_input", "repeat_last"})
+        if unknown:
+            raise ValueError(f"{path}: unknown key(s) {', '.join(map(repr, unknown))}; a script has "
+                             "'turns', 'by_input' and 'repeat_last'")
+        from pydantic import ValidationError
+
+        try:
+            model = cls(**doc)
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            where = ".".join(map(str, err["loc"])) or "script"
+            raise ValueError(f"{path}: {where}: {err['msg']}") from None
+        for where, turns in [("turns", model.turns), *((f"by_input[{k!r}]", v) for k, v in model.by_input.items())]:
+            for i, turn in enumerate(turns):
+                try:
+                    to_message(turn)
+                except ValidationError as exc:
+                    err = exc.errors()[0]
+                    raise ValueError(f"{path}: {where}[{i}]: {'.'.join(map(str, err['loc']))}: {err['msg']} "
+                                     "(tool call arguments are an object; put text in invalid_tool_calls)") from None
+                except (ValueError, TypeError, AttributeError, KeyError):
+                    raise ValueError(f"{path}: {where}[{i}]: a turn is a string or an object with 'content', "
+                                     "'tool_calls' [{name, args}] and 'invalid_tool_calls' [{name, args}]") from None
+        return model
 
 
 @register_provider("scripted")
