@@ -41,7 +41,7 @@ def test_max_errors_count_or_share(tmp_path, limit, expected, capsys):
 def test_max_errors_is_checked(tmp_path, capsys):
     with pytest.raises(SystemExit):
         main(run_args(tmp_path / "r", DEAD, "--max-errors", "lots"))
-    assert "--max-errors must be a count N" in capsys.readouterr().err
+    assert "argument --max-errors: must be a count N" in capsys.readouterr().err
 
 
 def test_resume_refuses_changed_settings_unless_forced(tmp_path, capsys):

@@ -270,8 +270,8 @@ def max_errors_arg(text: str) -> str:
     """argparse type of ``--max-errors``: a count ``N`` or a share ``P%``."""
     try:
         parse_max_errors(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
+    except ValueError as exc:  # argparse already names the option
+        raise argparse.ArgumentTypeError(str(exc).removeprefix("--max-errors ")) from None
     return text
 
 
@@ -339,8 +339,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_run)
 
     p = sub.add_parser("grade", help="re-grade a run directory offline, or grade a result file (--result)")
-    p.add_argument("dir", nargs="?")
-    p.add_argument("--grader", action="append")
+    p.add_argument("dir", nargs="?", help="run directory to grade again from its trajectories")
+    p.add_argument("--grader", action="append",
+                   help="grader to run (repeatable; default: those recorded in run.json)")
     p.add_argument("--dataset", help="override the dataset path recorded in run.json (with --result: the gold)")
     p.add_argument("--env", help="with --result: the environment whose published format the file is in")
     p.add_argument("--result", help="a result file in the environment's published format (e.g. result_MODEL.jsonl)")

@@ -69,13 +69,13 @@ def show(
     run = RunView(load_run(directory))
     if grader is not None and grader not in run.graders:
         console.print(
-            Text(f"no grader {grader!r} in {directory} (graders: {', '.join(run.graders) or 'none'})")
+            Text(f"error: no grader {grader!r} in {directory} (graders: {', '.join(run.graders) or 'none'})")
         )
         return 2
     chosen = [t for t in run.trajectories if example is None or t.example_id == example]
     if not chosen:
         what = f"for example {example!r} " if example is not None else ""
-        console.print(Text(f"no trajectory {what}in {directory}"))
+        console.print(Text(f"error: no trajectory {what}in {directory}"))
         return 2
     if failed:
         chosen = [t for t in chosen if run.failed(t, grader)]
