@@ -41,6 +41,8 @@ def evaluate(
     grader_settings: dict[str, Any] | None = None,
     workers: int = 1,
     progress: bool = False,
+    executor: Any = "local",
+    executor_options: dict[str, Any] | None = None,
 ) -> EvalResult:
     """Run an agent over a dataset, grade every trajectory, and return everything in memory.
 
@@ -68,6 +70,10 @@ def evaluate(
         grader_settings: Grader settings by field name (``judge_model``, ``judge_cache``).
         workers: Processes playing episodes (``fork``; see ``toolgym run --workers``).
         progress: Show a progress bar on standard error.
+        executor: Where episodes are played: ``"local"`` or ``"ray"`` (a Ray cluster; the
+            ``toolgym[ray]`` extra), or an executor spec (see :mod:`toolgym.executor`).
+        executor_options: Keyword arguments of the executor, e.g. ``{"address": "auto"}``
+            for ``ray``.
 
     Returns:
         An :data:`EvalResult`.
@@ -84,7 +90,8 @@ def evaluate(
         limit=limit, trials=trials, max_steps=max_steps, concurrency=concurrency, workers=workers,
         resume=resume, graders=list(graders) if graders is not None else None,
         settings=settings or ModelSettings(), env_options=dict(env_options or {}),
-        grader_settings=dict(grader_settings or {}),
+        grader_settings=dict(grader_settings or {}), executor=executor,
+        executor_options=dict(executor_options or {}),
     )
     check_resume(config)
     return run(config, progress=progress)

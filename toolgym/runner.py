@@ -38,6 +38,7 @@ from toolgym.data import (
     write_examples,
 )
 from toolgym.environments import Environment
+from toolgym.executor import EXECUTORS, Episodes, PartSpecs, make_executor
 from toolgym.graders import Grader, grader_name, measure_of
 from toolgym.plugins import agent_entry, benchmark_entry, grader_entry
 from toolgym.providers import PROVIDERS, ModelSettings, split_spec
@@ -106,6 +107,11 @@ class RunConfig:
             benchmark's dataset loader.
         grader_settings: Grader settings by field name (``judge_model``, ``judge_cache``);
             recorded in run.json so that ``grade`` reuses them (see :func:`make_graders`).
+        executor: Where episodes are played: ``local`` (this process, or ``workers``
+            forked ones), ``ray`` (a Ray cluster), another executor's name or spec, or an
+            executor object (see :mod:`toolgym.executor`).
+        executor_options: Keyword arguments of the executor (``{"address": "auto"}`` for
+            ``ray``).
     """
 
     env: Any
@@ -125,6 +131,8 @@ class RunConfig:
     settings: ModelSettings = field(default_factory=ModelSettings)
     env_options: dict[str, Any] = field(default_factory=dict)
     grader_settings: dict[str, Any] = field(default_factory=dict)
+    executor: Any = "local"
+    executor_options: dict[str, Any] = field(default_factory=dict)
 
 
 FIRST_ERRORS = 20
@@ -419,6 +427,25 @@ def load_run_examples(
     return path, examples[:limit] if limit else examples
 
 
+async def play_episode(agent: Agent, env_cls: type[Environment], example: Example, trial: int) -> Trajectory:
+    """Play one (example, trial) episode on a fresh environment; never raises for a failing
+    reset, model or tool (the trajectory gets status ``error``). Every executor plays an
+    episode this way."""
+    env = env_cls()
+    try:
+        env.reset(example)
+    except Exception as exc:
+        return Trajectory(
+            example_id=example.id, trial=trial, env=env_cls.name, agent=agent.name,
+            model=agent.model_spec, status="error",
+            error=f"{type(exc).__name__} in reset: {exc}",
+        )
+    else:
+        return await agent.arun(env, example, trial)
+    finally:
+        env.close()
+
+
 async def play_all(
     agent: Agent,
     env_cls: type[Environment],
@@ -432,20 +459,7 @@ async def play_all(
 
     async def one(example: Example, trial: int) -> None:
         async with semaphore:
-            env = env_cls()
-            try:
-                env.reset(example)
-            except Exception as exc:
-                traj = Trajectory(
-                    example_id=example.id, trial=trial, env=env_cls.name, agent=agent.name,
-                    model=agent.model_spec, status="error",
-                    error=f"{type(exc).__name__} in reset: {exc}",
-                )
-            else:
-                traj = await agent.arun(env, example, trial)
-            finally:
-                env.close()
-            on_done(traj)
+            on_done(await play_episode(agent, env_cls, example, trial))
 
     try:
         await asyncio.gather(*(one(ex, trial) for ex, trial in jobs))
@@ -575,6 +589,27 @@ def _worker(
     writer.close()
 
 
+@EXECUTORS.register("local")
+class LocalExecutor:
+    """Episodes in this process (asyncio, :func:`play_all`) or, with ``workers`` above 1, in
+    forked processes (:func:`play_in_processes`)."""
+
+    name = "local"
+    in_process = True
+
+    def play(self, episodes: Episodes, on_done: Callable[[Trajectory], None]) -> None:
+        """Play ``episodes``; see :class:`toolgym.executor.Executor`.
+
+        Raises:
+            WorkerDied / ValueError / KeyboardInterrupt: as :func:`play_in_processes`.
+        """
+        e = episodes
+        if e.workers > 1:
+            play_in_processes(e.agent, e.env_cls, e.jobs, e.concurrency, e.workers, on_done)
+        else:
+            asyncio.run(play_all(e.agent, e.env_cls, e.jobs, e.concurrency, on_done))
+
+
 def _versions_of(*refs: ExtensionRef) -> dict[str, str | None]:
     found = _versions()
     for ref in refs:
@@ -652,11 +687,13 @@ def run(config: RunConfig, progress: bool = True) -> RunResult:
             file=sys.stderr,
         )
 
+    executor = make_executor(config.executor, config.executor_options)
     workers = max(1, min(config.workers, len(jobs), concurrency))
     settings = config.settings
-    if workers > 1 and settings.rps is not None:  # the limit holds for the run, not per worker
+    if workers > 1 and settings.rps is not None and executor.in_process:  # the limit holds for the run, not per worker
         settings = dataclasses.replace(settings, rps=settings.rps / workers)
     model_ref: ExtensionRef | None = None
+    model_part: Any = None  # what a remote executor builds the model from
     if isinstance(agent_obj, Agent):
         agent = agent_obj
         model_label = agent.model_spec
@@ -666,10 +703,11 @@ def run(config: RunConfig, progress: bool = True) -> RunResult:
         if agent_cls.needs_model:
             if not isinstance(config.model, str) and _is_chat_model(config.model):
                 model, model_label = config.model, f"object:{type(config.model).__name__}"
-                model_ref = _object_ref(type(config.model))
+                model_ref, model_part = _object_ref(type(config.model)), config.model
             else:
                 model_label, model_ref = model_spec_ref(str(config.model))
-                model = agent_cls.make_model(model_label, settings) if jobs else None
+                model_part = model_label
+                model = agent_cls.make_model(model_label, settings) if jobs and executor.in_process else None
         agent = agent_cls(model=model, model_spec=model_label, max_steps=config.max_steps)
     record = new_record(
         benchmark, env_ref, graders, examples, dataset_path,
@@ -702,11 +740,13 @@ def run(config: RunConfig, progress: bool = True) -> RunResult:
                 bar.update(1)
                 bar.set_postfix_str(traj.status)
 
+        parts = PartSpecs(
+            env=config.env if env_ref.source == "object" else env_ref.spec,
+            agent=config.agent if agent_ref.source == "object" else agent_ref.spec,
+            model=model_part, settings=config.settings, max_steps=config.max_steps,
+        )
         with _frozen_gc():
-            if workers > 1:
-                play_in_processes(agent, env_cls, jobs, concurrency, workers, on_done)
-            else:
-                asyncio.run(play_all(agent, env_cls, jobs, concurrency, on_done))
+            executor.play(Episodes(jobs, examples, concurrency, workers, agent, env_cls, parts), on_done)
     finally:
         if bar is not None:
             bar.close()

@@ -94,6 +94,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         concurrency=args.concurrency, workers=args.workers, resume=args.resume, graders=args.grader or None,
         force=args.force, max_errors=args.max_errors,
         settings=settings, grader_settings=judge_settings(args), env_options=env_options(args),
+        executor=args.executor, executor_options={"address": args.ray_address} if args.ray_address else {},
     )
     check_resume(config)
     with locked_run_dir(out), serve_for(args, settings, out):
@@ -311,6 +312,14 @@ def build_parser() -> argparse.ArgumentParser:
         "--workers", type=positive_int, default=1,
         help="processes playing episodes, sharing --concurrency (one per core when a fast hosted or "
         "served model makes this process the bottleneck)",
+    )
+    p.add_argument(
+        "--executor", default="local",
+        help="where episodes are played: local (this machine) or ray (a Ray cluster; pip install 'toolgym[ray]')",
+    )
+    p.add_argument(
+        "--ray-address", metavar="auto|ray://HOST:PORT",
+        help="with --executor ray: the cluster (default: RAY_ADDRESS, else a new Ray on this machine)",
     )
     p.add_argument("--temperature", type=float, default=0.0)
     p.add_argument("--seed", type=int, default=0)

@@ -30,7 +30,7 @@ from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackMana
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import BaseMessage
 from langchain_core.outputs import ChatResult
-from langchain_core.rate_limiters import InMemoryRateLimiter
+from langchain_core.rate_limiters import BaseRateLimiter, InMemoryRateLimiter
 from pydantic import ConfigDict, Field, PrivateAttr
 
 log = logging.getLogger(__name__)
@@ -196,7 +196,7 @@ class ResilientChatModel(BaseChatModel):
     secrets: list[str] = Field(default_factory=list, repr=False, exclude=True)
     factory: Callable[[], BaseChatModel] | None = Field(default=None, repr=False, exclude=True)
     _per_loop: weakref.WeakKeyDictionary = PrivateAttr(default_factory=weakref.WeakKeyDictionary)
-    _limiter: InMemoryRateLimiter | None = PrivateAttr(default=None)
+    _limiter: BaseRateLimiter | None = PrivateAttr(default=None)
     _rng: random.Random = PrivateAttr(default_factory=random.Random)
 
     def model_post_init(self, context: Any) -> None:
@@ -208,6 +208,12 @@ class ResilientChatModel(BaseChatModel):
                 check_every_n_seconds=min(0.05, 0.5 / self.rps),
                 max_bucket_size=1,
             )
+
+    def share_rate_limiter(self, limiter: BaseRateLimiter) -> None:
+        """Take every attempt's token from ``limiter`` instead of this model's own ``rps``
+        bucket: one budget shared with other processes (the Ray executor's cluster-wide
+        ``--rps``)."""
+        self._limiter = limiter
 
     def inner_for_loop(self) -> BaseChatModel:
         """``inner`` on the first event loop that calls it; a fresh one from ``factory`` on
