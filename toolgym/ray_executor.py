@@ -34,6 +34,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import time
+from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
@@ -149,15 +150,17 @@ class EpisodeWorker:
 
     def __init__(self, parts: PartSpecs, examples: list[Example], limiter: Any = None) -> None:
         self.examples = examples
+        self.node = ray.get_runtime_context().get_node_id()
         self.agent, self.env_cls = build_parts(parts, SharedRateLimiter(limiter) if limiter is not None else None)
 
     async def ready(self) -> str:
         """The id of the node this actor runs on (once it has built its parts)."""
-        return ray.get_runtime_context().get_node_id()
+        return self.node
 
-    async def play(self, index: int, trial: int) -> Trajectory:
-        """Play example number ``index`` of the dataset, trial ``trial``."""
-        return await play_episode(self.agent, self.env_cls, self.examples[index], trial)
+    async def play(self, index: int, trial: int) -> tuple[str, Trajectory]:
+        """Play example number ``index`` of the dataset, trial ``trial``; returns the id of
+        the node that played it and the trajectory."""
+        return self.node, await play_episode(self.agent, self.env_cls, self.examples[index], trial)
 
     async def close(self) -> None:
         """Close the model's HTTP client on this actor's event loop."""
@@ -190,6 +193,8 @@ class RayExecutor:
         self.init_options = dict(init_options or {})
         self.duplicates = 0
         """Trajectories refused because their (example, trial) was already passed on."""
+        self.episodes_by_node: Counter[str] = Counter()
+        """Episodes passed on, by the id of the node that played them (last run)."""
 
     def _connect(self) -> bool:
         """Initialise Ray unless it is; returns whether this call did."""
@@ -211,6 +216,7 @@ class RayExecutor:
                 passed on (``--resume`` plays the rest).
             KeyboardInterrupt: on Ctrl-C (the actors are killed).
         """
+        self.duplicates, self.episodes_by_node = 0, Counter()
         if not episodes.jobs:
             return
         started = self._connect()
@@ -293,7 +299,7 @@ class RayExecutor:
                 a, job = pending.pop(ref)
                 load[a] -= 1
                 try:
-                    traj = ray.get(ref)
+                    node, traj = ray.get(ref)
                 except ray.exceptions.RayActorError as exc:  # gone for good (restarts are unlimited)
                     alive.discard(a)
                     if not alive:
@@ -308,6 +314,7 @@ class RayExecutor:
                         self.duplicates += 1
                     else:
                         passed.add(key)
+                        self.episodes_by_node[node] += 1
                         on_done(traj)
                 while queue and len(pending) < episodes.concurrency:
                     submit()
