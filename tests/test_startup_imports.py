@@ -16,7 +16,7 @@ import pytest
 
 HEAVY = (
     "langgraph", "langchain_core", "langchain_openai", "langchain_anthropic", "langsmith",
-    "openai", "anthropic", "httpx", "matplotlib", "llama_cpp", "numpy", "sqlite_utils",
+    "openai", "anthropic", "httpx", "matplotlib", "llama_cpp", "numpy", "sqlite_utils", "ray",
 )
 
 _PROBE = """
@@ -79,3 +79,4 @@ def test_run_still_loads_the_agent_stack(run_dir: Path) -> None:
         run_dir,
     )
     assert {"langgraph", "langchain_core"} <= loaded
+    assert "ray" not in loaded  # only --executor ray imports it
