@@ -217,6 +217,7 @@ class RayExecutor:
             KeyboardInterrupt: on Ctrl-C (the actors are killed).
         """
         self.duplicates, self.episodes_by_node = 0, Counter()
+        self._dataset = None
         if not episodes.jobs:
             return
         started = self._connect()
@@ -235,6 +236,7 @@ class RayExecutor:
                 ray.kill(actor)
             if limiter is not None:
                 ray.kill(limiter)
+            self._dataset = None
             if started:
                 ray.shutdown()
 
@@ -248,7 +250,8 @@ class RayExecutor:
         slots = [n["NodeID"] for n, c in zip(nodes, cpus, strict=True) for _ in range(c)]  # one per CPU, node by node
         order = [slots[(i * len(slots)) // count] for i in range(count)] if count <= len(slots) else [
             slots[i % len(slots)] for i in range(count)]
-        examples_ref = ray.put(episodes.examples)  # once: each actor fetches it once
+        # once: each actor fetches it once; held to the end, for actors restarted after a node loss
+        self._dataset = examples_ref = ray.put(episodes.examples)
         per_actor = -(-episodes.concurrency // count)
         actors = [
             EpisodeWorker.options(
