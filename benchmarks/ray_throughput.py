@@ -50,6 +50,20 @@ class Timed:
             self.wall_s = time.perf_counter() - t0
 
 
+def every_node_schedules(ray: Any) -> None:
+    """Wait until the scheduler places work on every node (a node just added is alive before
+    the scheduler sees its resources, and actors meant for it would start elsewhere)."""
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    @ray.remote(num_cpus=0)
+    def where() -> str:
+        return ray.get_runtime_context().get_node_id()
+
+    nodes = [n["NodeID"] for n in ray.nodes() if n["Alive"]]
+    placed = ray.get([where.options(scheduling_strategy=NodeAffinitySchedulingStrategy(n, soft=False)).remote() for n in nodes])
+    assert placed == nodes, (placed, nodes)
+
+
 def one_run(executor: Any, dataset: str, port: int, concurrency: int, limit: int | None, out: Path) -> dict[str, Any]:
     from toolgym.providers import ModelSettings
     from toolgym.runner import RunConfig, run
@@ -98,9 +112,11 @@ def main() -> int:
                 cluster.add_node(num_cpus=args.cpus, node_ip_address="127.0.0.1", object_store_memory=500 * 2**20)
             ray.init(address=cluster.address, _node_ip_address="127.0.0.1", log_to_driver=False)
             cluster.wait_for_nodes()
+            every_node_schedules(ray)
             ray_executor = RayExecutor()
             results["ray"] = one_run(ray_executor, args.dataset, port, args.concurrency, args.limit, Path(tmp) / "ray")
             by_node = sorted(ray_executor.episodes_by_node.values())
+            actors = f"{len(ray_executor.actor_nodes)} actors on {len(set(ray_executor.actor_nodes))} node(s)"
     finally:
         if cluster is not None:
             ray.shutdown()
@@ -110,7 +126,7 @@ def main() -> int:
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
     n = results["local"]["trajectories"]
     print(f"turns: {n}  concurrency: {args.concurrency}  stub delay: {args.delay * 1000:.0f} ms  ray: {args.nodes} node(s) x "
-          f"{args.cpus} CPU on 127.0.0.1 (episodes by node: {by_node})  load average before: {load_before}, after: {load}")
+          f"{args.cpus} CPU on 127.0.0.1, {actors} (episodes by node: {by_node})  load average before: {load_before}, after: {load}")
     for name, r in results.items():
         print(f"{name:>5}: generation {r['generation_s']:.1f} s = {r['trajectories'] / r['generation_s']:.0f} turns/s "
               f"(whole run incl. loading and grading {r['total_s']:.1f} s; {r['trajectories']} trajectories)")

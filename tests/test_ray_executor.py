@@ -185,6 +185,7 @@ def test_node_killed_mid_run_every_episode_once_same_scores(cluster, tmp_path):
     assert len(keys) == 2000 and set(keys.values()) == {1}
     assert executor.duplicates == 0
     assert len(executor.episodes_by_node) == 2  # the second node played before it died
+    assert executor.replayed > 0  # its in-flight episodes were played again elsewhere
     assert _scores(out) == _scores(tmp_path / "local")
     assert [(r.grader, r.estimate.mean, r.estimate.stderr, r.estimate.n) for r in result.summary] == [
         (r.grader, r.estimate.mean, r.estimate.stderr, r.estimate.n) for r in local.summary

@@ -19,12 +19,15 @@ How a run goes (``toolgym run --executor ray`` or ``toolgym.evaluate(..., execut
    slots ``1/rps`` s apart, and each worker's hosted model
    (:class:`~toolgym.providers.retry.ResilientChatModel`) takes one per attempt, retries
    included, through :class:`SharedRateLimiter`.
-4. Faults: actors restart without limit (``max_restarts=-1``) and their unfinished calls are
-   resubmitted by Ray (``max_task_retries=-1``), so when a node dies its in-flight episodes
-   are played again by the actor's restart on a surviving node. An ``ObjectRef`` resolves once,
-   so each (example, trial) reaches ``on_done`` once; the driver also refuses a second
-   trajectory of a key it has already passed on. When the driver dies, the actors die with it
-   (they are owned by it) and ``--resume`` plays what is missing.
+4. Faults: an actor whose process dies is restarted by Ray on its node and its unfinished
+   calls are resubmitted (``max_restarts=-1``, ``max_task_retries=-1``). Each actor is pinned
+   to its node (Ray 2.60's "soft" node affinity may start it on another node, leaving nodes
+   idle), so when a node dies its actors fail for good: the driver puts their in-flight
+   episodes back in the queue, where the surviving actors and a replacement actor started
+   anywhere in the cluster play them. An ``ObjectRef`` resolves once and a failed call yields
+   no trajectory, so each (example, trial) reaches ``on_done`` once; the driver also refuses a
+   second trajectory of a key it has already passed on. When the driver dies, the actors die
+   with it (they are owned by it) and ``--resume`` plays what is missing.
 
 Requires the ``ray`` extra: ``pip install 'toolgym[ray]'``, on the driver and on every node.
 """
@@ -195,6 +198,12 @@ class RayExecutor:
         """Trajectories refused because their (example, trial) was already passed on."""
         self.episodes_by_node: Counter[str] = Counter()
         """Episodes passed on, by the id of the node that played them (last run)."""
+        self.actor_nodes: list[str] = []
+        """The node each first actor started on (last run)."""
+        self.replayed = 0
+        """Episodes put back in the queue because their actor died (last run)."""
+        self._actors: list[Any] = []
+        self._new_actor: Callable[..., Any] | None = None
 
     def _connect(self) -> bool:
         """Initialise Ray unless it is; returns whether this call did."""
@@ -212,23 +221,23 @@ class RayExecutor:
         Raises:
             ExtensionError: when a worker cannot build the run's parts (an extension or
                 provider not importable on its node), before any episode is played.
-            WorkerDied: when every actor is gone for good; the trajectories received were
-                passed on (``--resume`` plays the rest).
+            WorkerDied: when the actors keep dying (more replacements than actors were
+                needed); the trajectories received were passed on (``--resume`` plays the
+                rest).
             KeyboardInterrupt: on Ctrl-C (the actors are killed).
         """
-        self.duplicates, self.episodes_by_node = 0, Counter()
-        self._dataset = None
+        self.duplicates, self.episodes_by_node, self.actor_nodes, self.replayed = 0, Counter(), [], 0
         if not episodes.jobs:
             return
         started = self._connect()
-        actors: list[Any] = []
+        self._actors = []
         limiter = None
         try:
             limiter = RateLimiter.remote(episodes.parts.settings.rps) if episodes.parts.settings.rps else None
-            actors = self._start_actors(episodes, limiter)
-            self._drive(episodes, actors, on_done)
+            self._start_actors(episodes, limiter)
+            self._drive(episodes, on_done)
         finally:
-            for actor in actors:
+            for actor in self._actors:
                 try:
                     ray.get(actor.close.remote(), timeout=10)
                 except Exception:  # best effort: an actor that is gone closes nothing
@@ -236,37 +245,36 @@ class RayExecutor:
                 ray.kill(actor)
             if limiter is not None:
                 ray.kill(limiter)
-            self._dataset = None
+            self._actors, self._new_actor = [], None
             if started:
                 ray.shutdown()
 
-    def _start_actors(self, episodes: Episodes, limiter: Any) -> list[Any]:
+    def _start_actors(self, episodes: Episodes, limiter: Any) -> None:
+        """One actor per CPU of the alive nodes (or as many as asked), each pinned to its node;
+        waits until every one has built the run's parts."""
         nodes = [n for n in ray.nodes() if n.get("Alive") and n.get("Resources", {}).get("CPU", 0) > 0]
         if not nodes:
             raise WorkerDied("ray executor: the cluster has no alive node with a CPU")
-        cpus = [max(1, int(n["Resources"]["CPU"])) for n in nodes]
-        wanted = self.actors or (episodes.workers if episodes.workers > 1 else sum(cpus))
+        slots = [n["NodeID"] for n in nodes for _ in range(max(1, int(n["Resources"]["CPU"])))]
+        wanted = self.actors or (episodes.workers if episodes.workers > 1 else len(slots))
         count = max(1, min(wanted, episodes.concurrency, len(episodes.jobs)))
-        slots = [n["NodeID"] for n, c in zip(nodes, cpus, strict=True) for _ in range(c)]  # one per CPU, node by node
-        order = [slots[(i * len(slots)) // count] for i in range(count)] if count <= len(slots) else [
-            slots[i % len(slots)] for i in range(count)]
-        # once: each actor fetches it once; held to the end, for actors restarted after a node loss
-        self._dataset = examples_ref = ray.put(episodes.examples)
-        per_actor = -(-episodes.concurrency // count)
-        actors = [
-            EpisodeWorker.options(
-                scheduling_strategy=NodeAffinitySchedulingStrategy(node_id, soft=True),  # elsewhere if it dies
-                max_restarts=-1, max_task_retries=-1, max_concurrency=per_actor + 8,
-            ).remote(episodes.parts, examples_ref, limiter)
-            for node_id in order
-        ]
-        readies = [a.ready.remote() for a in actors]
+        order = [slots[(i * len(slots)) // count] if count <= len(slots) else slots[i % len(slots)] for i in range(count)]
+        dataset = ray.put(episodes.examples)  # once; each actor fetches it once
+        options = {"max_restarts": -1, "max_task_retries": -1, "max_concurrency": -(-episodes.concurrency // count) + 8}
+
+        def new_actor(node_id: str | None = None) -> Any:
+            # Pinned (not "soft": Ray 2.60 may then place it on another node); a pinned actor
+            # whose node dies is dead for good, and its replacement goes anywhere.
+            where = {"scheduling_strategy": NodeAffinitySchedulingStrategy(node_id, soft=False)} if node_id else {}
+            return EpisodeWorker.options(**options, **where).remote(episodes.parts, dataset, limiter)
+
+        self._new_actor = new_actor
+        self._actors = [new_actor(node_id) for node_id in order]
+        readies = [a.ready.remote() for a in self._actors]
         for node_id, ref in zip(order, readies, strict=True):
             try:
-                ray.get(ref)
+                self.actor_nodes.append(ray.get(ref))
             except ray.exceptions.RayError as exc:
-                for actor in actors:
-                    ray.kill(actor)
                 cause = getattr(exc, "cause", None) or exc
                 raise ExtensionError(
                     f"ray executor: a worker on node {node_id[:12]} cannot build this run's environment, agent "
@@ -274,21 +282,25 @@ class RayExecutor:
                     "and their packages) must be importable on every node: install the same packages there "
                     "(README, 'Running on a Ray cluster')"
                 ) from None
-        return actors
 
-    def _drive(self, episodes: Episodes, actors: list[Any], on_done: Callable[[Trajectory], None]) -> None:
+    def _drive(self, episodes: Episodes, on_done: Callable[[Trajectory], None]) -> None:
+        """Keep ``concurrency`` episodes in flight on the least-loaded live actors and pass
+        each trajectory on as it arrives; the episodes of an actor that died for good go back
+        to the queue, and a replacement actor is started."""
+        actors = self._actors
         index = {ex.id: i for i, ex in enumerate(episodes.examples)}
-        queue = [(index[ex.id], trial, ex.id) for ex, trial in reversed(episodes.jobs)]  # popped from the end
+        queue = [(index[ex.id], trial) for ex, trial in reversed(episodes.jobs)]  # popped from the end
         alive = set(range(len(actors)))
         load = [0] * len(actors)
-        pending: dict[Any, tuple[int, tuple[int, int, str]]] = {}
+        replacements = len(actors)
+        pending: dict[Any, tuple[int, tuple[int, int]]] = {}
         passed: set[tuple[str, int]] = set()
 
         def submit() -> None:
             job = queue.pop()
             a = min(alive, key=load.__getitem__)
             load[a] += 1
-            pending[actors[a].play.remote(job[0], job[1])] = (a, job)
+            pending[actors[a].play.remote(*job)] = (a, job)
 
         while queue and len(pending) < episodes.concurrency:
             submit()
@@ -303,14 +315,20 @@ class RayExecutor:
                 load[a] -= 1
                 try:
                     node, traj = ray.get(ref)
-                except ray.exceptions.RayActorError as exc:  # gone for good (restarts are unlimited)
-                    alive.discard(a)
-                    if not alive:
-                        raise WorkerDied(
-                            f"ray executor: every worker actor died ({_short(exc)}); finished episodes are "
-                            "saved, --resume plays the rest"
-                        ) from None
+                except (ray.exceptions.RayActorError, ray.exceptions.ActorUnschedulableError) as exc:  # its node died
                     queue.append(job)
+                    self.replayed += 1
+                    if a in alive:
+                        alive.discard(a)
+                        if replacements == 0:
+                            raise WorkerDied(
+                                f"ray executor: worker actors keep dying ({_short(exc)}); finished episodes "
+                                "are saved, --resume plays the rest"
+                            ) from None
+                        replacements -= 1
+                        actors.append(self._new_actor())
+                        load.append(0)
+                        alive.add(len(actors) - 1)
                 else:
                     key = (traj.example_id, traj.trial)
                     if key in passed:
