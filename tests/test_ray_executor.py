@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import threading
 import time
 from collections import Counter
@@ -147,6 +148,65 @@ def test_resume_on_ray_plays_only_what_is_missing(cluster, tmp_path):
     assert _scores(cut) == _scores(full)
 
 
+def _actor_pids() -> list[int]:
+    """Process ids of the EpisodeWorker actors (Ray names their processes ``ray::EpisodeWorker...``)."""
+    pids = []
+    for proc in Path("/proc").iterdir():
+        try:
+            if proc.name.isdigit() and b"ray::EpisodeWorker" in (proc / "cmdline").read_bytes():
+                pids.append(int(proc.name))
+        except OSError:
+            pass
+    return pids
+
+
+def _when_written(path: Path, lines: int, action) -> threading.Thread:
+    """A thread calling ``action()`` once ``path`` has ``lines`` lines (gives up after 600 s)."""
+
+    def watch() -> None:
+        deadline = time.monotonic() + 600
+        while time.monotonic() < deadline:
+            if path.exists() and path.read_bytes().count(b"\n") >= lines:
+                action()
+                return
+            time.sleep(0.02)
+
+    thread = threading.Thread(target=watch)
+    thread.start()
+    return thread
+
+
+def test_actor_process_killed_ray_restarts_it_and_replays_its_episodes(cluster, tmp_path):
+    """SIGKILL of one actor's process mid-run: Ray restarts the actor on its node and resubmits
+    its unfinished calls; every (example, trial) once, local scores."""
+    dataset = _dataset(tmp_path / "data.jsonl", 60)
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps({"by_input": SCRIPTS}), encoding="utf-8")
+    common = dict(env="typewriter_1", model=f"scripted:{script}", dataset=str(dataset), trials=4, max_steps=6,
+                  concurrency=8)
+    run(RunConfig(out=tmp_path / "local", **common), progress=False)
+    out = tmp_path / "ray"
+    killed: list[int] = []
+
+    def kill_one_actor() -> None:
+        pids = _actor_pids()
+        if pids:
+            os.kill(pids[0], signal.SIGKILL)
+            killed.append(pids[0])
+
+    watcher = _when_written(out / "trajectories.jsonl", 60, kill_one_actor)
+    executor = RayExecutor()
+    try:
+        run(RunConfig(out=out, executor=executor, **common), progress=False)
+    finally:
+        watcher.join()
+    assert killed
+    keys = Counter(t.key for t in read_trajectories(out))
+    assert len(keys) == 240 and set(keys.values()) == {1}
+    assert executor.duplicates == 0
+    assert _scores(out) == _scores(tmp_path / "local")
+
+
 def test_node_killed_mid_run_every_episode_once_same_scores(cluster, tmp_path):
     """2,000 typewriter episodes with the scripted model; the second node's processes are
     killed mid-run. Every (example, trial) is in trajectories.jsonl exactly once, with the
@@ -163,17 +223,10 @@ def test_node_killed_mid_run_every_episode_once_same_scores(cluster, tmp_path):
     killed_at: list[int] = []
 
     def kill_second_node() -> None:  # once a quarter of the episodes are written
-        path = out / "trajectories.jsonl"
-        deadline = time.monotonic() + 600
-        while time.monotonic() < deadline:
-            if path.exists() and path.read_bytes().count(b"\n") >= 500:
-                killed_at.append(path.read_bytes().count(b"\n"))
-                c.remove_node(second, allow_graceful=False)
-                return
-            time.sleep(0.02)
+        killed_at.append((out / "trajectories.jsonl").read_bytes().count(b"\n"))
+        c.remove_node(second, allow_graceful=False)
 
-    killer = threading.Thread(target=kill_second_node)
-    killer.start()
+    killer = _when_written(out / "trajectories.jsonl", 500, kill_second_node)
     executor = RayExecutor()
     try:
         result = run(RunConfig(out=out, executor=executor, **common), progress=False)
