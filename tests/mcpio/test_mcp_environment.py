@@ -22,6 +22,7 @@ from toolgym.runio import read_run, read_scores, read_trajectories  # noqa: E402
 from toolgym.runner import RunConfig, run  # noqa: E402
 
 SERVER = Path(__file__).with_name("counter_server.py")
+ROOT = Path(__file__).resolve().parents[2]
 STDIO_SPEC = f"mcp:{sys.executable} {SERVER}"
 
 
@@ -137,3 +138,32 @@ def test_streamable_http_server_as_environment(tmp_path):
     finally:
         proc.kill()
         proc.wait()
+
+
+def test_a_command_that_is_not_an_mcp_server_is_one_clear_line(tmp_path):
+    data = dataset(tmp_path / "counter.jsonl", C1, C4)
+    proc = subprocess.run(
+        [sys.executable, "-c", "import sys; from toolgym.cli import main; sys.exit(main(sys.argv[1:]))", "run",
+         "--env", "mcp:echo hi", "--agent", "oracle", "--dataset", str(data), "--out", str(tmp_path / "run"),
+         "--no-progress"],
+        capture_output=True, text=True, timeout=60, env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    assert proc.returncode == 1
+    assert "Traceback" not in proc.stderr, proc.stderr
+    assert "the command 'echo hi' is not an MCP server: it wrote 'hi' on stdout" in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+
+
+def test_without_the_mcp_sdk_the_extra_is_named_at_once(tmp_path):
+    data = dataset(tmp_path / "counter.jsonl", C1)
+    code = ("import sys; sys.modules['mcp'] = None\n"
+            "from toolgym.cli import main\n"
+            f"sys.exit(main(['run', '--env', {STDIO_SPEC!r}, '--agent', 'oracle', '--dataset', {str(data)!r},"
+            f" '--out', {str(tmp_path / 'run')!r}, '--no-progress']))")
+    started = time.monotonic()
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert time.monotonic() - started < 30
+    assert proc.returncode == 2
+    assert proc.stderr.strip().endswith("install the extra: pip install 'toolgym[mcp]'"), proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr

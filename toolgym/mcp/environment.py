@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import os
 import shlex
 import threading
@@ -33,13 +34,38 @@ from toolgym.benchmark import Benchmark
 from toolgym.environments import Environment, ToolError, schema_tool
 from toolgym.records import Example
 
-__all__ = ["MCPEnvironment", "MCPServerSpec", "STDIO_PREFIX", "HTTP_PREFIXES", "benchmark_for_spec", "parse_spec"]
+__all__ = ["INSTALL_HINT", "MCPEnvironment", "MCPServerSpec", "STDIO_PREFIX", "HTTP_PREFIXES", "benchmark_for_spec", "parse_spec", "require_mcp"]
 
 STDIO_PREFIX = "mcp:"
 HTTP_PREFIXES = ("mcp+http://", "mcp+https://")
 
 CONNECT_TIMEOUT_S = 60.0
 """Seconds to start a server, initialize the session and list its tools."""
+
+INSTALL_HINT = "install the extra: pip install 'toolgym[mcp]'"
+
+
+def require_mcp() -> None:
+    """Check that the MCP SDK can be imported.
+
+    Raises:
+        ValueError: ``install the extra: pip install 'toolgym[mcp]'`` when it cannot.
+    """
+    try:
+        import mcp  # noqa: F401
+    except ImportError:
+        raise ValueError(INSTALL_HINT) from None
+
+
+class _NotJsonRpc(logging.Filter):
+    """Drops the MCP SDK's traceback for each stdout line of a stdio server that is not
+    JSON-RPC; :class:`_Connection` reports the first such line itself, in one sentence."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not record.getMessage().startswith("Failed to parse JSONRPC message")
+
+
+logging.getLogger("mcp.client.stdio").addFilter(_NotJsonRpc())
 
 
 @dataclass(frozen=True)
@@ -106,6 +132,7 @@ class _Connection:
         self.tools: list[Any] = []
         self.instructions: str | None = None
         self.lost: str | None = None  # why the session ended early
+        self.not_json_rpc: str | None = None  # the first stdout line that was not JSON-RPC
         self._closing: asyncio.Event | None = None
         self._task: asyncio.Future | None = None
         ready: asyncio.Future = asyncio.run_coroutine_threadsafe(self._open(), self.loop)
@@ -123,13 +150,17 @@ class _Connection:
         return closing, task
 
     async def _hold(self, started: asyncio.Future, closing: asyncio.Event) -> None:
-        from mcp import ClientSession, StdioServerParameters, types
-        from mcp.client.stdio import stdio_client
-        from mcp.client.streamable_http import streamable_http_client
+        try:  # every failure, a missing SDK included, reaches the caller through `started`
+            from mcp import ClientSession, StdioServerParameters, types
+            from mcp.client.stdio import stdio_client
+            from mcp.client.streamable_http import streamable_http_client
 
-        from toolgym import __version__
+            from toolgym import __version__
 
-        try:
+            async def on_message(message: Any) -> None:
+                if isinstance(message, Exception) and self.not_json_rpc is None:
+                    self.not_json_rpc = _bad_line(message)
+
             async with contextlib.AsyncExitStack() as stack:
                 if self.server.url is not None:
                     read, write, _ = await stack.enter_async_context(streamable_http_client(self.server.url))
@@ -139,7 +170,8 @@ class _Connection:
                     )
                     read, write = await stack.enter_async_context(stdio_client(params))
                 session = await stack.enter_async_context(
-                    ClientSession(read, write, client_info=types.Implementation(name="toolgym", version=__version__))
+                    ClientSession(read, write, client_info=types.Implementation(name="toolgym", version=__version__),
+                                  message_handler=on_message)
                 )
                 init = await session.initialize()
                 tools, cursor = [], None
@@ -155,7 +187,17 @@ class _Connection:
         except BaseException as exc:  # noqa: BLE001 -- reported to the caller, never lost
             reason = f"{type(exc).__name__}: {_exception_text(exc)}"
             if not started.done():
-                started.set_exception(RuntimeError(f"{self.server.spec}: cannot open an MCP session: {reason}"))
+                if isinstance(exc, ImportError):
+                    message = f"{self.server.spec}: {INSTALL_HINT}"
+                elif self.not_json_rpc is not None:
+                    message = (f"{self.server.spec}: the command {' '.join(self.server.command)!r} is not an MCP "
+                               f"server: it wrote {self.not_json_rpc!r} on stdout, not a JSON-RPC message")
+                elif self.server.command and not isinstance(_innermost(exc), OSError):
+                    message = (f"{self.server.spec}: the command {' '.join(self.server.command)!r} ended before the "
+                               f"MCP handshake was done ({reason}); is it an MCP server on stdio?")
+                else:
+                    message = f"{self.server.spec}: cannot open an MCP session: {reason}"
+                started.set_exception(RuntimeError(message))
             else:
                 self.lost = reason
             if isinstance(exc, asyncio.CancelledError):
@@ -198,10 +240,26 @@ class _Connection:
             asyncio.run_coroutine_threadsafe(stop(), self.loop).result(15)
 
 
-def _exception_text(exc: BaseException) -> str:
-    """The message of an exception, or of the first one in an exception group."""
+def _bad_line(exc: Exception) -> str:
+    """The input of a JSON-RPC parse error (pydantic's ``input_value``), cut to 80 characters."""
+    errors = getattr(exc, "errors", None)
+    try:
+        line = str(errors()[0]["input"]) if callable(errors) else str(exc)
+    except Exception:  # noqa: BLE001 -- any other exception: its text
+        line = str(exc)
+    return line if len(line) <= 80 else line[:77] + "..."
+
+
+def _innermost(exc: BaseException) -> BaseException:
+    """The first exception of an exception group (of nested groups), else ``exc``."""
     while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
         exc = exc.exceptions[0]
+    return exc
+
+
+def _exception_text(exc: BaseException) -> str:
+    """The message of an exception, or of the first one in an exception group."""
+    exc = _innermost(exc)
     return str(exc) or type(exc).__name__
 
 
@@ -295,9 +353,11 @@ def benchmark_for_spec(spec: str) -> Benchmark:
     judge ``correctness`` with ``--judge-model``; no built-in dataset (give ``--dataset``).
 
     Raises:
-        ValueError: for a malformed spec (see :func:`parse_spec`).
+        ValueError: for a malformed spec (see :func:`parse_spec`), or when the MCP SDK is not
+            installed (``install the extra: pip install 'toolgym[mcp]'``).
     """
     server = parse_spec(spec)
+    require_mcp()
     cls = type("MCPServer", (MCPEnvironment,), {"server": server, "name": spec, "__module__": __name__})
     kind = f"streamable HTTP at {server.url}" if server.url else f"stdio: {' '.join(server.command)}"
     return Benchmark(
