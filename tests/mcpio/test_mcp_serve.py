@@ -428,3 +428,20 @@ def test_a_trajectory_appended_before_grading_is_graded_when_the_server_stops(tm
     assert {s.grader: s.value for s in result.scores} == {"final_state": 1.0, "steps_exact": 1.0, "step_ratio": 1.0}
     assert read_scores(tmp_path / "served") == result.scores
     assert served.grade(trajectory) and read_scores(tmp_path / "served") == result.scores  # never twice
+
+
+def test_http_normal_disconnect_logs_no_error(tmp_path):
+    """A client that ends its session the ordinary way leaves no ERROR or traceback in the log."""
+
+    async def client(url: str) -> None:
+        async with http_session(url) as session:
+            await session.list_tools()
+            await session.call_tool("start_episode", {})
+            await session.call_tool("end_episode", {"answer": "x"})
+
+    with HttpServer(tmp_path / "served", "--env", "typewriter_1", "--limit", "1") as server:
+        asyncio.run(client(server.url))
+        time.sleep(0.5)
+        err = server.stop()
+    assert "ERROR" not in err and "Traceback" not in err, err
+    assert [t.status for t in read_trajectories(tmp_path / "served")] == ["completed"]

@@ -73,6 +73,19 @@ log = logging.getLogger(__name__)
 # answered as one); keep stderr for what matters
 logging.getLogger("mcp.server.lowlevel.server").setLevel(logging.ERROR)
 
+
+class _ClosedStream(logging.Filter):
+    """Drops the SDK's ``Error in standalone SSE writer`` traceback when the cause is the
+    stream being closed: that is how every ordinary disconnect of an HTTP client ends."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        closed = isinstance(exc, (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream))
+        return not (closed and record.getMessage().startswith("Error in standalone SSE writer"))
+
+
+logging.getLogger("mcp.server.streamable_http").addFilter(_ClosedStream())
+
 START, END = "start_episode", "end_episode"
 CONTROL_TOOLS = (START, END)
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
