@@ -445,3 +445,32 @@ def test_http_normal_disconnect_logs_no_error(tmp_path):
         err = server.stop()
     assert "ERROR" not in err and "Traceback" not in err, err
     assert [t.status for t in read_trajectories(tmp_path / "served")] == ["completed"]
+
+
+def run_cli(*argv: str, no_mcp: bool = False) -> subprocess.CompletedProcess:
+    """``main(argv)`` in a fresh interpreter (warnings shown as the console script shows them);
+    ``no_mcp``: as if the MCP SDK were not installed."""
+    code = ("import sys\n" + ("sys.modules['mcp'] = None\n" if no_mcp else "")
+            + "from toolgym.cli import main\nsys.exit(main(sys.argv[1:]))")
+    return subprocess.run([sys.executable, "-c", code, *argv], env=ENV, cwd=ROOT, capture_output=True, text=True,
+                          timeout=120)
+
+
+def test_serve_without_the_mcp_sdk_names_the_extra(tmp_path):
+    proc = run_cli("serve", "--env", "typewriter_1", "--out", str(tmp_path / "served"), no_mcp=True)
+    assert proc.returncode == 2
+    assert proc.stderr == "error: install the extra: pip install 'toolgym[mcp]'\n"
+    assert not (tmp_path / "served").exists()
+
+
+def test_port_in_use_is_named_and_nothing_is_left_open(tmp_path):
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        proc = run_cli("serve", "--env", "typewriter_1", "--out", str(tmp_path / "served"), "--transport", "http",
+                       "--port", str(port))
+    assert proc.returncode == 2
+    assert proc.stderr == f"error: 127.0.0.1:{port}: address already in use\n"

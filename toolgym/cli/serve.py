@@ -41,6 +41,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def cmd_serve(args: argparse.Namespace) -> int:
     from toolgym.cli import judge_settings
+    from toolgym.mcp.environment import require_mcp
+
+    require_mcp()  # before anything is written: ValueError naming the extra to install
     from toolgym.mcp.serve import HttpSettings, ServedRun, serve_http, serve_stdio
     from toolgym.runio import locked_run_dir
     from toolgym.runner import status_counts
@@ -63,6 +66,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
             result = serve_http(served, settings) if settings is not None else serve_stdio(served)
         except KeyboardInterrupt:
             result = served.finish()
+        finally:
+            served.close()  # the server could not start (say, the port is taken): nothing left open
     counts = status_counts(result.trajectories)
     statuses = ", ".join(f"{k}: {v}" for k, v in sorted(counts.items())) or "no episodes"
     print(f"{out}: {len(result.trajectories)} trajectories ({statuses}), {len(result.scores)} scores", file=sys.stderr)

@@ -235,6 +235,15 @@ class ServedRun:
         for session in list(self.sessions):
             session.abort(reason)
 
+    def close(self) -> None:
+        """Close the trajectory and score files without writing the run (the server could not
+        start); :meth:`finish` does both. Idempotent."""
+        with self._lock:
+            for writer in (self._traj_writer, self._score_writer):
+                if writer is not None:
+                    writer.close()
+            self._traj_writer = self._score_writer = None
+
     def finish(self) -> RunResult:
         """Close the files, then write ``run.json`` (``finished_at``) and ``scores.jsonl`` in
         run order and run the exporters, as a CLI run ends (idempotent)."""
@@ -591,12 +600,24 @@ def _bracket(host: str) -> str:
 
 @contextlib.contextmanager
 def _bound_socket(host: str, port: int) -> Iterator[socket.socket]:
-    info = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+    """A listening socket on ``host:port``.
+
+    Raises:
+        OSError: when the address cannot be resolved or bound; its ``filename`` is ``HOST:PORT``.
+    """
+    where = f"{_bracket(host)}:{port}"
+    try:
+        info = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+    except OSError as exc:
+        raise OSError(exc.errno, exc.strerror or str(exc), where) from None
     sock = socket.socket(info[0], socket.SOCK_STREAM)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind(info[4])
-        sock.listen(2048)  # connections wait in the backlog until the server accepts them
+        try:
+            sock.bind(info[4])
+            sock.listen(2048)  # connections wait in the backlog until the server accepts them
+        except OSError as exc:
+            raise OSError(exc.errno, exc.strerror or str(exc), where) from None
         yield sock
     finally:
         sock.close()
@@ -609,7 +630,7 @@ def serve_http(served: ServedRun, settings: HttpSettings) -> RunResult:
 
     Raises:
         ValueError: see :meth:`HttpSettings.check`.
-        OSError: when the address cannot be bound.
+        OSError: when the address cannot be bound (``filename`` is ``HOST:PORT``).
     """
     import uvicorn
 
