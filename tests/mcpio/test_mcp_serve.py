@@ -474,3 +474,74 @@ def test_port_in_use_is_named_and_nothing_is_left_open(tmp_path):
                        "--port", str(port))
     assert proc.returncode == 2
     assert proc.stderr == f"error: 127.0.0.1:{port}: address already in use\n"
+
+
+def wait_unlocked(out: Path, timeout_s: float = 30) -> None:
+    """Wait until no server holds the run directory's lock (the server process ended)."""
+    import fcntl
+
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        with open(out / ".lock", "a+") as fh:
+            try:
+                fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return
+            except BlockingIOError:
+                pass
+        time.sleep(0.1)
+    raise AssertionError(f"{out} still locked after {timeout_s} s")
+
+
+def test_relaunching_with_the_same_out_continues_the_served_run(tmp_path):
+    """A client configuration is static: every launch names the same --out."""
+    out = tmp_path / "served"
+    args = serve_args(out, "--env", "typewriter_26", "--limit", "3")
+
+    async def one_episode(example_id: str | None) -> dict:
+        async with stdio_session(args) as session:
+            task = await session.call_tool("start_episode", {"example_id": example_id} if example_id else {})
+            assert not task.isError, text(task)
+            ended = await session.call_tool("end_episode", {"answer": "x"})
+            assert not ended.isError, text(ended)
+            return task.structuredContent
+
+    first = asyncio.run(one_episode(None))
+    wait_unlocked(out)
+    started_at = read_run(out).started_at
+    second = asyncio.run(one_episode(None))  # the next example in dataset order
+    wait_unlocked(out)
+    third = asyncio.run(one_episode(first["example_id"]))  # played again: the next trial
+    wait_unlocked(out)
+    assert second["example_id"] != first["example_id"]
+    assert (third["example_id"], third["trial"]) == (first["example_id"], 1)
+    record = read_run(out)
+    assert record.started_at == started_at and record.finished_at
+    assert len(record.resumes) == 2 and record.agent["agent"] == "test-client"
+    assert [(t.example_id, t.trial) for t in read_trajectories(out)] == [
+        (first["example_id"], 0), (second["example_id"], 0), (first["example_id"], 1)]
+    assert {(s.example_id, s.trial) for s in read_scores(out)} == {
+        (first["example_id"], 0), (second["example_id"], 0), (first["example_id"], 1)}
+
+
+def test_a_served_run_is_continued_only_with_the_same_settings(tmp_path):
+    out = tmp_path / "served"
+
+    async def one_episode() -> None:
+        async with stdio_session(serve_args(out, "--env", "typewriter_26", "--limit", "2")) as session:
+            await session.call_tool("start_episode", {})
+            await session.call_tool("end_episode", {"answer": "x"})
+
+    asyncio.run(one_episode())
+    wait_unlocked(out)
+    other = run_cli("serve", "--env", "typewriter_26", "--limit", "1", "--out", str(out))
+    assert other.returncode == 2 and "other settings (limit 2 -> 1)" in other.stderr, other.stderr
+    ran = tmp_path / "ran"
+    assert main(["run", "--env", "typewriter_1", "--agent", "oracle", "--limit", "1", "--out", str(ran),
+                 "--no-progress"]) == 0
+    not_served = run_cli("serve", "--env", "typewriter_1", "--limit", "1", "--out", str(ran))
+    assert not_served.returncode == 2 and "is not from `toolgym serve`" in not_served.stderr, not_served.stderr
+    # two servers never write one directory at once
+    with HttpServer(out, "--env", "typewriter_26", "--limit", "2"):
+        second = run_cli("serve", "--env", "typewriter_26", "--limit", "2", "--out", str(out))
+    assert second.returncode == 2 and "being written by another run" in second.stderr, second.stderr
+    assert len(read_trajectories(out)) == 1

@@ -46,7 +46,15 @@ from langchain_core.utils.function_calling import convert_to_openai_tool
 from toolgym.agents import Episode
 from toolgym.environments import Environment, ToolBug
 from toolgym.records import Example, Score, ToolCall, Trajectory
-from toolgym.runio import SCORES_FILE, TRAJECTORIES_FILE, JsonlAppender, RunDirError, write_run
+from toolgym.runio import (
+    SCORES_FILE,
+    TRAJECTORIES_FILE,
+    JsonlAppender,
+    RunDirError,
+    read_jsonl,
+    read_run,
+    write_run,
+)
 from toolgym.runner import (
     RunResult,
     finish_run,
@@ -102,7 +110,9 @@ class ServedRun:
     Args:
         env: An environment name or spec (as ``--env``), a ``Benchmark`` or an
             ``Environment`` subclass.
-        out: The run directory; must not hold trajectories yet.
+        out: The run directory: a new one, or one this server wrote before with the same
+            environment, dataset, limit and graders, which is continued (new episodes are
+            appended with the next trial numbers; see :meth:`_continue`).
         dataset: A path or built-in dataset name (``None``: the environment's ``test`` set).
         graders: Grader names or specs (``None``: the environment's own).
         grader_settings: As ``RunConfig.grader_settings`` (``judge_model``, ``judge_cache``).
@@ -111,7 +121,8 @@ class ServedRun:
 
     Raises:
         DatasetError / UnknownNameError / ExtensionError: as :func:`toolgym.runner.run`.
-        RunDirError: when ``out`` already holds trajectories.
+        RunDirError: when ``out`` holds the trajectories of a ``run``, or of a served run with
+            other settings.
         ValueError: when the environment has a tool named like a control tool.
     """
 
@@ -128,15 +139,12 @@ class ServedRun:
         self.tools = self._list_tools()
         self.out = Path(out)
         traj_path = self.out / TRAJECTORIES_FILE
-        if traj_path.exists() and traj_path.stat().st_size:
-            raise RunDirError(f"{traj_path} already exists; choose another --out")
         self.out.mkdir(parents=True, exist_ok=True)
         self.record = new_record(
             self.benchmark, env_ref, graders_made, self.examples, dataset_path,
             agent={"agent": "mcp-client", "served": "mcp", "transport": transport}, limit=limit,
             grader_settings=grader_settings,
         )
-        write_run(self.out, self.record)
         self.trajectories: list[Trajectory] = []
         self.scores: list[Score] = []
         self.sessions: set[Session] = set()
@@ -145,10 +153,60 @@ class ServedRun:
         self._graded: set[tuple[str, int]] = set()
         self._next = 0
         self._clients: list[str] = []
+        if traj_path.exists() and traj_path.stat().st_size:
+            self._continue(traj_path)
+        write_run(self.out, self.record)
         self._lock = threading.Lock()  # grading runs in worker threads
         self._traj_writer: JsonlAppender | None = JsonlAppender(traj_path)
         self._score_writer: JsonlAppender | None = JsonlAppender(self.out / SCORES_FILE)
         self.result: RunResult | None = None
+
+    def _continue(self, traj_path: Path) -> None:
+        """Continue a served run directory (a client configuration names the same ``--out`` at
+        every launch): its trajectories and scores are kept, new episodes get the next trial
+        numbers, ``run.json`` keeps its record (a ``resumes`` entry is added).
+
+        Raises:
+            RunDirError: when the directory holds a ``run`` (not a served run), or a served run
+                of another environment, dataset, limit or graders.
+        """
+        previous = read_run(self.out)
+        if previous.agent.get("served") != "mcp":
+            raise RunDirError(f"{traj_path} already exists and is not from `toolgym serve`; choose another --out")
+        fresh = self.record
+        changed = [
+            f"{name} {was!r} -> {now!r}"
+            for name, was, now in (
+                ("env", previous.env, fresh.env),
+                ("dataset", previous.dataset.sha256, fresh.dataset.sha256),
+                ("limit", previous.limit, fresh.limit),
+                ("graders", previous.graders, fresh.graders),
+            )
+            if was != now
+        ]
+        if changed:
+            raise RunDirError(
+                f"{self.out} holds a served run with other settings ({'; '.join(changed)}); serve it with the "
+                "same --env, --dataset, --limit and --grader, or choose another --out"
+            )
+        previous_trajectories = read_jsonl(traj_path, Trajectory, repair=True)
+        previous_scores = read_jsonl(self.out / SCORES_FILE, Score, repair=True)
+        scored = {(s.example_id, s.trial) for s in previous_scores}
+        self.trajectories = previous_trajectories
+        self.scores = previous_scores
+        self._graded = {t.key for t in previous_trajectories if t.key in scored}  # others: graded by finish()
+        for t in previous_trajectories:
+            self._trials[t.example_id] = max(self._trials[t.example_id], t.trial + 1)
+        self._next = max((i + 1 for i, ex in enumerate(self.examples) if ex.id in self._trials), default=0)
+        agent = previous.agent
+        if agent.get("clients"):
+            self._clients = [str(c) for c in agent["clients"]]
+        elif agent.get("agent") not in (None, "mcp-client"):
+            self._clients = [f"{agent['agent']} {agent.get('version') or ''}".strip()]
+        previous.agent = {**agent, "transport": fresh.agent["transport"]}
+        previous.finished_at = None
+        previous.resumes = [*previous.resumes, {"at": fresh.started_at, "reran_errors": 0, "served_again": True}]
+        self.record = previous
 
     def _list_tools(self) -> list[dict[str, Any]]:
         """The environment's tools as the model sees them (``{"name", "description",
