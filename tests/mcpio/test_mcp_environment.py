@@ -42,7 +42,7 @@ CRASH = counter("c3", ("add", {"amount": 1}), ("crash", {}), reference="1")
 C4 = counter("c4", ("add", {"amount": -1}), reference="-1")
 
 
-def test_oracle_scores_one_and_a_crash_is_a_recorded_error(tmp_path):
+def test_oracle_scores_one_and_a_crash_is_a_recorded_error(tmp_path, capsys):
     data = dataset(tmp_path / "counter.jsonl", C1, C2, CRASH, C4)
     out = tmp_path / "run"
     assert main(["run", "--env", STDIO_SPEC, "--agent", "oracle", "--dataset", str(data), "--out", str(out),
@@ -62,6 +62,11 @@ def test_oracle_scores_one_and_a_crash_is_a_recorded_error(tmp_path):
     assert read_run(out).env == STDIO_SPEC
     assert main(["grade", str(out)]) == 0
     assert len(read_scores(out)) == len(scores)
+    # show says the crashing call ended the episode, not that the agent stopped calling
+    capsys.readouterr()
+    assert main(["show", str(out), "--example", "c3"]) == 0
+    shown = capsys.readouterr().out
+    assert "call 2: expected crash(), the episode ended in error" in shown and "the agent made no more calls" not in shown, shown
 
 
 def test_the_model_sees_the_servers_schemas_and_error_messages(tmp_path, scripted):

@@ -193,7 +193,8 @@ def print_trajectory(
                 console.print(line)
             tool_index += 1
     if divergence is not None and divergence.index >= tool_index:
-        console.print(Text(f"  ▲ first divergence: {_safe(divergence.reason)}", style="bold yellow"))
+        reason = divergence.reason.replace("the agent made no more calls", "the episode ended in error") if traj.status == "error" else divergence.reason
+        console.print(Text(f"  ▲ first divergence: {_safe(reason)}", style="bold yellow"))
     if traj.error:
         console.print(Text.assemble(("error: ", "bold red"), _safe(traj.error, SHOWN_CHARS)))
     if traj.final_answer is not None:
