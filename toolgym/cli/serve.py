@@ -21,7 +21,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--env", required=True, help="environment name or spec (see `list`)")
     p.add_argument("--dataset", help="JSONL file or built-in dataset name (default: test)")
     p.add_argument("--limit", type=positive_int, help="only the first N examples")
-    p.add_argument("--out", required=True, help="run directory to write")
+    p.add_argument("--out", required=True, help="run directory to write; one served before with the same "
+                   "settings is continued (so a static MCP client configuration works at every launch)")
     p.add_argument("--grader", action="append", help="grader to run (repeatable; default: the environment's)")
     p.add_argument("--transport", choices=("stdio", "http"), default="stdio")
     p.add_argument("--host", default="127.0.0.1", help="http: address to bind (default 127.0.0.1; others need --token)")

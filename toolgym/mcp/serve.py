@@ -12,7 +12,9 @@ schemas as the in-process agents' models see them) it offers two control tools:
 Every episode becomes one trajectory appended to ``DIR/trajectories.jsonl`` and its scores to
 ``DIR/scores.jsonl``, exactly as a ``toolgym run`` (:func:`toolgym.runner.new_record`,
 :func:`toolgym.runner.grade_trajectories`, :func:`toolgym.runner.finish_run`); ``run.json``
-names the agent after the MCP client (its ``clientInfo`` name and version). A session that ends
+names the agent after the MCP client (its ``clientInfo`` name and version). Serving a directory
+served before with the same settings continues it (a client configuration names the same
+``--out`` at every launch): new episodes get the next trial numbers. A session that ends
 mid-episode (the client disconnected, was killed and went silent for the idle timeout, or the
 server was stopped) leaves a trajectory with status ``aborted``, which is not graded. Tool
 errors and invalid arguments are results with ``isError: true`` carrying the messages the
