@@ -30,7 +30,8 @@ def resolve_dataset(benchmark: Benchmark | None, dataset: str | None) -> Path:
 
     Raises:
         DatasetError: if it is neither an existing file nor a built-in dataset of the
-            benchmark.
+            benchmark (for a benchmark without built-in datasets, read by path: that it has
+            none and needs ``--dataset PATH``, with the benchmark's description).
     """
     name = dataset or "test"
     path = Path(name)
@@ -41,6 +42,12 @@ def resolve_dataset(benchmark: Benchmark | None, dataset: str | None) -> Path:
         return folder / f"{name}.jsonl"
     known = benchmark.builtin_datasets() if benchmark is not None else []
     env = benchmark.name if benchmark is not None else "?"
+    if not known and benchmark is not None:
+        what = f" ({benchmark.description})" if benchmark.description else ""
+        given = f"{name!r} is not a file; " if dataset else ""
+        raise DatasetError(
+            f"{given}{env} has no built-in dataset: give --dataset PATH, a file of its data{what}"
+        )
     raise DatasetError(
         f"dataset {name!r} is neither a file nor a built-in dataset of {env!r} "
         f"(built-in: {', '.join(known) or 'none'})"

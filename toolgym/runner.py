@@ -976,24 +976,47 @@ def import_results(
     ``out`` gets ``run.json`` (agent ``imported``), ``trajectories.jsonl`` (rewritten),
     ``scores.jsonl`` and the benchmark's exports.
 
+    ``out`` may be a new or plain folder (the result file's own, say), or the directory of an
+    earlier import of the same result file (imported again: re-graded). It is refused when it
+    holds a run of toolgym's own, or the import of another result file (its exports would be
+    left beside the new ones, disagreeing with the trajectories); nothing is written then.
+
     Raises:
-        ValueError: when the benchmark has no importer, or the result file is invalid (the
-            file and line named; nothing is written).
+        ValueError: when the benchmark has no importer, the result file is invalid (the
+            file and line named; nothing is written), or no line of a non-empty result file
+            has an id of the dataset (both files named: the wrong dataset, most likely).
+        RunDirError: when ``out`` holds a run of its own or another result file's import.
         DatasetError: for an invalid dataset.
     """
     benchmark, env_ref = resolve_benchmark(env)
     if benchmark.importer is None:
         raise ValueError(f"environment {benchmark.name!r} has no result-file format to import (--result)")
     out = Path(out)
-    if (out / RUN_FILE_NAME).exists() and read_run(out).agent_name != "imported":
-        raise RunDirError(
-            f"{out} holds a run of its own; grade it with `grade {out}`, or give another --out for the "
-            "imported result file"
-        )
+    if (out / RUN_FILE_NAME).exists():
+        before = read_run(out)
+        if before.agent_name != "imported":
+            raise RunDirError(
+                f"{out} holds a run of its own; grade it with `grade {out}`, or give another --out for the "
+                "imported result file"
+            )
+        earlier = before.agent.get("result_file") if isinstance(before.agent, dict) else None
+        if earlier and not _same_file(Path(earlier), Path(result)):
+            raise RunDirError(
+                f"{out} holds the import of another result file ({earlier}); importing {result} there would mix "
+                "its trajectories and exports with that file's, so nothing was written: give another --out (a "
+                "directory is re-graded only from the file it was imported from)"
+            )
     path = resolve_dataset(benchmark, dataset)
     with _grading_gc():
         examples = load_examples(path, benchmark, dict(env_options or {}))
         trajectories = benchmark.importer(Path(result), examples)
+        known = {ex.id for ex in examples}
+        if trajectories and not any(t.example_id in known for t in trajectories):
+            sample = ", ".join(repr(i) for i in sorted({t.example_id for t in trajectories})[:3])
+            raise ValueError(
+                f"{result}: none of its {len(trajectories)} result(s) has an id of the dataset {path} (ids such as "
+                f"{sample}); is this the dataset the result file was made from? Nothing was written"
+            )
         out.mkdir(parents=True, exist_ok=True)
         record = RunRecord(
             env=benchmark.name,
@@ -1011,6 +1034,14 @@ def import_results(
         write_jsonl_atomic(out / TRAJECTORIES_FILE, trajectories)
         write_run(out, record)
         return _grade_loaded(out, record, benchmark, {ex.id: ex for ex in examples}, trajectories, None, None)
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    """Whether two paths name one file (the same resolved path when either is missing)."""
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return a.resolve() == b.resolve()
 
 
 def grade_trajectories(

@@ -44,7 +44,7 @@ SUITE = Suite(
             exporters=(export_published,),
             importer=import_result_file,
             divergence=first_divergence,
-            description="BFCL v4 single-turn categories (AST and relevance checks), read by path",
+            description="BFCL v4 single-turn categories (AST and relevance checks), read by path: BFCL_v4_<category>.json",
         )
     ],
     graders=list(GRADERS),

@@ -281,7 +281,8 @@ def load_examples(path: Path, options: dict[str, Any]) -> list[Example] | None:
 
     Raises:
         DatasetError: naming the file and line of a bad record, a multi-turn entry, a missing
-            answers file, or an entry without an answer.
+            answers file, or an entry without an answer; for a possible-answer file given as
+            the dataset, naming the questions file to give instead.
     """
     path = Path(path)
     if not _FILE.search(path.name):
@@ -293,6 +294,13 @@ def load_examples(path: Path, options: dict[str, Any]) -> list[Example] | None:
         if not (isinstance(first, dict) and "question" in first and "function" in first):
             return None
     rows = _read_lines(path, "test file")
+    if rows and "ground_truth" in rows[0][1] and "question" not in rows[0][1]:
+        questions = path.parent.parent / path.name if path.parent.name == "possible_answer" else None
+        where = f" ({questions})" if questions is not None else ""
+        raise DatasetError(
+            f"{path}: this is a possible-answer file (ground truths, no questions); give the questions file as "
+            f"--dataset: the file of the same name outside possible_answer/{where}"
+        )
     answers: dict[str, Any] = {}
     given = options.get("answers")
     needs_answers = any("relevance" not in category_of(r["id"], path) for _, r in rows)

@@ -27,11 +27,13 @@ from __future__ import annotations
 
 import json
 import os
+import warnings
 from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
 from toolgym import Example, ModelStep, ReportTable, Run, Score, ToolCall, Trajectory
+from toolgym.data import DatasetError, read_text
 from toolgym.stats import clustered_estimate
 from toolgym.suites.bfcl.checker import Verdict, abstention, check, check_optimal, unsatisfiable
 from toolgym.suites.bfcl.data import CATEGORIES, Entry, entry_of
@@ -194,20 +196,22 @@ def import_result_file(path: Path, examples: list[Example]) -> list[Trajectory]:
 
     Each line becomes a trajectory of agent ``imported`` whose model step holds the result's
     text (a string result) or its decoded calls (a list), and whose ``final_state`` keeps the
-    line's ``result`` verbatim (:data:`ORIGIN`); graders read that. A repeated id becomes
-    trial 1, 2, ...
+    line's ``result`` verbatim (:data:`ORIGIN`); graders read that. An empty file gives no
+    trajectory, with a warning.
 
     Raises:
         ValueError: naming the file and line of a line that is not JSON, has no ``id`` or
-            ``result``, or names an id not in the dataset.
+            ``result``, names an id not in the dataset, or repeats an id (the leaderboard has
+            one result per entry; its checker refuses a file with more lines than entries);
+            naming the file's encoding when it is not UTF-8 (UTF-16, ...).
     """
     path = Path(path)
     known = {ex.id for ex in examples}
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ValueError(f"{path}: cannot read: {exc}") from exc
-    trials: Counter[str] = Counter()
+        lines = read_text(path).splitlines()
+    except DatasetError as exc:  # names the encoding (UTF-16, ...) or the first byte not UTF-8
+        raise ValueError(str(exc)) from None
+    first_line: dict[str, int] = {}
     trajectories = []
     for number, line in enumerate(lines, 1):
         if not line.strip():
@@ -232,13 +236,20 @@ def import_result_file(path: Path, examples: list[Example]) -> list[Trajectory]:
                     calls.append(ToolCall(id=f"imported_{i}", name=str(name), arguments=args if ok else {},
                                           malformed=None if ok else "arguments are not an object",
                                           raw=None if ok else json.dumps(args)))
-        trial = trials[entry_id]
-        trials[entry_id] += 1
+        if entry_id in first_line:
+            raise ValueError(
+                f"{path}:{number}: id {entry_id!r} again (first on line {first_line[entry_id]}); the leaderboard keeps "
+                "one result per entry and its checker refuses a file whose lines outnumber the entries: keep one line "
+                "per id"
+            )
+        first_line[entry_id] = number
         trajectories.append(Trajectory(
-            example_id=entry_id, trial=trial, env="bfcl", agent=IMPORTED_AGENT, model=None, status="completed",
+            example_id=entry_id, trial=0, env="bfcl", agent=IMPORTED_AGENT, model=None, status="completed",
             steps=[ModelStep(text=text, tool_calls=calls)],
             final_state={ORIGIN: {"file": str(path), "line": number, "result": result}},
         ))
+    if not trajectories:
+        warnings.warn(f"{path}: the file holds no result; nothing is graded and no score file is written", stacklevel=2)
     return trajectories
 
 
@@ -303,12 +314,19 @@ def report(run: Run) -> list[ReportTable]:
                 causes[category, str(s.details.get("error_type"))] += 1
     impossible = unsatisfiable(list(examples.values()))
     if impossible:
+        # the explanations (up to ~200 characters) go to the notes, printed unwrapped: in a row
+        # they would squeeze the id and category columns to an ellipsis at a terminal's width
+        rows = []
+        whys = []
+        for i, why in impossible.items():
+            error_type, _, explanation = why.partition(": ")
+            rows.append({"id": i, "category": str(examples[i].metadata.get("category")), "error_type": error_type})
+            whys.append(f"{i}: {explanation or why}")
         tables.append(ReportTable(
             title=f"{run.env}: entries no answer satisfies under the official rules",
-            rows=[{"id": i, "category": str(examples[i].metadata.get("category")), "why the ground truth fails": why}
-                  for i, why in impossible.items()],
+            rows=rows,
             notes=["their ground truth contradicts the function's schema; they count as wrong for every model, "
-                   "as in the official checker (the oracle fails exactly these)"],
+                   "as in the official checker (the oracle fails exactly these); why, entry by entry:", *whys],
         ))
     if causes:
         tables.append(ReportTable(
