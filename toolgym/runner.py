@@ -982,9 +982,9 @@ def import_results(
     left beside the new ones, disagreeing with the trajectories); nothing is written then.
 
     Raises:
-        ValueError: when the benchmark has no importer, the result file is invalid (the
-            file and line named; nothing is written), or no line of a non-empty result file
-            has an id of the dataset (both files named: the wrong dataset, most likely).
+        ValueError: when the benchmark has no importer, or the importer refuses the result
+            file (the file and line named, then the dataset: ``(dataset: PATH)``; nothing is
+            written), e.g. one that shares no id with the dataset.
         RunDirError: when ``out`` holds a run of its own or another result file's import.
         DatasetError: for an invalid dataset.
     """
@@ -1009,14 +1009,12 @@ def import_results(
     path = resolve_dataset(benchmark, dataset)
     with _grading_gc():
         examples = load_examples(path, benchmark, dict(env_options or {}))
-        trajectories = benchmark.importer(Path(result), examples)
-        known = {ex.id for ex in examples}
-        if trajectories and not any(t.example_id in known for t in trajectories):
-            sample = ", ".join(repr(i) for i in sorted({t.example_id for t in trajectories})[:3])
-            raise ValueError(
-                f"{result}: none of its {len(trajectories)} result(s) has an id of the dataset {path} (ids such as "
-                f"{sample}); is this the dataset the result file was made from? Nothing was written"
-            )
+        try:
+            trajectories = benchmark.importer(Path(result), examples)
+        except ValueError as exc:  # the importer names the result file; name the dataset too
+            if len(exc.args) == 1 and isinstance(exc.args[0], str) and str(path) not in exc.args[0]:
+                exc.args = (f"{exc.args[0]} (dataset: {path})",)
+            raise
         out.mkdir(parents=True, exist_ok=True)
         record = RunRecord(
             env=benchmark.name,

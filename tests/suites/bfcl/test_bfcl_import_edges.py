@@ -10,9 +10,23 @@ from pathlib import Path
 
 import pytest
 
-from tests.suites.bfcl.test_bfcl_suite import AREA, WEATHER, lines, q, simple, write_lines  # noqa: F401
+from tests.suites.bfcl.test_bfcl_suite import AREA, WEATHER, q, write_lines
 from toolgym.cli import main
 from toolgym.runio import read_trajectories
+
+
+@pytest.fixture
+def simple(tmp_path) -> Path:
+    """Two simple_python entries, answers beside them in possible_answer/."""
+    data = tmp_path / "data"
+    write_lines(data / "possible_answer" / "BFCL_v4_simple_python.json", [
+        {"id": "simple_python_0", "ground_truth": [{"weather.get": {"city": ["Paris"], "days": ["", 3]}}]},
+        {"id": "simple_python_1", "ground_truth": [{"area": {"base": [2.5], "height": [4]}}]},
+    ])
+    return write_lines(data / "BFCL_v4_simple_python.json", [
+        {"id": "simple_python_0", "question": q("Weather in Paris?"), "function": [WEATHER]},
+        {"id": "simple_python_1", "question": q("Area with base 2.5 and height 4?"), "function": [AREA]},
+    ])
 
 
 def grade(result: Path, dataset: Path, out: Path) -> int:

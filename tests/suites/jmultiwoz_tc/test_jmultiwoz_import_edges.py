@@ -25,7 +25,7 @@ def test_a_result_file_sharing_no_id_with_the_dataset_is_refused_naming_both(tmp
     result = write_result(tmp_path / "result_mine.jsonl", [result_row(f"other_{i}") for i in range(4)])
     assert grade(result, dataset, tmp_path / "g") == 2
     err = " ".join(capsys.readouterr().err.split())
-    assert str(result) in err and str(dataset) in err and "none of its 4 result(s)" in err
+    assert str(result) in err and str(dataset) in err and "none of its 4 data_id(s) is in the dataset" in err and "(dataset: " in err
     assert not (tmp_path / "g").exists()
 
 

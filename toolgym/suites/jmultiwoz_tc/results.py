@@ -53,6 +53,7 @@ from toolgym.suites.jmultiwoz_tc.scoring import (
     PUBLISHED_KEYS,
     Evaluation,
     GoldKeys,
+    ResultFileError,
     ResultRecord,
     Turn,
     Verdict,
@@ -93,6 +94,8 @@ ORIGIN = "result_file"
 """The ``final_state`` key of an imported trajectory: ``{"file": path, "line": number}``."""
 
 _RESULT_NAME = re.compile(r"result_(.+?)\.jsonl?$")
+_NO_ID = re.compile(r"\(line \d+: (no data_id|a boolean data_id)\)")
+"""The turn :func:`~toolgym.suites.jmultiwoz_tc.scoring.parse_result_line` gives a line without a usable data_id."""
 
 
 # --- memos beside live objects --------------------------------------------------------------
@@ -401,15 +404,25 @@ def import_result_file(path: Path, examples: list[Example]) -> list[Trajectory]:
         list[Trajectory]: One per line, in file order.
 
     Raises:
-        ResultFileError: (a ``ValueError``) for an unreadable or empty file, or lines that are
+        ResultFileError: (a ``ValueError``) for an unreadable file, or lines that are
             not UTF-8 JSON objects, lack ``data_id`` or have a ``tool_calls`` that is not a
             list of objects (a torn last line among them); the message names the file, the
-            lines and their count. Nothing is returned, so nothing is written.
+            lines and their count. Also when the file names data_ids but none of them is in
+            the dataset (the wrong dataset, surely; ``evaluate.py`` would grade every line
+            against an empty gold). Nothing is returned, so nothing is written.
     """
     path = Path(path)
     records = read_results(path)
     model = _model_of(path)
     known = {ex.id for ex in examples}
+    named = sorted({r.data_id for r in records if not _NO_ID.fullmatch(r.data_id)})
+    if named and not known.intersection(named):
+        sample = ", ".join(repr(i) for i in named[:3])
+        raise ResultFileError(
+            f"{path}: none of its {len(named)} data_id(s) is in the dataset ({sample}{', …' if len(named) > 3 else ''}): "
+            "is the dataset the one the result file was made from? Nothing was written (a file sharing some "
+            "data_ids with the dataset is graded as evaluate.py does: the others against an empty gold)"
+        )
     types = _tool_types(examples)
     tool_names = set(types) if types else None
     where = str(path.resolve())
