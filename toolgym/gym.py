@@ -28,15 +28,21 @@ Gymnasium wrappers hide attributes of the environment: reach :meth:`ToolgymEnv.t
 
 from __future__ import annotations
 
+import contextlib
 import copy
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import gymnasium
+try:
+    import gymnasium
+    from gymnasium import spaces
+except ModuleNotFoundError as exc:  # pragma: no cover - exercised in a subprocess test
+    raise ModuleNotFoundError(
+        f"toolgym.gym needs gymnasium ({exc}): install the extra: pip install 'toolgym[gym]'", name=exc.name
+    ) from exc
 import numpy as np
-from gymnasium import spaces
 
 from toolgym.agents import Episode
 from toolgym.data import write_examples
@@ -52,6 +58,7 @@ from toolgym.runio import (
     TRAJECTORIES_FILE,
     JsonlAppender,
     RunDirError,
+    locked_run_dir,
     read_jsonl,
     read_run,
     write_run,
@@ -217,6 +224,8 @@ class ToolgymEnv(gymnasium.Env):
             the environment, dataset and graders, so ``toolgym grade``, ``show``, ``report``
             and ``export`` read it like a run of ``toolgym run``. An episode left unfinished
             (``reset`` or ``close`` before it ended) is appended with status ``aborted``.
+            The environment holds the directory's lock until :meth:`close`: each environment
+            (each one of a vector environment) needs its own ``out=``.
         model: A label recorded as the trajectories' ``model`` (the policy being trained).
         render_mode: ``None`` or ``"ansi"`` (:meth:`render` returns the conversation as text).
 
@@ -224,7 +233,8 @@ class ToolgymEnv(gymnasium.Env):
         UnknownNameError / ExtensionError: for an environment or grader that cannot be found.
         DatasetError: for an invalid dataset (file and line named).
         ValueError: for an unknown reward mode or parser, or ``max_steps`` below 1.
-        RunDirError: when ``out`` holds a run of another environment.
+        RunDirError: when ``out`` is a file, holds a run of another environment, or is
+            being written by another environment or run (its lock is held).
     """
 
     metadata = {"render_modes": ["ansi"]}
@@ -277,9 +287,14 @@ class ToolgymEnv(gymnasium.Env):
         self._frozen = False
         self._trajectory: Trajectory | None = None
         self._scores: list[Score] = []
+        self._lock = contextlib.ExitStack()
         self.out = Path(out) if out is not None else None
         if self.out is not None:
-            self._open_run(dataset_path, env_ref, made, env_options or {}, limit, reward, parser)
+            try:
+                self._open_run(dataset_path, env_ref, made, env_options or {}, limit, reward, parser)
+            except BaseException:
+                self._lock.close()
+                raise
 
     # --- set-up ----------------------------------------------------------------------------
     def _reward(self, reward: Any, made: list[Any]) -> tuple[str, Any, Callable[..., Any] | None]:
@@ -300,7 +315,18 @@ class ToolgymEnv(gymnasium.Env):
     ) -> None:
         out = self.out
         assert out is not None
-        out.mkdir(parents=True, exist_ok=True)
+        if out.exists() and not out.is_dir():
+            raise RunDirError(f"out={str(out)!r} is a file, not a run directory: give a directory path")
+        try:
+            # trial numbers are counted per environment: two writers of one directory would
+            # give the same (example, trial) to different episodes
+            self._lock.enter_context(locked_run_dir(out))
+        except RunDirError as exc:
+            raise RunDirError(
+                f"out={str(out)!r} is already being written by another environment or run ({exc}); give each "
+                "environment its own out= (for a vector environment, one directory per sub-environment), "
+                "or close() the other one first"
+            ) from None
         if (out / "run.json").exists():
             previous = read_run(out)
             if previous.env != self.benchmark.name or previous.agent_name != AGENT_NAME:
@@ -417,10 +443,15 @@ class ToolgymEnv(gymnasium.Env):
             raise RuntimeError("no episode is running: call reset() first")
         turn = episode.model_turns + 1
         tokens = None
+        given_ids: set[str] = set()
         if isinstance(action, str):
             message = self.parser(action)
         elif isinstance(action, dict):
             message = openai_assistant_message(action)
+            for key in ("reasoning_content", "reasoning"):  # reasoning sent beside the content
+                if action.get(key) is not None:
+                    message.additional_kwargs[key] = action[key]
+            given_ids = {c["id"] for c in action.get("tool_calls") or [] if isinstance(c.get("id"), str) and c["id"]}
             if action.get("tokens") is not None:
                 tokens = TokenRecord.model_validate(action["tokens"])
         else:
@@ -432,7 +463,10 @@ class ToolgymEnv(gymnasium.Env):
         if tokens is not None:
             model.tokens = tokens
         episode.record_model(model)
-        self._messages.append(assistant_message(model))
+        # a malformed call the policy sent with its own id is answered by a tool message with
+        # that id (chat servers reject a conversation with an unanswered call id)
+        answered = {c.id for c in model.tool_calls if c.malformed and c.id in given_ids}
+        self._messages.append(assistant_message(model, answered))
         first_tool = len(episode.steps)
         error = None
         for call in model.tool_calls:
@@ -441,7 +475,7 @@ class ToolgymEnv(gymnasium.Env):
             except ToolBug as exc:
                 error = f"ToolBug: {exc}"
                 break
-        observation = step_messages([model, *episode.steps[first_tool:]])[1:]
+        observation = step_messages([model, *episode.steps[first_tool:]], answered)[1:]
         self._messages.extend(observation)
         terminated = truncated = False
         if error is not None or not model.tool_calls:
@@ -586,6 +620,7 @@ class ToolgymEnv(gymnasium.Env):
         """End an unfinished episode as ``aborted`` (written with ``out=``) and release its
         environment."""
         self._abandon()
+        self._lock.close()
         super().close()
 
 

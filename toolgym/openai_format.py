@@ -12,13 +12,16 @@ A malformed call (arguments that were not a JSON object, a call written as text,
 tool) was never executed, so it has no well-formed ``tool_calls`` entry: its raw text is kept in
 the assistant message's content as a ``<tool_call>`` block, and the error the model was shown
 comes back as a user message after the tool messages, the way toolgym's agents answer calls
-written as text (:func:`toolgym.parsing.observation_message`).
+written as text (:func:`toolgym.parsing.observation_message`). The Gymnasium adapter passes
+``answered``: the ids of malformed calls the policy sent in ``tool_calls`` with its own id; those
+stay in ``tool_calls`` (arguments as sent) and their error comes back as a tool message with
+that id, as chat servers require of every call id.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from typing import Any
 
 from langchain_core.messages import convert_to_openai_messages
@@ -63,25 +66,26 @@ def _plain(message: dict[str, Any]) -> dict[str, Any]:
 
 
 def _call(call: ToolCall) -> dict[str, Any]:
-    return {
-        "id": call.id,
-        "type": "function",
-        "function": {"name": call.name, "arguments": json.dumps(call.arguments, ensure_ascii=False)},
-    }
+    arguments = json.dumps(call.arguments, ensure_ascii=False)
+    if call.malformed and call.raw is not None:
+        arguments = call.raw  # as sent
+    return {"id": call.id, "type": "function", "function": {"name": call.name, "arguments": arguments}}
 
 
-def assistant_message(step: ModelStep) -> dict[str, Any]:
+def assistant_message(step: ModelStep, answered: Collection[str] = ()) -> dict[str, Any]:
     """One model turn as an assistant message: well-formed calls as ``tool_calls``; each
-    malformed call's raw text appended to the content as a ``<tool_call>`` block."""
+    malformed call's raw text appended to the content as a ``<tool_call>`` block, except the
+    malformed calls whose id is in ``answered``: those stay in ``tool_calls``, arguments as
+    sent."""
     text = step.text
-    bad = [c for c in step.tool_calls if c.malformed]
+    bad = [c for c in step.tool_calls if c.malformed and c.id not in answered]
     for call in bad:
         raw = call.raw if call.raw is not None else json.dumps({"name": call.name, "arguments": call.arguments})
         block = f"<tool_call>\n{raw}\n</tool_call>"
         if block not in text:
             text = f"{text}\n{block}" if text else block
     message: dict[str, Any] = {"role": "assistant", "content": text or None}
-    good = [_call(c) for c in step.tool_calls if not c.malformed]
+    good = [_call(c) for c in step.tool_calls if not c.malformed or c.id in answered]
     if good:
         message["tool_calls"] = good
     elif message["content"] is None:
@@ -89,12 +93,13 @@ def assistant_message(step: ModelStep) -> dict[str, Any]:
     return message
 
 
-def step_messages(steps: Iterable[Step]) -> list[dict[str, Any]]:
+def step_messages(steps: Iterable[Step], answered: Collection[str] = ()) -> list[dict[str, Any]]:
     """Recorded steps as OpenAI chat messages (see the module docstring).
 
     Each model turn is an assistant message; the tool steps after it are tool messages for its
-    well-formed calls, and one user message with the observations of the other calls (malformed
-    ones, or calls the model did not make in that turn)."""
+    well-formed calls (and the malformed calls whose id is in ``answered``), and one user
+    message with the observations of the other calls (malformed ones, or calls the model did
+    not make in that turn)."""
     out: list[dict[str, Any]] = []
     pending: set[str] = set()
     notes: list[str] = []
@@ -107,11 +112,11 @@ def step_messages(steps: Iterable[Step]) -> list[dict[str, Any]]:
     for step in steps:
         if isinstance(step, ModelStep):
             flush()
-            message = assistant_message(step)
+            message = assistant_message(step, answered)
             out.append(message)
             pending = {c["id"] for c in message.get("tool_calls", [])}
         elif isinstance(step, ToolStep):
-            if step.call_id in pending and not step.malformed:
+            if step.call_id in pending and (not step.malformed or step.call_id in answered):
                 pending.discard(step.call_id)
                 out.append({"role": "tool", "tool_call_id": step.call_id, "content": step.output})
             else:

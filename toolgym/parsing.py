@@ -410,6 +410,10 @@ def hermes_message(text: str) -> AIMessage:
     text, so :func:`model_step` records it as malformed. The text outside the blocks, stripped,
     is the message content.
 
+    Reasoning (``<think>…</think>`` and the other forms of :func:`split_reasoning`) is split
+    off first: a ``<tool_call>`` block written inside it is not a call. The reasoning goes to
+    ``additional_kwargs["reasoning_content"]``, where :func:`model_step` records it.
+
     Args:
         text: The model's raw output.
 
@@ -418,6 +422,7 @@ def hermes_message(text: str) -> AIMessage:
     """
     from langchain_core.messages import AIMessage
 
+    text, reasoning = split_reasoning(text)
     calls: list[dict[str, Any]] = []
     invalid: list[dict[str, Any]] = []
     outside: list[str] = []
@@ -443,7 +448,8 @@ def hermes_message(text: str) -> AIMessage:
                             "id": new_call_id(), "type": "invalid_tool_call",
                             "error": 'tool call must be {"name": str, "arguments": object}'})
     outside.append(text[end:])
-    return AIMessage("".join(outside).strip(), tool_calls=calls, invalid_tool_calls=invalid)
+    extra = {"reasoning_content": reasoning} if reasoning else {}
+    return AIMessage("".join(outside).strip(), tool_calls=calls, invalid_tool_calls=invalid, additional_kwargs=extra)
 
 
 def openai_assistant_message(message: dict[str, Any]) -> AIMessage:
