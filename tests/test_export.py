@@ -205,3 +205,72 @@ def test_malformed_calls_export_as_text_and_a_user_observation(tmp_path):
 def test_bad_where_is_a_clear_error(tmp_path, capsys):
     assert main(["export", str(tmp_path), "--where", "final_state~1", "--out", str(tmp_path / "x.jsonl")]) == 2
     assert "GRADER>=VALUE" in capsys.readouterr().err
+
+
+# --- fixes from the new-user review -------------------------------------------------------------
+
+
+def test_call_ids_repeated_across_turns_are_renamed_with_their_answers(tmp_path):
+    run = tmp_path / "rollouts"
+    gym_env = make("typewriter_1", dataset=[{"id": "ab", "input": "ab"}], out=str(run))
+    gym_env.reset(seed=0)
+    for letter in "ab":  # the same id each turn, as toolgym's scripted provider and some servers send
+        gym_env.step({"content": None, "tool_calls": [
+            {"id": "call_0", "type": "function", "function": {"name": "type_letter", "arguments": json.dumps({"letter": letter})}}]})
+    gym_env.step("done")
+    gym_env.close()
+    out = tmp_path / "chat.jsonl"
+    assert main(["export", str(run), "--out", str(out)]) == 0
+    (record,) = read_jsonl(out)
+    check_conversation(record["messages"], record["tools"])
+    calls = [(c["id"], json.loads(c["function"]["arguments"])["letter"])
+             for m in record["messages"] for c in m.get("tool_calls", [])]
+    assert calls == [("call_0", "a"), ("call_0~1", "b")]
+    answers = [m["tool_call_id"] for m in record["messages"] if m["role"] == "tool"]
+    assert answers == ["call_0", "call_0~1"]
+
+
+def test_skipped_records_name_the_reason_and_the_first_example(tmp_path, capsys):
+    run = tmp_path / "rollouts"
+    gym_rollouts(run, env="typewriter_26", n=2)
+    gym_env = make("typewriter_26", dataset="ladder", out=str(run))
+    gym_env.reset(options={"example_id": gym_env.examples[1].id})
+    gym_env.close()  # aborted
+    lines = (run / "trajectories.jsonl").read_text(encoding="utf-8").splitlines()
+    broken = json.loads(lines[0])
+    broken["steps"][0]["tool_calls"][0]["name"] = "nosuch"  # a well-formed call of a tool the environment lacks
+    (run / "trajectories.jsonl").write_text("\n".join([json.dumps(broken), *lines[1:]]) + "\n", encoding="utf-8")
+    capsys.readouterr()
+    assert main(["export", str(run), "--out", str(tmp_path / "x.jsonl")]) == 0
+    err = capsys.readouterr().err
+    first = gym_env.examples[0].id
+    assert f"skipped: 1 (record failed validation: call c0 names 'nosuch', not in tools; first: {first} trial 0)" in err
+    assert f"skipped: 1 (status aborted; first: {gym_env.examples[1].id} trial 2)" in err
+
+
+def test_unknown_grader_in_where_or_pass_grader_is_an_error_naming_the_runs_graders(tmp_path, capsys):
+    run = tmp_path / "rollouts"
+    gym_rollouts(run, n=1)
+    out = str(tmp_path / "x.jsonl")
+    assert main(["export", str(run), "--where", "nosuch>=1", "--out", out]) == 2
+    err = capsys.readouterr().err
+    assert "--where: unknown grader 'nosuch'" in err and "final_state" in err and "steps_exact" in err
+    assert main(["export", str(run), "--format", "preference", "--pass-grader", "final_stat", "--out", out]) == 2
+    assert "did you mean 'final_state'?" in capsys.readouterr().err
+
+
+def test_with_tokens_on_a_run_without_tokens_warns_once(tmp_path, capsys):
+    run = tmp_path / "rollouts"
+    gym_env = make("typewriter_1", out=str(run))
+    for seed in range(2):
+        gym_env.reset(seed=seed)
+        gym_env.step("no call")
+    gym_env.close()
+    with_tokens = tmp_path / "rollouts-tokens"
+    gym_rollouts(with_tokens, n=1)
+    capsys.readouterr()
+    out = tmp_path / "x.jsonl"
+    assert main(["export", str(run), str(with_tokens), "--with-tokens", "--out", str(out)]) == 0
+    err = capsys.readouterr().err
+    assert err.count("warning:") == 1 and f"of {run} has recorded tokens" in err and "null" in err
+    assert [r["tokens"] for r in read_jsonl(out)[:2]] == [[None], [None]]

@@ -16,7 +16,7 @@ from gymnasium.utils.env_checker import check_env
 import toolgym.gym as tg
 from toolgym.cli import main
 from toolgym.plugins import get_benchmark, registries
-from toolgym.runio import read_scores, read_trajectories
+from toolgym.runio import RunDirError, read_scores, read_trajectories
 
 TOOL_ENVS = ["typewriter_1", "typewriter_26", "relational_data", "multiverse_math"]
 BUILTIN = [(env, ds) for env in TOOL_ENVS for ds in get_benchmark(env).builtin_datasets()]
@@ -241,7 +241,8 @@ def test_out_writes_a_run_directory_that_grade_and_show_read(tmp_path, capsys):
     assert regraded == stored
     assert main(["show", str(out), "--example", first.example_id]) == 0
     assert "gave up" in capsys.readouterr().out
-    # a second environment on the same directory continues it
+    # a second environment on the same directory continues it (once the first is closed)
+    env.close()
     env2 = make("typewriter_26", dataset="ladder", out=str(out)).unwrapped
     env2.reset(options={"example_id": first.example_id})
     assert env2.trajectory().trial == sum(t.example_id == first.example_id for t in trajectories)
@@ -309,3 +310,88 @@ def test_an_outside_environment_by_spec_and_by_registry(tmp_path):
         ENVIRONMENTS._entries.pop("counter_gym_test", None)
         ENVIRONMENTS._raw.pop("counter_gym_test", None)
         gymnasium.registry.pop(tg.env_id("counter_gym_test"), None)
+
+
+# --- fixes from the new-user review -------------------------------------------------------------
+
+
+def test_two_environments_cannot_share_one_out_and_each_vector_sub_environment_gets_its_own(tmp_path):
+    out = tmp_path / "shared"
+    first = make("typewriter_1", out=str(out))
+    with pytest.raises(RunDirError, match="give each environment its own out="):
+        make("typewriter_1", out=str(out))
+    with pytest.raises(RunDirError, match="its own out="):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            gymnasium.make_vec(tg.env_id("typewriter_1"), num_envs=2, vectorization_mode="sync", out=str(tmp_path / "vec"))
+    first.close()
+    make("typewriter_1", out=str(out)).close()  # closed: the directory is free again
+
+    def sub(i):
+        return lambda: make("typewriter_1", out=str(tmp_path / f"env{i}"))
+
+    envs = gymnasium.vector.SyncVectorEnv([sub(i) for i in range(2)])
+    envs.reset(seed=0)
+    for _ in range(3):
+        envs.step(["no call", "no call either"])  # each step ends both episodes (autoreset next)
+    envs.close()
+    for i in range(2):
+        keys = [t.key for t in read_trajectories(tmp_path / f"env{i}", all_attempts=True)]
+        assert len(keys) == 2 and len(set(keys)) == 2
+
+
+def test_out_naming_a_file_is_a_clear_error(tmp_path):
+    path = tmp_path / "afile"
+    path.write_text("x")
+    with pytest.raises(RunDirError, match=f"out='{path}' is a file, not a run directory"):
+        make("typewriter_1", out=str(path))
+
+
+def test_hermes_calls_inside_reasoning_are_not_actions():
+    env = make("typewriter_1").unwrapped
+    env.reset(seed=0)
+    thought = '<think>hmm <tool_call>{"name":"type_letter","arguments":{"letter":"z"}}</tool_call></think>'
+    obs, *_ = env.step(thought + '<tool_call>{"name": "type_letter", "arguments": {"letter": "a"}}</tool_call>')
+    assert [m["role"] for m in obs] == ["tool"]
+    (model,) = env.trajectory().model_steps
+    assert [c.arguments for c in model.tool_calls] == [{"letter": "a"}]
+    assert "hmm" in model.reasoning and '"z"' in model.reasoning and model.text == ""
+
+
+def test_dict_action_keeps_reasoning_content_and_think_text():
+    env = make("typewriter_1").unwrapped
+    env.reset(seed=0)
+    env.step({"content": "<think>inline thought</think>Done.", "reasoning_content": "thought sent apart"})
+    (model,) = env.trajectory().model_steps
+    assert "inline thought" in model.reasoning and "thought sent apart" in model.reasoning
+    assert model.text == "Done."
+
+
+def test_a_malformed_call_with_an_id_is_answered_by_a_tool_message():
+    env = make("typewriter_1").unwrapped
+    env.reset(seed=0)
+    action = {"content": None, "tool_calls": [
+        {"id": "3", "function": {"name": "type_letter", "arguments": 5}},
+        {"id": "4", "type": "function", "function": {"name": "type_letter", "arguments": '{"letter": "a"}'}}]}
+    obs, *_ = env.step(action)
+    assert [(m["role"], m.get("tool_call_id")) for m in obs] == [("tool", "3"), ("tool", "4")]
+    assert "malformed" in obs[0]["content"]
+    from toolgym.openai_format import validate_chat
+    assistant = env.messages[-3]
+    assert [c["id"] for c in assistant["tool_calls"]] == ["3", "4"]
+    problems = validate_chat(env.messages + [{"role": "assistant", "content": "ok"}])
+    assert problems == ["message 2: arguments of 3 are not a string holding a JSON object"]  # as sent, and answered
+    assert [s.malformed for s in env.trajectory().tool_steps] == [True, False]
+
+
+def test_import_without_gymnasium_names_the_extra(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    (tmp_path / "gymnasium.py").write_text("raise ModuleNotFoundError(\"No module named 'gymnasium'\", name='gymnasium')\n")
+    path = os.pathsep.join([str(tmp_path), os.path.dirname(os.path.dirname(tg.__file__))])
+    probe = subprocess.run([sys.executable, "-c", "import toolgym.gym"], capture_output=True, text=True,
+                           env={**os.environ, "PYTHONPATH": path})
+    assert probe.returncode != 0
+    assert "pip install 'toolgym[gym]'" in probe.stderr

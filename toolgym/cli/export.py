@@ -36,6 +36,8 @@ def cmd_export(args: argparse.Namespace) -> int:
         status=args.status, envs=args.env, with_tokens=args.with_tokens, pass_grader=args.pass_grader,
     )
     print(f"{args.out}: {result.records} {args.format} records from {result.kept} of {result.trajectories} trajectories")
+    for warning in result.warnings:
+        print(f"warning: {warning}", file=sys.stderr)
     for why, n in sorted(result.skipped.items()):
-        print(f"skipped: {n} ({why})", file=sys.stderr)
+        print(f"skipped: {n} ({why}; first: {result.first_skipped[why]})", file=sys.stderr)
     return 0

@@ -7,6 +7,13 @@ example's input), each model turn as an assistant message (``tool_calls`` with t
 tool result as a tool message answering its call, and the final answer
 (:mod:`toolgym.openai_format`). The tools are the environment's, in the OpenAI function format.
 
+Reasoning (``ModelStep.reasoning``: ``<think>`` blocks, ``reasoning_content``) is not exported:
+assistant messages carry the text outside the reasoning and the tool calls.
+
+Call ids must be unique in a conversation (:func:`toolgym.openai_format.validate_chat`); some
+providers (toolgym's scripted one, some servers) repeat ids across turns, so a repeated id is
+renamed ``ID~N`` in the export, in the call and in the tool message answering it.
+
 The system prompt is the environment's: that is what the ``tool_calling``, ``oracle`` and
 graph agents and the Gymnasium adapter send. Agents that write their own prompt (``react_json``,
 ``xml_prompting``) and the bundled local model's extra ``final_answer`` tool are not
@@ -15,6 +22,7 @@ reproduced: their trajectories export with the environment's prompt and tools.
 
 from __future__ import annotations
 
+import difflib
 import json
 import operator
 import re
@@ -78,12 +86,22 @@ class ExportResult:
         trajectories: Trajectories read from the runs.
         kept: Trajectories that passed the filters.
         skipped: Why trajectories or records were left out, with counts.
+        first_skipped: For each reason of ``skipped``, the first trajectory left out for it,
+            as ``"EXAMPLE_ID trial N"``.
+        warnings: Things the caller should know (``with_tokens`` on runs without tokens).
     """
 
     records: int = 0
     trajectories: int = 0
     kept: int = 0
     skipped: dict[str, int] = field(default_factory=lambda: defaultdict(int))
+    first_skipped: dict[str, str] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+
+    def skip(self, reason: str, trajectory: Trajectory) -> None:
+        """Count one trajectory left out for ``reason``."""
+        self.skipped[reason] += 1
+        self.first_skipped.setdefault(reason, f"{trajectory.example_id} trial {trajectory.trial}")
 
 
 class _Conversations:
@@ -148,7 +166,9 @@ def export_runs(
     :class:`~toolgym.TokenRecord` as a dict, or ``None`` where none was recorded.
 
     Every record is checked with :func:`toolgym.openai_format.validate_chat` before it is
-    written; one that fails is left out and counted in ``skipped``.
+    written; one that fails is left out and counted in ``skipped`` under its first problem.
+    When ``with_tokens`` is set and no kept trajectory of a run has tokens, ``warnings`` says
+    so (once, naming those runs).
 
     Args:
         directories: Run directories (``toolgym run``, ``evaluate(out=...)``, the Gymnasium
@@ -166,7 +186,8 @@ def export_runs(
         What was written and skipped.
 
     Raises:
-        ValueError: for an unknown format.
+        ValueError: for an unknown format, or a ``where`` / ``pass_grader`` grader that none
+            of the runs has (the runs' graders are named).
         RunDirError: for an unreadable run directory, or one whose dataset cannot be read.
     """
     if fmt not in FORMATS:
@@ -174,69 +195,127 @@ def export_runs(
     where, statuses, env_set = list(where), set(status) or {"completed", "step_limit"}, set(envs)
     result = ExportResult()
     conversations = _Conversations()
-    records: list[dict[str, Any]] = []
+    records: list[tuple[dict[str, Any], Trajectory]] = []
     groups: dict[tuple[str, str], list[tuple[Trajectory, Example, Benchmark, bool | None]]] = defaultdict(list)
-    for directory in directories:
-        run = load_run(directory)
+    runs = [load_run(directory) for directory in directories]
+    for directory, run in zip(directories, runs):
         if run.examples is None:
             raise RunDirError(f"{directory}: cannot read the run's dataset: {run.problem}")
+    _check_graders(runs, [c.grader for c in where], pass_grader)
+    without_tokens: list[str] = []
+    for directory, run in zip(directories, runs):
+        assert run.examples is not None
         benchmark = benchmark_of(run.record, run.directory)
+        kept_before, tokens_seen = result.kept, False
         values = {(s.example_id, s.trial, s.grader): s.value for s in run.scores}
         judge = pass_grader or (run.graders[0] if run.graders else None)
         measure = _measure(run, judge)
         for traj in run.trajectories:
             result.trajectories += 1
             if env_set and traj.env not in env_set:
-                result.skipped["other environment"] += 1
+                result.skip("other environment", traj)
                 continue
             if traj.status not in statuses:
-                result.skipped[f"status {traj.status}"] += 1
+                result.skip(f"status {traj.status}", traj)
                 continue
             failed = next((c for c in where if not c.holds(values.get((traj.example_id, traj.trial, c.grader)))), None)
             if failed is not None:
-                result.skipped[f"not {failed.grader}{failed.op}{failed.value:g}"] += 1
+                result.skip(f"not {failed.grader}{failed.op}{failed.value:g}", traj)
                 continue
             example = run.examples.get(traj.example_id)
             if example is None:
-                result.skipped["example not in the dataset"] += 1
+                result.skip("example not in the dataset", traj)
                 continue
             result.kept += 1
+            tokens_seen = tokens_seen or any(s.tokens is not None for s in traj.model_steps)
             if fmt == "openai-chat":
                 prompt, tools = conversations.prompt_and_tools(benchmark, example)
-                record: dict[str, Any] = {"messages": prompt + step_messages(traj.steps), "tools": tools}
+                record: dict[str, Any] = {"messages": prompt + _unique_call_ids(step_messages(traj.steps)), "tools": tools}
                 if with_tokens:
                     record["tokens"] = _tokens(traj)
-                records.append(record)
+                records.append((record, traj))
             else:
                 passed = measure.passed(values.get((traj.example_id, traj.trial, judge))) if judge else None
                 groups[(traj.env, traj.example_id)].append((traj, example, benchmark, passed))
+        if with_tokens and result.kept > kept_before and not tokens_seen:
+            without_tokens.append(str(directory))
+    if without_tokens:
+        result.warnings.append(
+            f"--with-tokens: no exported trajectory of {', '.join(without_tokens)} has recorded tokens "
+            "(record them with run --record-tokens, or a Gymnasium action's \"tokens\"); their tokens are null"
+        )
     for (_, _), members in groups.items():
         passing = [m for m in members if m[3] is True]
         failing = [m for m in members if m[3] is False]
         if not passing or not failing:
-            result.skipped["example without both a passing and a failing trajectory"] += len(members)
+            for member in members:
+                result.skip("example without both a passing and a failing trajectory", member[0])
             continue
         for i, (bad, example, benchmark, _) in enumerate(failing):
             good = passing[i % len(passing)][0]
             prompt, tools = conversations.prompt_and_tools(benchmark, example)
             pair: dict[str, Any] = {
-                "prompt": prompt, "chosen": step_messages(good.steps), "rejected": step_messages(bad.steps),
-                "tools": tools,
+                "prompt": prompt, "chosen": _unique_call_ids(step_messages(good.steps)),
+                "rejected": _unique_call_ids(step_messages(bad.steps)), "tools": tools,
             }
             if with_tokens:
                 pair["chosen_tokens"], pair["rejected_tokens"] = _tokens(good), _tokens(bad)
-            records.append(pair)
+            records.append((pair, bad))
     path = Path(out)
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "w", encoding="utf-8") as fh:
-        for record in records:
-            if _problems(record):
-                result.skipped["record failed validation"] += 1
+        for record, traj in records:
+            problems = _problems(record)
+            if problems:
+                result.skip(f"record failed validation: {_MESSAGE_INDEX.sub('', problems[0])}", traj)
                 continue
             fh.write(json.dumps(record, ensure_ascii=False) + "\n")
             result.records += 1
     result.skipped = dict(result.skipped)
     return result
+
+
+_MESSAGE_INDEX = re.compile(r"^message \d+: ")
+
+
+def _check_graders(runs: Sequence[Run], wanted: Iterable[str], pass_grader: str | None) -> None:
+    """Raise ValueError for a grader of ``--where`` / ``--pass-grader`` that no run has."""
+    known = list(dict.fromkeys(g for run in runs for g in run.graders))
+    for option, name in [*(("--where", g) for g in wanted), *([("--pass-grader", pass_grader)] if pass_grader else [])]:
+        if name in known:
+            continue
+        close = difflib.get_close_matches(name, known, n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        raise ValueError(
+            f"{option}: unknown grader {name!r}: the runs have {', '.join(known) or 'no graders'}{hint}"
+        )
+
+
+def _unique_call_ids(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``messages`` with each repeated (or missing) tool call id renamed ``ID~N``, in the
+    assistant message's call and in the tool message answering it (the first tool message with
+    that id after the call, in call order). Messages with nothing to rename are kept as they are."""
+    seen: set[str] = set()
+    renamed: dict[str, list[str]] = {}
+    out = []
+    for message in messages:
+        if message.get("role") == "assistant" and message.get("tool_calls"):
+            renamed = {}
+            calls = []
+            for call in message["tool_calls"]:
+                cid = call.get("id") if isinstance(call.get("id"), str) else ""
+                new = cid
+                n = 1
+                while not new or new in seen:
+                    new, n = f"{cid}~{n}", n + 1
+                seen.add(new)
+                renamed.setdefault(cid, []).append(new)
+                calls.append(call if new == cid else {**call, "id": new})
+            message = {**message, "tool_calls": calls}
+        elif message.get("role") == "tool" and renamed.get(message.get("tool_call_id"), []):
+            message = {**message, "tool_call_id": renamed[message["tool_call_id"]].pop(0)}
+        out.append(message)
+    return out
 
 
 def _measure(run: Run, grader: str | None) -> Measure:
