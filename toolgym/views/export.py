@@ -198,12 +198,12 @@ def export_runs(
     records: list[tuple[dict[str, Any], Trajectory]] = []
     groups: dict[tuple[str, str], list[tuple[Trajectory, Example, Benchmark, bool | None]]] = defaultdict(list)
     runs = [load_run(directory) for directory in directories]
-    for directory, run in zip(directories, runs):
+    for directory, run in zip(directories, runs, strict=True):
         if run.examples is None:
             raise RunDirError(f"{directory}: cannot read the run's dataset: {run.problem}")
     _check_graders(runs, [c.grader for c in where], pass_grader)
     without_tokens: list[str] = []
-    for directory, run in zip(directories, runs):
+    for directory, run in zip(directories, runs, strict=True):
         assert run.examples is not None
         benchmark = benchmark_of(run.record, run.directory)
         kept_before, tokens_seen = result.kept, False
