@@ -322,8 +322,9 @@ class ToolgymEnv(gymnasium.Env):
             # give the same (example, trial) to different episodes
             self._lock.enter_context(locked_run_dir(out))
         except RunDirError as exc:
+            holder = str(exc).rpartition("(")[2].rstrip(")")  # "pid N" (this process's own pid: an env here)
             raise RunDirError(
-                f"out={str(out)!r} is already being written by another environment or run ({exc}); give each "
+                f"out={str(out)!r} is already being written by another environment or run ({holder}); give each "
                 "environment its own out= (for a vector environment, one directory per sub-environment), "
                 "or close() the other one first"
             ) from None
