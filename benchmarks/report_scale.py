@@ -7,7 +7,7 @@ in English and Japanese, latencies and token counts), grades them with the real 
 (toolgym.runner.grade), builds the report, and opens it in Debian's headless Chromium to time
 the first render, opening a trace, paging and filtering.
 
-    cd REPO && /work/venv/bin/python benchmarks/report_scale.py [--n 10000] [--runs 1]
+    cd REPO && python benchmarks/report_scale.py [--n 10000] [--runs 1]
 """
 
 from __future__ import annotations

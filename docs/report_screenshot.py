@@ -2,7 +2,7 @@
 directories (oracle and a scripted model that errs, on typewriter_1 and typewriter_26), opened
 in Debian's headless Chromium.
 
-    cd REPO && /work/venv/bin/python docs/report_screenshot.py
+    cd REPO && python docs/report_screenshot.py
 """
 
 from __future__ import annotations
