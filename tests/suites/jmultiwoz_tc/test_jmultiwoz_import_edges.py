@@ -49,3 +49,9 @@ def test_another_result_file_is_refused_in_an_import_directory(tmp_path, capsys)
     assert "holds the import of another result file" in err and str(mine.resolve()) in err
     assert sorted(p.name for p in out.iterdir()) == before and not (out / "score_ws.json").exists()
     assert grade(mine, dataset, out) == 0  # the same file again: re-graded
+
+
+def test_run_without_a_dataset_says_there_is_no_built_in_one(tmp_path, capsys):
+    assert main(["run", "--env", "jmultiwoz_tc", "--agent", "oracle", "--out", str(tmp_path / "r")]) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert "jmultiwoz_tc has no built-in dataset: give --dataset PATH" in err and "'test'" not in err

@@ -105,3 +105,9 @@ def test_bad_dataset_is_a_clear_cli_error(tmp_path, capsys):
     assert main(["run", "--env", "exam_vi", "--dataset", str(bad), "--agent", "oracle", "--shots", "0",
                  "--out", str(tmp_path / "r"), "--no-progress"]) == 2
     assert "multilingual_test_vi.jsonl:1: answerKey 'A' is not among the labels" in capsys.readouterr().err
+
+
+def test_run_without_a_dataset_says_there_is_no_built_in_one(tmp_path, capsys):
+    assert main(["run", "--env", "exam_vi", "--agent", "oracle", "--out", str(tmp_path / "r")]) == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert "exam_vi has no built-in dataset: give --dataset PATH" in err and "'test'" not in err
