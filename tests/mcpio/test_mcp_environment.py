@@ -156,7 +156,10 @@ def test_a_command_that_is_not_an_mcp_server_is_one_clear_line(tmp_path):
     assert proc.returncode == 1
     assert "Traceback" not in proc.stderr, proc.stderr
     assert "the command 'echo hi' is not an MCP server: it wrote 'hi' on stdout" in proc.stderr
-    assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    # one line of ours; asyncio may add "Unknown child process pid N" when the dead command is
+    # reaped twice under load (a race inside the event loop's child watcher, not an error of the run)
+    ours = [line for line in proc.stderr.strip().splitlines() if "Unknown child process pid" not in line]
+    assert len(ours) == 1, proc.stderr
 
 
 def test_without_the_mcp_sdk_the_extra_is_named_at_once(tmp_path):
