@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from toolgym import DatasetError, Example, ToolCallSpec
+from toolgym.data import read_text
 from toolgym.suites.bfcl.values import first_value, to_source
 
 __all__ = [
@@ -244,9 +245,9 @@ def entries_of(examples: list[Example]) -> dict[str, Entry]:
 
 def _read_lines(path: Path, what: str) -> list[tuple[int, dict[str, Any]]]:
     try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise DatasetError(f"{path}: cannot read the {what}: {exc}") from exc
+        text = read_text(path)  # names UTF-16/UTF-32 and the first byte that is not UTF-8
+    except DatasetError as exc:
+        raise DatasetError(f"{exc} (the {what})") from None
     rows = []
     for number, line in enumerate(text.splitlines(), 1):
         if not line.strip():
