@@ -12,6 +12,7 @@ import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import msgspec
 from pydantic import ValidationError
 
 from toolgym.records import Example
@@ -72,6 +73,34 @@ def foreign_encoding(data: bytes) -> str | None:
         if head[0::2].count(0) * 4 >= len(head):
             return "UTF-16 (big-endian, without a byte-order mark)"
     return None
+
+
+_DECODE = msgspec.json.Decoder().decode
+
+
+def loads_json(text: str) -> Any:
+    """One JSON document, exactly as ``json.loads(text)`` reads it (the same value, the same
+    errors), about twice as fast on large files.
+
+    msgspec (jcrist.github.io/msgspec) decodes the text; whatever it refuses (``NaN`` and
+    ``Infinity``, integers of more than 4,300 digits, lone surrogates, nesting deeper than it
+    reads, invalid JSON) is read again by ``json.loads``, whose value or error is returned.
+    Objects with a repeated key keep the last value, as ``json.loads`` does.
+
+    Args:
+        text (str): The document.
+
+    Returns:
+        Any: The value (dicts, lists, str, int, float, bool, None).
+
+    Raises:
+        json.JSONDecodeError: as ``json.loads`` raises it (a ``ValueError``), naming line and
+            column; ``RecursionError`` for nesting too deep for ``json.loads``.
+    """
+    try:
+        return _DECODE(text)
+    except (msgspec.DecodeError, RecursionError):
+        return json.loads(text)
 
 
 def read_text(path: Path) -> str:

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from toolgym import DatasetError, Example, ToolCallSpec
+from toolgym.data import loads_json
 from toolgym.suites.jmultiwoz_tc.building import built
 from toolgym.suites.jmultiwoz_tc.scoring import gold_calls_of
 
@@ -221,7 +222,7 @@ def parse_line(source: Source, lineno: int, line: bytes) -> dict[str, Any]:
         DatasetError: naming the file and line when it is not UTF-8 JSON or not an object.
     """
     try:
-        record = json.loads(line.decode("utf-8"))
+        record = loads_json(line.decode("utf-8"))
     except json.JSONDecodeError as exc:
         raise DatasetError(f"{source.label}:{lineno}: not valid JSON: {exc.msg} (column {exc.colno})") from None
     except UnicodeDecodeError:
@@ -294,19 +295,24 @@ _ROLES = ("user", "assistant", "system")
 
 
 def _history(
-    question: Any, label: str, lineno: int, before: list[dict[str, str]] | tuple = ()
+    question: Any, label: str, lineno: int, before: tuple[list[dict[str, str]], int] = ([], 0)
 ) -> tuple[list[dict[str, str]], int]:
     """The chat history of a turn, checked, with the messages equal to those of ``before``
-    (the previous turn of its dialogue, checked with it) replaced by them, so that the
-    dialogue's messages are stored once; and how many are the user's."""
+    (the previous turn of its dialogue, checked with it, and its count of user messages)
+    replaced by them, so that the dialogue's messages are stored once; and how many are the
+    user's."""
     if not isinstance(question, list) or not question:
         raise DatasetError(f"{label}:{lineno}: 'question' must be a non-empty list of {{role, content}} messages")
-    shared = []
-    users = 0
-    known = len(before)
-    for i, message in enumerate(question):
-        if i < known and before[i] == message:
-            message = before[i]
+    known, known_users = before
+    start = len(known)
+    if start and question[:start] == known:  # the dialogue so far, as the previous turn had it
+        shared, users = known[:], known_users
+    else:
+        start, shared, users = 0, [], 0
+    for i in range(start, len(question)):
+        message = question[i]
+        if i < len(known) and known[i] == message:
+            message = known[i]
         elif (
             not isinstance(message, dict)
             or message.get("role") not in _ROLES
@@ -415,7 +421,7 @@ def _load(files: DataFiles, tools_path: str, options: dict[str, Any]) -> list[Ex
     seen: dict[str, int] = {}
     only_input: list[str] = []
     dialogue_mismatch: list[str] = []
-    previous: dict[str, list[dict[str, str]]] = {}  # dialogue id → last history, for sharing
+    previous: dict[str, tuple[list[dict[str, str]], int]] = {}  # dialogue id → last history, user messages
     label = files.input.label
     for lineno, record in iter_ndjson(files.input):
         data_id = _record_id(record, label, lineno)
@@ -431,8 +437,8 @@ def _load(files: DataFiles, tools_path: str, options: dict[str, Any]) -> list[Ex
         if entry.dialogue_id is not None and dialogue_id is not None and entry.dialogue_id != dialogue_id:
             dialogue_mismatch.append(data_id)
         dialogue = str(dialogue_id if dialogue_id is not None else entry.dialogue_id)
-        shared, users = _history(record.get("question"), label, lineno, previous.get(dialogue, ()))
-        previous[dialogue] = shared
+        shared, users = _history(record.get("question"), label, lineno, previous.get(dialogue, ([], 0)))
+        previous[dialogue] = shared, users
         calls = [built(ToolCallSpec, {"name": c["name"], "arguments": c["arguments"]}) for c in entry.calls]
         examples.append(
             built(Example, {  # validated above

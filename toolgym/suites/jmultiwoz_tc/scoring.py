@@ -36,6 +36,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from toolgym.data import loads_json
+
 __all__ = [
     "PUBLISHED_KEYS",
     "PUBLISHED_ROWS",
@@ -551,12 +553,16 @@ def parse_result_line(text: str, lineno: int, oddities: Oddities | None = None) 
     Raises:
         ValueError: saying why the line cannot be graded.
     """
+    long_ints = False
     try:
-        rec = json.loads(text.strip(), parse_int=_read_int)
+        rec = loads_json(text.strip())
     except RecursionError:
         raise ValueError("not valid JSON (nested too deeply to read)") from None
     except json.JSONDecodeError as exc:
         raise ValueError(f"not valid JSON ({exc.msg})") from None
+    except ValueError:  # an integer longer than Python converts: read again, kept as its digits
+        rec = json.loads(text.strip(), parse_int=_read_int)
+        long_ints = True
     if not isinstance(rec, dict):
         raise ValueError(f"expected a JSON object, got {type(rec).__name__}")
     if "\\u" in text and _SURROGATE_ESCAPE.search(text):
@@ -567,7 +573,7 @@ def parse_result_line(text: str, lineno: int, oddities: Oddities | None = None) 
             raise ValueError(f"a lone surrogate {ascii(bad)[1:-1]} is not text (evaluate.py cannot write it either)") from None
         except (ValueError, RecursionError):
             pass
-    if any(isinstance(v, str) and v.isdigit() and len(v) > _INT_DIGITS for v in _scalars(rec)):
+    if long_ints and any(isinstance(v, str) and v.isdigit() and len(v) > _INT_DIGITS for v in _scalars(rec)):
         _note(oddities, f"hold integers longer than {_INT_DIGITS:,} digits (compared as text)", lineno)
     data_id = rec.get("data_id")
     if data_id is None and rec.get("id") is not None:  # the format before data_id, as evaluate.py reads it
