@@ -17,7 +17,17 @@ from typing import IO, Any, TypeVar
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from toolgym.records import Example, Measure, ModelStep, Score, TokenRecord, ToolCall, ToolCallSpec, ToolStep, Trajectory
+from toolgym.records import (
+    Example,
+    Measure,
+    ModelStep,
+    Score,
+    TokenRecord,
+    ToolCall,
+    ToolCallSpec,
+    ToolStep,
+    Trajectory,
+)
 
 RUN_FILE = "run.json"
 TRAJECTORIES_FILE = "trajectories.jsonl"
