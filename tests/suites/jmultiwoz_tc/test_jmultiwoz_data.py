@@ -161,3 +161,41 @@ def test_real_release_loads_with_its_quirks():
     assert months and all(type(m) is int for m in months)
     sample = stratified_sample(examples, 200, 0)  # what --sample 200 --seed 0 runs
     assert len(sample) == 200 and 0 < sum(bool(e.expected_calls) for e in sample) < 200
+
+
+def test_histories_read_from_the_text_equal_a_full_parse(tmp_path):
+    """A turn's history is parsed only past the previous turn's text when that text starts it;
+    every way the texts can differ (spacing, a changed or longer message, numbers that continue,
+    key order, escapes) gives what json.loads gives."""
+    m = [json.dumps({"role": "user", "content": "東京"}, ensure_ascii=False), '{"role": "assistant", "content": "はい"}']
+    questions = [
+        f"[{m[0]}]",
+        f"[{m[0]}, {m[1]}, {m[0]}]",  # the previous text and more: the common case
+        f"[{m[0]} ,{m[1]},\t{m[0]} , {m[1]}, {m[0]}]",  # other spacing: a full parse
+        f'[{m[0]}, {m[1]}, {m[0]}, {m[1]}, {{"content": "\\u6771\\u4eac", "role": "user"}}]',
+        f'[{m[0]}, {m[1]}, {m[0]}, {m[1]}, {{"content": "\\u6771\\u4eac", "role": "user"}}, {m[1]}, {{"role": "user", "content": "x"}}]',
+        f'[{m[0]}, {{"role": "assistant", "content": "いいえ"}}, {{"role": "user", "content": "y"}}]',  # an earlier message changed
+        f'[{m[0]}, {{"role": "assistant", "content": "いいえ"}}, {{"role": "user", "content": "y"}}]',  # the same text again
+    ]
+    inputs = [{"data_id": f"t{i}", "dialogue_id": "d", "question": None} for i in range(len(questions))]
+    lines = [json.dumps(r, ensure_ascii=False).replace('"question": null', f'"question": {q}') for r, q in zip(inputs, questions)]
+    golds = [{"data_id": f"t{i}", "dialogue_id": "d", "ground_truth": []} for i in range(len(questions))]
+    path = write_dataset(tmp_path, "jsonl", input_text="\n".join(lines) + "\n", golds=golds)
+    examples = load_examples(path, BENCHMARK)
+    assert [e.input for e in examples] == [json.loads(q) for q in questions]
+    assert [e.metadata["turn"] for e in examples] == [0, 1, 2, 2, 3, 1, 1]
+    assert examples[1].input[0] is examples[0].input[0]
+
+
+@pytest.mark.parametrize("question, expected", [
+    ('[{"role": "user", "content": "a"}, 5', "not valid JSON"),
+    ('[{"role": "user", "content": "a"}, {"role": "robot", "content": "b"}]', r"question\[1\] must be"),
+    ('[{"role": "user", "content": "a"}, 7]', r"question\[1\] must be"),
+])
+def test_a_bad_message_after_the_previous_turns_is_named(tmp_path, question, expected):
+    lines = ['{"data_id": "t0", "dialogue_id": "d", "question": [{"role": "user", "content": "a"}]}',
+             f'{{"data_id": "t1", "dialogue_id": "d", "question": {question}}}']
+    golds = [{"data_id": f"t{i}", "dialogue_id": "d", "ground_truth": []} for i in range(2)]
+    path = write_dataset(tmp_path, "jsonl", input_text="\n".join(lines) + "\n", golds=golds)
+    with pytest.raises(DatasetError, match=rf"jmultiwoz_tc_input.jsonl:2: {expected}"):
+        load_examples(path, BENCHMARK)

@@ -24,6 +24,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import IO, Any
 
+import msgspec
+
 from toolgym import DatasetError, Example, ToolCallSpec
 from toolgym.data import loads_json
 from toolgym.suites.jmultiwoz_tc.building import built
@@ -327,6 +329,61 @@ def _history(
     return shared, users
 
 
+class _InputRecord(msgspec.Struct):
+    """The fields of an input line that loading reads; ``question`` is kept as JSON text."""
+
+    data_id: Any = msgspec.UNSET
+    id: Any = msgspec.UNSET
+    dialogue_id: Any = None
+    question: msgspec.Raw = msgspec.Raw()
+
+
+_READ_INPUT = msgspec.json.Decoder(_InputRecord).decode
+_READ_JSON = msgspec.json.Decoder().decode
+
+
+def _input_line(source: Source, lineno: int, line: bytes) -> tuple[dict[str, Any], Any]:
+    """An input line's ``data_id``, ``id`` and ``dialogue_id`` (as a dict holding those
+    present), and its ``question``: the JSON text when read by msgspec, else (a line msgspec
+    refuses) the parsed value of :func:`parse_line`, which names a line that is not JSON.
+
+    Raises:
+        DatasetError: for a line that is not a UTF-8 JSON object.
+    """
+    try:
+        line.decode("utf-8")  # msgspec does not check the text it skips or keeps
+        fields = _READ_INPUT(line)
+    except (UnicodeDecodeError, msgspec.DecodeError, RecursionError):
+        record = parse_line(source, lineno, line)
+        return record, record.get("question")
+    record = {k: v for k, v in (("data_id", fields.data_id), ("id", fields.id)) if v is not msgspec.UNSET}
+    record["dialogue_id"] = fields.dialogue_id
+    return record, bytes(fields.question) or None
+
+
+def _question(question: Any, before_text: bytes, before: list[dict[str, str]] = ()) -> Any:  # type: ignore[assignment]
+    """A turn's history from its JSON text (anything else: already parsed).
+
+    When the text of the previous turn's history, without its closing bracket, starts this
+    one and a comma follows, the messages it holds are the previous turn's (JSON values end
+    where their text ends): only the messages after the comma are parsed, and ``before``
+    precedes them. Otherwise the whole text is parsed.
+    """
+    if not isinstance(question, bytes):
+        return question
+    head = before_text[:-1]
+    if before and head and question.startswith(head):
+        rest = question[len(head):].lstrip(b" \t\r\n")
+        if rest.startswith(b","):
+            try:
+                added = _READ_JSON(b"[" + rest[1:])
+            except (msgspec.DecodeError, RecursionError):
+                added = None
+            if isinstance(added, list):
+                return before + added
+    return loads_json(question.decode("utf-8"))
+
+
 def _check_correspondence(in_label: str, gold_label: str, only_input: list[str], only_gold: list[str]) -> None:
     if not only_input and not only_gold:
         return
@@ -423,22 +480,27 @@ def _load(files: DataFiles, tools_path: str, options: dict[str, Any]) -> list[Ex
     dialogue_mismatch: list[str] = []
     previous: dict[str, tuple[list[dict[str, str]], int]] = {}  # dialogue id → last history, user messages
     label = files.input.label
-    for lineno, record in iter_ndjson(files.input):
+    texts: dict[str, bytes] = {}  # dialogue id → the JSON text of its last history
+    for lineno, line in iter_lines(files.input):
+        record, question = _input_line(files.input, lineno, line)
         data_id = _record_id(record, label, lineno)
         if data_id in seen:
             raise DatasetError(f"{label}:{lineno}: duplicate data_id {data_id!r} (first on line {seen[data_id]})")
         seen[data_id] = lineno
         entry = gold.get(data_id)
         if entry is None:
-            _history(record.get("question"), label, lineno)
+            _history(_question(question, b""), label, lineno)
             only_input.append(data_id)
             continue
         dialogue_id = record.get("dialogue_id")
         if entry.dialogue_id is not None and dialogue_id is not None and entry.dialogue_id != dialogue_id:
             dialogue_mismatch.append(data_id)
         dialogue = str(dialogue_id if dialogue_id is not None else entry.dialogue_id)
-        shared, users = _history(record.get("question"), label, lineno, previous.get(dialogue, ([], 0)))
+        before = previous.get(dialogue, ([], 0))
+        shared, users = _history(_question(question, texts.get(dialogue, b""), before[0]), label, lineno, before)
         previous[dialogue] = shared, users
+        if isinstance(question, bytes):
+            texts[dialogue] = question
         calls = [built(ToolCallSpec, {"name": c["name"], "arguments": c["arguments"]}) for c in entry.calls]
         examples.append(
             built(Example, {  # validated above
