@@ -78,9 +78,13 @@ def timed(command: list[str], cwd: Path, stdout: Path | None = None) -> tuple[fl
     Raises:
         RuntimeError: with the command's output when it fails.
     """
+    # as installed: bytecode cached (a pip install compiles it; PYTHONDONTWRITEBYTECODE, set on
+    # some machines, would make toolgym compile its modules on every run; the published script
+    # is run as __main__, which Python never caches either way)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     with tempfile.TemporaryFile() as err, open(stdout or os.devnull, "wb") as out:
         start = time.perf_counter()
-        proc = subprocess.Popen(command, stdout=out, stderr=err, cwd=cwd)
+        proc = subprocess.Popen(command, stdout=out, stderr=err, cwd=cwd, env=env)
         _, status, usage = os.wait4(proc.pid, 0)  # this command's usage (and its children's) only
         wall = time.perf_counter() - start
         if os.waitstatus_to_exitcode(status):
