@@ -27,7 +27,7 @@ from langchain_core.utils.function_calling import convert_to_openai_tool
 from langgraph.graph import END
 
 from toolgym.agents import Agent, Episode
-from toolgym.agents.tool_calling import AgentState, model_tool_loop, recursion_limit
+from toolgym.agents.tool_calling import AgentState, history_input, model_tool_loop, recursion_limit
 from toolgym.environments import Environment
 from toolgym.parsing import (
     OBSERVATION_MARK,
@@ -127,7 +127,7 @@ class PromptedAgent(Agent):
     async def _model_node(self, state: AgentState, config: RunnableConfig) -> None:
         episode: Episode = config["configurable"]["episode"]
         start = time.perf_counter()
-        message = await self.model.ainvoke(episode.messages)
+        message = await self.model.ainvoke(history_input(episode.messages))
         latency = time.perf_counter() - start
         text, reasoning = reply_parts(message)  # only text outside the reasoning is an action
         episode.messages.append(AIMessage(text))
