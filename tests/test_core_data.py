@@ -75,3 +75,36 @@ def test_builtin_typewriter_datasets_cover_lengths_1_to_13():
         lengths = {len(ex.input) for ex in examples}
         assert len(examples) >= 20 and min(lengths) == 1 and max(lengths) == 13
         assert any(len(set(ex.input)) == 1 and len(ex.input) > 2 for ex in examples)
+
+
+@pytest.mark.parametrize("text", [
+    '{"a": 1, "b": [1.5, -0.0, 1e-7, 5e-324, 1.7976931348623157e308], "c": null, "d": true}',
+    '{"a": 1, "a": 2}', '"\\u6771\\u4eac \\ud83d\\ude00"', '{"n": NaN, "i": Infinity, "m": -Infinity}',
+    '123456789012345678901234567890', '-9223372036854775809', "1e400", ' \t{"x": "東京"}\r\n', "[]",
+    '"\\ud800"', '{"k": "\\u0000\\u001f"}',
+])
+def test_loads_json_reads_what_json_loads_reads(text):
+    from toolgym.data import loads_json
+
+    expected = json.loads(text)
+    value = loads_json(text)
+    assert json.dumps(value) == json.dumps(expected) and type(value) is type(expected)
+
+
+@pytest.mark.parametrize("text", ["{", '{"a": 1,}', "", "[1] x", "1" * 4301, "\ufeff{}", "nul"])
+def test_loads_json_refuses_what_json_loads_refuses(text):
+    from toolgym.data import loads_json
+
+    with pytest.raises(ValueError) as ours:
+        loads_json(text)
+    with pytest.raises(ValueError) as theirs:
+        json.loads(text)
+    assert type(ours.value) is type(theirs.value) and str(ours.value) == str(theirs.value)
+
+
+def test_loads_json_nesting_too_deep_for_json_loads():
+    from toolgym.data import loads_json
+
+    with pytest.raises(RecursionError):
+        loads_json("[" * 100_000 + "]" * 100_000)
+    assert loads_json("[" * 500 + "]" * 500) == json.loads("[" * 500 + "]" * 500)
