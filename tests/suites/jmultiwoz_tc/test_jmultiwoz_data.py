@@ -177,8 +177,7 @@ def test_histories_read_from_the_text_equal_a_full_parse(tmp_path):
         f'[{m[0]}, {{"role": "assistant", "content": "いいえ"}}, {{"role": "user", "content": "y"}}]',  # an earlier message changed
         f'[{m[0]}, {{"role": "assistant", "content": "いいえ"}}, {{"role": "user", "content": "y"}}]',  # the same text again
     ]
-    inputs = [{"data_id": f"t{i}", "dialogue_id": "d", "question": None} for i in range(len(questions))]
-    lines = [json.dumps(r, ensure_ascii=False).replace('"question": null', f'"question": {q}') for r, q in zip(inputs, questions)]
+    lines = [f'{{"data_id": "t{i}", "dialogue_id": "d", "question": {q}}}' for i, q in enumerate(questions)]
     golds = [{"data_id": f"t{i}", "dialogue_id": "d", "ground_truth": []} for i in range(len(questions))]
     path = write_dataset(tmp_path, "jsonl", input_text="\n".join(lines) + "\n", golds=golds)
     examples = load_examples(path, BENCHMARK)
