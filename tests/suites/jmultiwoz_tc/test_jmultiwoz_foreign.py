@@ -48,6 +48,13 @@ GRADED = {  # text, the warning expected
     "arguments with a huge number as text": (line(G0, [{"name": "Search_hotel", "arguments": '{"city": ' + "9" * 5000 + "}"}]),
                                              None),
     "nesting 900 deep": (nested(900), None),
+    "nesting 920 deep, the deepest graded": (nested(916), None),
+    "lines ending in a lone CR": (line(G0, []).rstrip("\n") + "\r" + line(G1, GOLDS[1]["ground_truth"]).rstrip("\n") + "\r", None),
+    "an error line whose tool_calls is a number or holds a list as a name": (
+        json.dumps({"data_id": G0, "tool_calls": 5, "error": "TimeoutError"}) + "\n"
+        + json.dumps({"data_id": G1, "tool_calls": [{"name": ["x"]}], "error": "TimeoutError"}) + "\n", None),
+    "a lone surrogate inside arguments given as a JSON string": (
+        line(G0, [{"name": "Search_hotel", "arguments": '{"city": "\\ud800"}'}]) + line(G1, GOLDS[1]["ground_truth"]), None),
     "empty file": ("", "holds no result"),
 }
 

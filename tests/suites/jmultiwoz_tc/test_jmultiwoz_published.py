@@ -207,6 +207,12 @@ def test_the_imported_file_is_never_overwritten(tmp_path, dataset, capsys):
         ('{"data_id": "x", "tool_calls": [{"name": "Search_hotel", "arguments": {"city": "\\ud800"}}]}\n',
          "line 1: a lone surrogate \\ud800 is not text"),
         ('{"data_id": "x", "tool_calls": ' + "[" * 5000 + "]" * 5000 + "}\n", "line 1: not valid JSON (nested too deeply"),
+        ('{"data_id": "x", "tool_calls": [{"name": "Search_hotel", "arguments": {"city": ' + "[" * 920 + "]" * 920 + "}}]}\n",
+         "line 1: nested deeper than 920 levels (toolgym grades up to 920; evaluate.py reads about 990)"),
+        ('{"data_id": "x", "tool_calls": [{"name": "Search_hotel", "arguments": "{\\"a\\": ' + "[" * 980 + "]" * 980 + '}"}]}\n',
+         "line 1: nested deeper than 920 levels"),
+        ('{"data_id": "x", "tool_calls": [{"name": ["Search_hotel"], "arguments": {}}]}\n',
+         "line 1: a call's name is a list, not text (evaluate.py cannot grade it either)"),
     ],
 )
 def test_a_bad_file_is_a_message_and_writes_nothing(tmp_path, dataset, capsys, text, expected):

@@ -375,6 +375,8 @@ def _tool_call(call: Any, index: int, lineno: int, tool_names: set[str] | None) 
     reason = malformed_reason(call, tool_names)
     if reason is None and deeper_than(parse_arguments(raw), MAX_RECORDED_DEPTH):
         reason = f"arguments nested deeper than {MAX_RECORDED_DEPTH} levels (kept as text; graded from the line)"
+    if reason is None and isinstance(raw, str) and "\\u" in raw and not _is_text(parse_arguments(raw)):
+        reason = "arguments hold a lone UTF-16 surrogate, which is not text (kept as written; graded from the line)"
     if reason is None:
         return built(ToolCall, {"id": call_id, "name": name, "arguments": parse_arguments(raw), "malformed": None, "raw": None})
     if not isinstance(call, dict):
@@ -385,6 +387,15 @@ def _tool_call(call: Any, index: int, lineno: int, tool_names: set[str] | None) 
         text = str(raw)
     name = name if isinstance(name, str) else ""
     return built(ToolCall, {"id": call_id, "name": name, "arguments": {}, "malformed": reason, "raw": text})
+
+
+def _is_text(value: Any) -> bool:
+    """Whether a JSON value can be written as UTF-8 (no lone surrogate in a string)."""
+    try:
+        json.dumps(value, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def import_result_file(path: Path, examples: list[Example]) -> list[Trajectory]:

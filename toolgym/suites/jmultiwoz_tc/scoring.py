@@ -54,6 +54,7 @@ __all__ = [
     "lenient_key",
     "max_weight_assignment",
     "published_set",
+    "MAX_GRADED_DEPTH",
     "MAX_RECORDED_DEPTH",
     "deeper_than",
     "parse_result_line",
@@ -193,6 +194,12 @@ def _strict(name: Any, args: Any) -> tuple[Any, str]:
     except (TypeError, ValueError, RecursionError):
         return name, str(args)
 
+
+MAX_GRADED_DEPTH = 920
+"""Deepest result line graded, in levels of lists and objects (a call's arguments given as a
+JSON string, too): a deeper one is refused, as the published script refuses those it cannot
+read (about 990 levels): comparing and writing such values needs more of Python's recursion
+limit than toolgym's deeper stack leaves (at 985 levels, the lenient comparison ran out)."""
 
 MAX_RECORDED_DEPTH = 64
 """Deepest JSON recorded as parsed values in trajectories and scores (their serialiser stops
@@ -536,10 +543,12 @@ def parse_result_line(text: str, lineno: int, oddities: Oddities | None = None) 
     ``tool_calls`` (no call); a ``tool_calls`` string or object (the script iterates it: each
     character or key is read as a call's name); calls that are not objects (a call named by
     their text); integers longer than 4,300 digits (which stop the script: here kept as text, so
-    they never equal a gold value). Refused, as the script cannot grade them either: text that
-    is not JSON (also nesting too deep to read), a line that is not an object, an id that is an
-    object or a list, a ``tool_calls`` that is a number or ``true``, and a lone UTF-16 surrogate
-    (``\\ud800``: not text, cannot be written back as UTF-8).
+    they never equal a gold value); on a line with an ``error``, a ``tool_calls`` of any form (the
+    script never reads it). Refused, as the script cannot grade them either: text that is not
+    JSON (also nesting too deep to read), a line that is not an object, an id that is an object or
+    a list, a ``tool_calls`` that is a number or ``true``, a call whose name is an object or a
+    list. Refused by toolgym alone: a lone UTF-16 surrogate (``\\ud800``: not text, the line
+    cannot be kept as UTF-8) and nesting deeper than :data:`MAX_GRADED_DEPTH` levels.
 
     Args:
         text (str): The line (decoded, without its newline; surrounding whitespace is ignored,
@@ -570,7 +579,7 @@ def parse_result_line(text: str, lineno: int, oddities: Oddities | None = None) 
             json.dumps(rec, ensure_ascii=False).encode("utf-8")
         except UnicodeEncodeError as exc:
             bad = exc.object[exc.start : exc.end]
-            raise ValueError(f"a lone surrogate {ascii(bad)[1:-1]} is not text (evaluate.py cannot write it either)") from None
+            raise ValueError(f"a lone surrogate {ascii(bad)[1:-1]} is not text: the line cannot be kept as UTF-8") from None
         except (ValueError, RecursionError):
             pass
     if long_ints and any(isinstance(v, str) and v.isdigit() and len(v) > _INT_DIGITS for v in _scalars(rec)):
@@ -586,8 +595,11 @@ def parse_result_line(text: str, lineno: int, oddities: Oddities | None = None) 
         what = "no data_id" if data_id is None else "a boolean data_id"
         _note(oddities, f"have {what} (graded against no gold, as evaluate.py does)", lineno)
         data_id = f"(line {lineno}: {what})"
+    error, detail = rec.get("error"), rec.get("error_detail")
     calls = rec.get("tool_calls")
     if not calls:
+        calls = []
+    elif error and not isinstance(calls, list):  # an error line: evaluate.py never reads its calls
         calls = []
     elif isinstance(calls, (str, dict)):
         kind = "string" if isinstance(calls, str) else "object"
@@ -598,11 +610,36 @@ def parse_result_line(text: str, lineno: int, oddities: Oddities | None = None) 
         raise ValueError(f"'tool_calls' must be a list of calls, got {json.dumps(calls)} (evaluate.py cannot grade it either)")
     if any(not isinstance(c, dict) for c in calls):
         _note(oddities, "have calls that are not objects (named by their text, as evaluate.py does)", lineno)
-    error, detail = rec.get("error"), rec.get("error_detail")
+    for call in () if error else calls:
+        name = call_parts(call)[0]
+        if isinstance(name, (dict, list)):
+            raise ValueError(f"a call's name is {'an object' if isinstance(name, dict) else 'a list'}, not text "
+                             "(evaluate.py cannot grade it either)")
+    if text.count("[") + text.count("{") > MAX_GRADED_DEPTH and _nested_deeper(rec, calls, MAX_GRADED_DEPTH):
+        raise ValueError(f"nested deeper than {MAX_GRADED_DEPTH} levels (toolgym grades up to {MAX_GRADED_DEPTH}; "
+                         "evaluate.py reads about 990)")
     return ResultRecord(
         lineno, str(data_id), rec.get("dialogue_id"), calls, str(error) if error else None,
         str(detail) if detail else None, text,
     )
+
+
+def _nested_deeper(rec: dict[str, Any], calls: list[Any], limit: int) -> bool:
+    """Whether a result line, or the arguments of one of its calls given as a JSON string,
+    nests more than ``limit`` levels."""
+    if deeper_than(rec, limit):
+        return True
+    for call in calls:
+        raw = call_parts(call)[1]
+        if isinstance(raw, str) and raw.count("[") + raw.count("{") > limit - 2:
+            try:
+                if deeper_than(json.loads(raw), limit - 2):
+                    return True
+            except RecursionError:  # deeper than this stack reads
+                return True
+            except ValueError:  # not JSON: graded as its text
+                pass
+    return False
 
 
 def _scalars(value: Any, depth: int = 0) -> Iterable[Any]:
@@ -619,9 +656,10 @@ def _scalars(value: Any, depth: int = 0) -> Iterable[Any]:
 
 def read_results(path: Path, warn: bool = True) -> list[ResultRecord]:
     """Parse a result file (JSON Lines, one turn per line; published format) with
-    :func:`parse_result_line`. Lines holding only whitespace are skipped and a UTF-8
-    byte-order mark at the start is dropped, as published. Each kind of oddity met is reported
-    once as a warning with its count and first line.
+    :func:`parse_result_line`. Lines end at ``\\n``, ``\\r\\n`` or a lone ``\\r`` and lines holding
+    only whitespace are skipped, as published; a UTF-8 byte-order mark at the start is dropped
+    (the published script stops on it). Each kind of oddity met is reported once as a warning
+    with its count and first line.
 
     Args:
         path (Path): The result file, from any generator.
@@ -648,6 +686,8 @@ def read_results(path: Path, warn: bool = True) -> list[ResultRecord]:
     if encoding:
         raise ResultFileError(f"{path}: the file is {encoding}; result files are UTF-8 (convert it, e.g. with iconv)")
     data = data.removeprefix(b"\xef\xbb\xbf")
+    if b"\r" in data:  # line ends as evaluate.py reads them (text mode): \r\n, \n or a lone \r
+        data = data.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
     records: list[ResultRecord] = []
     problems: list[str] = []
     oddities: Oddities = {}
