@@ -176,13 +176,15 @@ def test_histories_read_from_the_text_equal_a_full_parse(tmp_path):
         f'[{m[0]}, {m[1]}, {m[0]}, {m[1]}, {{"content": "\\u6771\\u4eac", "role": "user"}}, {m[1]}, {{"role": "user", "content": "x"}}]',
         f'[{m[0]}, {{"role": "assistant", "content": "いいえ"}}, {{"role": "user", "content": "y"}}]',  # an earlier message changed
         f'[{m[0]}, {{"role": "assistant", "content": "いいえ"}}, {{"role": "user", "content": "y"}}]',  # the same text again
-    ]
+        f'[{m[0]}, {{"role": "assistant", "content": "いいえ"}}, {{"role": "user", "content": "y"}}, {m[1]}, {m[0]}], "x": NaN',
+        f'[{m[0]}, {{"role": "assistant", "content": "いいえ"}}, {{"role": "user", "content": "y"}}, {m[1]}, {m[0]}, {m[1]}, {m[0]}]',
+    ]  # the last but one is read by json.loads alone (NaN): the last is then parsed whole
     lines = [f'{{"data_id": "t{i}", "dialogue_id": "d", "question": {q}}}' for i, q in enumerate(questions)]
     golds = [{"data_id": f"t{i}", "dialogue_id": "d", "ground_truth": []} for i in range(len(questions))]
     path = write_dataset(tmp_path, "jsonl", input_text="\n".join(lines) + "\n", golds=golds)
     examples = load_examples(path, BENCHMARK)
-    assert [e.input for e in examples] == [json.loads(q) for q in questions]
-    assert [e.metadata["turn"] for e in examples] == [0, 1, 2, 2, 3, 1, 1]
+    assert [e.input for e in examples] == [json.loads(f'{{"q": {q}}}')["q"] for q in questions]
+    assert [e.metadata["turn"] for e in examples] == [0, 1, 2, 2, 3, 1, 1, 2, 3]
     assert examples[1].input[0] is examples[0].input[0]
 
 

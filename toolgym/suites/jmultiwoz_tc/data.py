@@ -361,13 +361,13 @@ def _input_line(source: Source, lineno: int, line: bytes) -> tuple[dict[str, Any
     return record, bytes(fields.question) or None
 
 
-def _question(question: Any, before_text: bytes, before: list[dict[str, str]] = ()) -> Any:  # type: ignore[assignment]
+def _question(question: Any, before_text: bytes = b"", before: list[dict[str, str]] | None = None) -> Any:
     """A turn's history from its JSON text (anything else: already parsed).
 
-    When the text of the previous turn's history, without its closing bracket, starts this
-    one and a comma follows, the messages it holds are the previous turn's (JSON values end
-    where their text ends): only the messages after the comma are parsed, and ``before``
-    precedes them. Otherwise the whole text is parsed.
+    When ``before_text``, the text of the previous turn's history ``before``, without its
+    closing bracket, starts this one and a comma follows, the messages it holds are those of
+    ``before`` (JSON values end where their text ends): only the messages after the comma are
+    parsed, and ``before`` precedes them. Otherwise the whole text is parsed.
     """
     if not isinstance(question, bytes):
         return question
@@ -489,7 +489,7 @@ def _load(files: DataFiles, tools_path: str, options: dict[str, Any]) -> list[Ex
         seen[data_id] = lineno
         entry = gold.get(data_id)
         if entry is None:
-            _history(_question(question, b""), label, lineno)
+            _history(_question(question), label, lineno)
             only_input.append(data_id)
             continue
         dialogue_id = record.get("dialogue_id")
@@ -501,6 +501,8 @@ def _load(files: DataFiles, tools_path: str, options: dict[str, Any]) -> list[Ex
         previous[dialogue] = shared, users
         if isinstance(question, bytes):
             texts[dialogue] = question
+        else:  # read without its text: the next turn is parsed whole
+            texts.pop(dialogue, None)
         calls = [built(ToolCallSpec, {"name": c["name"], "arguments": c["arguments"]}) for c in entry.calls]
         examples.append(
             built(Example, {  # validated above
