@@ -922,9 +922,9 @@ def _frozen_gc() -> Iterator[None]:
 def _grading_gc() -> Iterator[None]:
     """The cycle collector while loading, importing and grading a run: off. What these build
     (examples, trajectories, scores) lives to the end, so every collection would scan it in
-    vain, and they make next to no cyclic garbage (an ``invoke`` of langchain-core's fake chat
-    model, the path an LLM judge takes, leaves none; a provider's HTTP client was not
-    measured). What is loaded before is frozen; at the end a full
+    vain, and they make next to no cyclic garbage (an LLM judge's ``invoke`` leaves none:
+    measured with ``ChatOpenAI`` over HTTP to a stand-in server on 127.0.0.1, 300 calls, and
+    with langchain-core's fake chat model). What is loaded before is frozen; at the end a full
     collection over everything frozen scans nothing but counts the run as collected, so none
     starts over it right after. Grading 31,303 JMultiWOZ-TC turns: about 8 s of collection
     without the freeze, 0.2 s with young collections only, 0.5 s more without the last
