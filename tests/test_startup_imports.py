@@ -1,5 +1,5 @@
 """Commands import only what they use (issue 17): reading, grading and listing never load the
-agent stack (langgraph, langchain-core, langsmith), a provider SDK, matplotlib or llama-cpp.
+agent stack (langgraph, langchain-core, langsmith), a provider SDK, matplotlib or the llama.cpp runtime.
 
 Each command runs in a fresh interpreter; the test reads the names in ``sys.modules`` after it
 (names only, no timing).
@@ -16,7 +16,7 @@ import pytest
 
 HEAVY = (
     "langgraph", "langchain_core", "langchain_openai", "langchain_anthropic", "langsmith",
-    "openai", "anthropic", "httpx", "matplotlib", "llama_cpp", "numpy", "sqlite_utils", "ray",
+    "openai", "anthropic", "httpx", "matplotlib", "xllamacpp", "gguf", "numpy", "sqlite_utils", "ray",
 )
 
 _PROBE = """

@@ -388,7 +388,7 @@ def _git_revision() -> str | None:
 
 def _versions() -> dict[str, str | None]:
     found: dict[str, str | None] = {"python": platform.python_version()}
-    for dist in ("toolgym", "langgraph", "langchain-core", "pydantic", "llama-cpp-python"):
+    for dist in ("toolgym", "langgraph", "langchain-core", "pydantic", "xllamacpp"):
         try:
             found[dist] = metadata.version(dist)
         except metadata.PackageNotFoundError:

@@ -423,9 +423,6 @@ def main(argv: list[str] | None = None) -> int:
     too many episodes ended in error, 130 on Ctrl-C)."""
     args = build_parser().parse_args(argv)
     warnings.simplefilter("default")
-    # llama-cpp-python opens /dev/null at import to silence its C library and never closes it:
-    # not ours to fix, and nothing a user can act on
-    warnings.filterwarnings("ignore", message=r"unclosed file .*name='/dev/null'", category=ResourceWarning)
     warnings.formatwarning = lambda message, category, *rest, **kw: f"warning: {message}\n"
     try:
         return args.func(args)

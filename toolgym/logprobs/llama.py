@@ -1,16 +1,25 @@
-"""Token log-probabilities from a llama.cpp model (llama-cpp-python), with the key/value cache
-of the shared prompt prefix kept between calls.
+"""Token log-probabilities from the bundled llama.cpp runtime (:class:`~toolgym.providers.local.LlamaServer`).
 
-Only the positions whose next token is scored ask llama.cpp for logits, so the model is loaded
-without ``logits_all`` (which would hold n_ctx × vocabulary floats). The tokens already in the
-cache are compared with the next text's tokens and only the differing suffix is evaluated: a
-five-shot prompt shared by many questions is evaluated once, and the four options of a
-question cost only their own tokens.
+llama.cpp's server has no echo mode (log-probabilities of prompt tokens), so a continuation is
+scored by generating it: the context is sent as token ids, a grammar forces exactly the
+continuation's token ids (:func:`~toolgym.providers.local.forced_tokens_grammar`), and each
+generated token's ``n_probs`` entry, asked with ``post_sampling_probs: false``, carries its
+log-probability under the model's own distribution, before the grammar's mask: the
+log-probability of that token given everything before it. The greedy check compares each token
+with the top entry of that distribution.
+
+Scores do not depend on what was scored before. llama.cpp's numbers move slightly with the shape
+of the batches a prompt is evaluated in (a prefix taken from the cache is not bit-identical to
+one evaluated with the rest), so every context is brought into the cache the same way before
+its continuations are scored: evaluated from scratch without its last token (``cache_prompt:
+false``), then each continuation request re-evaluates that last token alone and generates the
+continuation one token at a time. A context is evaluated once for all its options; the response's
+``timings.cache_n`` is checked to confirm the cache held exactly that prefix.
 """
 
 from __future__ import annotations
 
-import threading
+import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -18,162 +27,131 @@ from toolgym.logprobs import ContinuationScore, register_scorer
 from toolgym.providers import ModelSettings
 
 if TYPE_CHECKING:
-    import numpy as np
+    from toolgym.providers.local import LlamaServer
 
 DEFAULT_N_CTX = 8192  # five-shot EXAMS prompts are at most about 1,100 tokens
 
 
-def common_prefix(a: list[int], b: list[int]) -> int:
-    """Length of the longest common prefix of two token lists."""
-    n = min(len(a), len(b))
-    i = 0
-    while i < n and a[i] == b[i]:
-        i += 1
-    return i
-
-
-def log_softmax(logits: np.ndarray) -> np.ndarray:
-    """Natural-log probabilities from one row of logits (numerically stable)."""
-    import numpy as np  # installed with llama-cpp-python; not a core dependency
-    shifted = logits.astype(np.float64) - float(np.max(logits))
-    return shifted - np.log(np.sum(np.exp(shifted)))
-
-
 class LlamaCppScorer:
-    """:class:`~toolgym.logprobs.LogprobScorer` over a ``llama_cpp.Llama``.
+    """:class:`~toolgym.logprobs.LogprobScorer` over a :class:`~toolgym.providers.local.LlamaServer`.
 
-    Safe to call from several threads (calls are serialised: one llama.cpp context). The
-    ``Llama`` object's own record of the evaluated tokens (``input_ids[:n_tokens]``) is the
-    cache's truth and is kept up to date, so the same object can also serve a chat model
-    (whose ``create_completion`` reuses the cache the same way).
+    Safe to call from several threads (calls are serialised on the server's lock, so the cache
+    state one score relies on is not changed by another).
 
     Args:
-        llama: A loaded ``llama_cpp.Llama`` (``logits_all`` not needed).
-        lock: The lock guarding every call into ``llama`` (shared with other users of the same
-            object); default: a lock of this scorer's own.
+        server: A started runtime for the model.
 
     Attributes:
-        evaluated_tokens: Tokens run through the model so far.
-        reused_tokens: Tokens taken from the cache instead of being evaluated.
+        evaluated_tokens: Tokens run through the model so far (prompt and forced continuation).
+        reused_tokens: Context tokens taken from the cache instead of being evaluated again.
     """
 
     name = "llama.cpp"
 
-    def __init__(self, llama: Any, lock: Any = None) -> None:
-        self.llama = llama
-        self._lock = lock if lock is not None else threading.Lock()
+    def __init__(self, server: LlamaServer) -> None:
+        from toolgym.providers.local import forced_tokens_grammar
+
+        self.server = server
+        self._forced = forced_tokens_grammar
+        self._warm: list[int] | None = None  # the context whose prefix the cache holds
         self.evaluated_tokens = 0
         self.reused_tokens = 0
 
     def tokenize(self, context: str, continuation: str) -> tuple[list[int], list[int]]:
         """Context and continuation tokens, split where the whole text's tokens pass the
         context's (as lm-evaluation-harness does); if tokenising the whole text merges the
-        boundary, the continuation is tokenised on its own."""
-        ctx = self.llama.tokenize(context.encode("utf-8"), add_bos=True, special=False) if context else []
-        whole = self.llama.tokenize((context + continuation).encode("utf-8"), add_bos=True, special=False)
+        boundary, the continuation is tokenised on its own. A beginning-of-sequence token is
+        added only when the model asks for one."""
+        tok = self.server.tokenize
+        ctx = tok(context, add_special=True, parse_special=False) if context else []
+        whole = tok(context + continuation, add_special=True, parse_special=False)
         if whole[: len(ctx)] == ctx and len(whole) > len(ctx):
             cont = whole[len(ctx) :]
         else:
-            cont = self.llama.tokenize(continuation.encode("utf-8"), add_bos=False, special=False)
+            cont = tok(continuation, add_special=False, parse_special=False)
         if not ctx:  # the first token needs something to be predicted from
-            start = self.llama.token_bos()
-            ctx = [start if start >= 0 else self.llama.token_eos()]
+            ctx = [self._start_token()]
         return ctx, cont
+
+    def _start_token(self) -> int:
+        ids = self.server.tokenize("", add_special=True, parse_special=False)
+        if ids:
+            return ids[0]
+        return self.server.tokenize("<|endoftext|>", parse_special=True)[0]
 
     def score(self, context: str, continuation: str) -> ContinuationScore:
         """Log-probabilities of ``continuation``'s tokens after ``context``.
 
         Raises:
-            ValueError: for an empty continuation or a text longer than the context window.
-            RuntimeError: when llama.cpp fails to decode.
+            ValueError: for an empty continuation, a text longer than the context window, or an
+                error answered by the runtime.
+            RuntimeError: the cache did not hold the context as expected (a runtime change).
         """
-        import numpy as np
-
         if not continuation:
             raise ValueError("empty continuation")
-        with self._lock:
+        server = self.server
+        with server.lock:
             ctx, cont = self.tokenize(context, continuation)
-            full = ctx + cont
-            n_ctx = min(self.llama.n_ctx(), len(self.llama.input_ids))  # llama.cpp may round n_ctx up
-            if len(full) > n_ctx:
-                raise ValueError(f"prompt and continuation are {len(full)} tokens, over the context window of {n_ctx}")
-            wanted = range(len(ctx) - 1, len(full) - 1)  # positions whose next token is scored
-            rows = self._evaluate(full, first_wanted=wanted.start)
-            logprobs, greedy = [], True
-            for pos in wanted:
-                lp = log_softmax(rows[pos])
-                nxt = full[pos + 1]
-                logprobs.append(float(lp[nxt]))
-                greedy = greedy and int(np.argmax(lp)) == nxt
-            pieces = tuple(
-                self.llama.detokenize([t]).decode("utf-8", errors="replace") for t in cont
-            )
-            return ContinuationScore(tuple(logprobs), greedy, pieces)
+            if len(ctx) + len(cont) > server.n_ctx:
+                raise ValueError(
+                    f"prompt and continuation are {len(ctx) + len(cont)} tokens, over the context window of {server.n_ctx}"
+                )
+            if self._warm != ctx:
+                self._bring_into_cache(ctx)
+            result = server.complete({
+                "prompt": ctx, "n_predict": len(cont), "grammar": self._forced(cont), "temperature": 0,
+                "n_probs": 1, "post_sampling_probs": False, "cache_prompt": True, "samplers": ["temperature"],
+            })
+            cached = int((result.get("timings") or {}).get("cache_n", -1))
+            if cached != len(ctx) - 1:
+                self._warm = None
+                raise RuntimeError(f"llama.cpp reused {cached} cached tokens, expected {len(ctx) - 1}: the score would depend on the cache")
+            self.reused_tokens += cached
+            self.evaluated_tokens += 1 + len(cont)
+        entries = (result["choices"][0].get("logprobs") or {}).get("content") or []
+        ids = [int(e["id"]) for e in entries]
+        if ids != cont:
+            raise RuntimeError(f"llama.cpp generated {ids} under a grammar forcing {cont}")
+        logprobs = tuple(float(e["logprob"]) for e in entries)
+        greedy = all(e["top_logprobs"] and int(e["top_logprobs"][0]["id"]) == int(e["id"]) for e in entries)
+        pieces = tuple(self._piece(e) for e in entries)
+        if not all(math.isfinite(v) for v in logprobs):
+            raise RuntimeError(f"llama.cpp returned a non-finite log-probability: {logprobs}")
+        return ContinuationScore(logprobs, greedy, pieces)
 
-    def _evaluate(self, tokens: list[int], first_wanted: int) -> dict[int, np.ndarray]:
-        """Bring the cache to ``tokens`` and return the logits of every position from
-        ``first_wanted`` to the second-to-last one (position → logits row)."""
-        import llama_cpp
-        import numpy as np
+    @staticmethod
+    def _piece(entry: dict[str, Any]) -> str:
+        raw = entry.get("bytes")
+        return bytes(raw).decode("utf-8", errors="replace") if raw is not None else str(entry.get("token", ""))
 
-        llama = self.llama
-        cached = llama.input_ids[: llama.n_tokens].tolist()  # tokens whose keys/values are cached
-        keep = min(common_prefix(cached, tokens), first_wanted)
-        self.reused_tokens += keep
-        llama._ctx.kv_cache_seq_rm(-1, keep, -1)
-        llama.n_tokens = keep
-        batch = llama._batch.batch
-        n_batch = llama.n_batch
-        n_vocab = llama.n_vocab()
-        rows: dict[int, np.ndarray] = {}
-        try:
-            for start in range(keep, len(tokens), n_batch):
-                chunk = tokens[start : start + n_batch]
-                outputs = []
-                for i, tok in enumerate(chunk):
-                    pos = start + i
-                    want = first_wanted <= pos < len(tokens) - 1
-                    batch.token[i] = tok
-                    batch.pos[i] = pos
-                    batch.n_seq_id[i] = 1
-                    batch.seq_id[i][0] = 0
-                    batch.logits[i] = want
-                    if want:
-                        outputs.append((i, pos))
-                batch.n_tokens = len(chunk)
-                llama._ctx.decode(llama._batch)
-                for i, pos in outputs:
-                    ptr = llama_cpp.llama_get_logits_ith(llama._ctx.ctx, i)
-                    rows[pos] = np.ctypeslib.as_array(ptr, shape=(n_vocab,)).copy()
-                self.evaluated_tokens += len(chunk)
-                # Llama's own bookkeeping: what the next call (or generate()) can reuse
-                llama.input_ids[start : start + len(chunk)] = chunk
-                llama.n_tokens = start + len(chunk)
-        except Exception:
-            llama._ctx.kv_cache_clear()
-            llama.n_tokens = 0
-            raise
-        return rows
+    def _bring_into_cache(self, ctx: list[int]) -> None:
+        """Evaluate ``ctx`` without its last token from scratch, leaving it in the cache."""
+        self._warm = None
+        if len(ctx) > 1:
+            self.server.complete({"prompt": ctx[:-1], "n_predict": 0, "cache_prompt": False, "temperature": 0})
+            self.evaluated_tokens += len(ctx) - 1
+        self._warm = list(ctx)
 
 
 @register_scorer("local")
 def local_scorer(name: str, settings: ModelSettings) -> LlamaCppScorer:
-    """``local``: the bundled model; ``local:PATH``: another GGUF file. Loaded (and shared
-    with the local chat model) by :func:`toolgym.providers.local.load_llama`;
-    ``settings.extra`` may set ``n_ctx``, ``n_threads`` and ``cache`` as for that provider.
+    """``local``: the bundled model; ``local:PATH``: another GGUF file. Started by
+    :func:`toolgym.providers.local.load_server` (shared with the local chat model when the
+    settings match); ``settings.extra`` may set ``n_ctx``, ``n_threads`` and ``cache`` as for
+    that provider.
 
     Raises:
-        ValueError: when the local provider (llama-cpp-python, the weights) is missing.
+        ValueError: when the local provider (the runtime, the weights) is missing.
         FileNotFoundError: ``PATH`` does not exist.
     """
     try:
-        from toolgym.providers.local import LLAMA_LOCK, load_llama
+        from toolgym.providers.local import load_server
     except ImportError as exc:
         raise ValueError(f"the local model provider is not available: {exc}") from None
-    llama = load_llama(
+    server = load_server(
         Path(name).expanduser() if name else None,
         n_ctx=int(settings.extra.get("n_ctx", DEFAULT_N_CTX)),
         n_threads=settings.extra.get("n_threads"),
         cache=settings.extra.get("cache"),
     )
-    return LlamaCppScorer(llama, lock=LLAMA_LOCK)
+    return LlamaCppScorer(server)

