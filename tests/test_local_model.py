@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -154,6 +155,14 @@ def test_grammar_for_arrays_refs_unions_and_open_objects():
         assert accepts(grammar, block("plan", args)), args
     for args in bad:
         assert not accepts(grammar, block("plan", args)), args
+
+
+def test_rule_names_are_ones_llama_cpp_reads():
+    """llama.cpp's GBNF parser takes rule names of letters, digits and dashes only (llguidance's
+    also takes underscores, so the language tests above would not notice)."""
+    tools = [NESTED_TOOL, BOOKING_TOOL, *env_tools("relational_data")]
+    for line in L.tool_grammar(tools).splitlines():
+        assert re.fullmatch(r"[a-z0-9-]+", line.split(" ::= ")[0]), line
 
 
 def test_grammar_refuses_schemas_it_cannot_read():
@@ -374,7 +383,10 @@ def test_runtime_accepts_every_builtin_grammar_and_refuses_a_broken_one():
 
 def _script(tmp_path: Path, body: str) -> subprocess.Popen:
     path = tmp_path / "script.py"
-    path.write_text("from toolgym.providers import local as L\nserver = L.load_server(None, n_ctx=2048)\n" + body)
+    # Ctrl-C's default handling, even when this test runs in the background (where the shell
+    # starts processes with SIGINT ignored)
+    head = "import signal\nsignal.signal(signal.SIGINT, signal.default_int_handler)\n"
+    path.write_text(head + "from toolgym.providers import local as L\nserver = L.load_server(None, n_ctx=2048)\n" + body)
     return subprocess.Popen([sys.executable, str(path)], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
 

@@ -9,12 +9,15 @@ log-probability of that token given everything before it. The greedy check compa
 with the top entry of that distribution.
 
 Scores do not depend on what was scored before. llama.cpp's numbers move slightly with the shape
-of the batches a prompt is evaluated in (a prefix taken from the cache is not bit-identical to
-one evaluated with the rest), so every context is brought into the cache the same way before
-its continuations are scored: evaluated from scratch without its last token (``cache_prompt:
-false``), then each continuation request re-evaluates that last token alone and generates the
-continuation one token at a time. A context is evaluated once for all its options; the response's
-``timings.cache_n`` is checked to confirm the cache held exactly that prefix.
+of the batches a prompt is evaluated in (a prefix computed in one batch with other tokens is not
+bit-identical to the same prefix computed alone), so every context is evaluated in the same
+batches whatever the cache holds: blocks of :data:`BLOCK` tokens from its start, then the rest
+but its last token, then (in each continuation's request) the last token alone, and the
+continuation one token at a time. Only whole blocks are reused from the cache: a five-shot
+prefix shared by the questions of one subject is evaluated once, and the options of a question
+cost their own tokens plus one. Each response's ``timings.cache_n`` is checked against what
+the scorer expects the cache to hold; on any surprise (another user of the runtime) the context
+is evaluated again from its start.
 """
 
 from __future__ import annotations
@@ -30,6 +33,8 @@ if TYPE_CHECKING:
     from toolgym.providers.local import LlamaServer
 
 DEFAULT_N_CTX = 8192  # five-shot EXAMS prompts are at most about 1,100 tokens
+BLOCK = 256
+"""Tokens per evaluation batch of a context, aligned at its start (see the module docstring)."""
 
 
 class LlamaCppScorer:
@@ -53,7 +58,8 @@ class LlamaCppScorer:
 
         self.server = server
         self._forced = forced_tokens_grammar
-        self._warm: list[int] | None = None  # the context whose prefix the cache holds
+        self._blocks: list[int] = []  # tokens the cache holds in whole canonical blocks
+        self._warm: list[int] | None = None  # the context the cache holds but its last token
         self.evaluated_tokens = 0
         self.reused_tokens = 0
 
@@ -102,11 +108,7 @@ class LlamaCppScorer:
                 "prompt": ctx, "n_predict": len(cont), "grammar": self._forced(cont), "temperature": 0,
                 "n_probs": 1, "post_sampling_probs": False, "cache_prompt": True, "samplers": ["temperature"],
             })
-            cached = int((result.get("timings") or {}).get("cache_n", -1))
-            if cached != len(ctx) - 1:
-                self._warm = None
-                raise RuntimeError(f"llama.cpp reused {cached} cached tokens, expected {len(ctx) - 1}: the score would depend on the cache")
-            self.reused_tokens += cached
+            self._expect(result, len(ctx) - 1)
             self.evaluated_tokens += 1 + len(cont)
         entries = (result["choices"][0].get("logprobs") or {}).get("content") or []
         ids = [int(e["id"]) for e in entries]
@@ -124,12 +126,46 @@ class LlamaCppScorer:
         raw = entry.get("bytes")
         return bytes(raw).decode("utf-8", errors="replace") if raw is not None else str(entry.get("token", ""))
 
+    def _expect(self, result: dict[str, Any], cached: int) -> None:
+        got = int((result.get("timings") or {}).get("cache_n", -1))
+        if got != cached:
+            self._blocks, self._warm = [], None
+            raise RuntimeError(f"llama.cpp reused {got} cached tokens, expected {cached}: the score would depend on the cache")
+
     def _bring_into_cache(self, ctx: list[int]) -> None:
-        """Evaluate ``ctx`` without its last token from scratch, leaving it in the cache."""
+        """Leave ``ctx`` but its last token in the cache, evaluated block by block from its start
+        (whole blocks the cache already holds are kept)."""
         self._warm = None
-        if len(ctx) > 1:
-            self.server.complete({"prompt": ctx[:-1], "n_predict": 0, "cache_prompt": False, "temperature": 0})
-            self.evaluated_tokens += len(ctx) - 1
+        end = len(ctx) - 1
+        keep = 0
+        for i in range(0, min(len(self._blocks), end) // BLOCK * BLOCK, BLOCK):
+            if self._blocks[i : i + BLOCK] != ctx[i : i + BLOCK]:
+                break
+            keep = i + BLOCK
+        self._blocks = ctx[:keep]
+        try:
+            if keep < end:
+                if keep == 0:  # nothing reusable: clear the cache by evaluating the first block alone
+                    self.server.complete({"prompt": ctx[: min(BLOCK, end)], "n_predict": 0, "cache_prompt": False})
+                    start = min(BLOCK, end)
+                else:  # cut the cache after the kept blocks: one token that differs from ctx's next
+                    cut = self.server.complete({"prompt": [*ctx[:keep], 1 if ctx[keep] != 1 else 2], "n_predict": 0,
+                                                "cache_prompt": True})
+                    self._expect(cut, keep)
+                    start = keep
+                self.evaluated_tokens += start - keep if keep == 0 else 1
+                for stop in [*range(start + BLOCK, end, BLOCK), end]:
+                    if stop <= start:
+                        continue
+                    result = self.server.complete({"prompt": ctx[:stop], "n_predict": 0, "cache_prompt": True})
+                    self._expect(result, start)
+                    self.evaluated_tokens += stop - start
+                    start = stop
+            self.reused_tokens += keep
+        except BaseException:
+            self._blocks = []
+            raise
+        self._blocks = ctx[: end // BLOCK * BLOCK]
         self._warm = list(ctx)
 
 

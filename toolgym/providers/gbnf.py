@@ -109,6 +109,7 @@ class GrammarBuilder:
         return names
 
     def _add(self, name: str, body: str) -> str:
+        name = _rule_name(name)
         base, i = name, 1
         while name in self._rules or name in PRIMITIVES:
             i += 1

@@ -35,7 +35,10 @@ def server(gguf: Path, n_ctx: int = 512):
     return load_server(gguf, n_ctx=n_ctx)
 
 
-def test_scores_are_next_token_logprobs_and_independent_of_order(gguf):
+def test_scores_are_next_token_logprobs_and_independent_of_order(gguf, monkeypatch):
+    from toolgym.logprobs import llama
+
+    monkeypatch.setattr(llama, "BLOCK", 4)  # short blocks, so the two contexts share whole ones
     srv = server(gguf)
     scorer = LlamaCppScorer(srv)
     first = {c: scorer.score(CONTEXT, c) for c in CONTINUATIONS}
@@ -47,7 +50,7 @@ def test_scores_are_next_token_logprobs_and_independent_of_order(gguf):
     assert first[" Hà Nội"].logprobs[0] == pytest.approx(free["logprob"], abs=1e-4)
     assert "".join(first[" Hà Nội"].tokens) == " Hà Nội"
     # in another order, after another context, and with a fresh scorer: the same numbers
-    scorer.score("Thủ đô của Pháp là", " Paris")
+    scorer.score("Thủ đô của Việt Nam không phải là", " Paris")  # a context sharing a prefix
     for c in reversed(CONTINUATIONS):
         assert scorer.score(CONTEXT, c).logprobs == pytest.approx(first[c].logprobs, abs=1e-4), c
     assert LlamaCppScorer(srv).score(CONTEXT, " Paris").logprobs == pytest.approx(first[" Paris"].logprobs, abs=1e-4)
