@@ -175,3 +175,34 @@ def test_without_the_mcp_sdk_the_extra_is_named_at_once(tmp_path):
     assert proc.returncode == 2
     assert proc.stderr.strip().endswith("install the extra: pip install 'toolgym[mcp]'"), proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+
+
+ENV_SERVER = Path(__file__).with_name("env_server.py")
+
+
+def test_a_stdio_server_gets_a_minimal_environment_plus_the_variables_named(tmp_path, monkeypatch):
+    monkeypatch.setenv("TOOLGYM_TEST_API_KEY", "sk-secret-value")
+    monkeypatch.setenv("TOOLGYM_TEST_WANTED", "given")
+    data = dataset(tmp_path / "env.jsonl", {"id": "e", "input": "report", "reference": "",
+                                            "expected_calls": [{"name": "environment", "arguments": {}}]})
+    seen = {}
+    for name, spec in (("bare", f"mcp:{sys.executable} {ENV_SERVER}"),
+                       ("named", f"mcp:--pass-env TOOLGYM_TEST_WANTED {sys.executable} {ENV_SERVER}")):
+        out = tmp_path / name
+        assert main(["run", "--env", spec, "--agent", "oracle", "--dataset", str(data), "--out", str(out), "--no-progress"]) == 0
+        [trajectory] = read_trajectories(out)
+        seen[name] = json.loads(trajectory.tool_steps[0].output)
+        assert "sk-secret-value" not in (out / "trajectories.jsonl").read_text() + (out / "run.json").read_text()
+    assert "TOOLGYM_TEST_API_KEY" not in seen["bare"] and "TOOLGYM_TEST_WANTED" not in seen["bare"]
+    assert seen["bare"].get("PATH") == os.environ["PATH"]  # the SDK's default set is kept
+    assert seen["named"]["TOOLGYM_TEST_WANTED"] == "given" and "TOOLGYM_TEST_API_KEY" not in seen["named"]
+
+
+def test_pass_env_takes_names_only(tmp_path):
+    from toolgym.mcp.environment import parse_spec
+
+    assert parse_spec("mcp:--pass-env A --pass-env=B_2 npx srv").pass_env == ("A", "B_2")
+    assert parse_spec("mcp:--pass-env A npx srv").command == ("npx", "srv")
+    for bad in ("mcp:--pass-env", "mcp:--pass-env A=1 npx", "mcp:--pass-env A"):
+        with pytest.raises(ValueError, match="pass-env|no command"):
+            parse_spec(bad)

@@ -2,7 +2,8 @@
 started over stdio) or ``--env mcp+http://HOST:PORT/PATH`` (streamable HTTP).
 
 Every episode opens its own MCP session (a stdio server is started afresh for each episode,
-so one episode never sees another's state), lists the server's tools and shows the model
+with a minimal environment, :func:`server_environment`; a server that keeps its state
+elsewhere, in a file or a database, still carries it from one episode to the next), lists the server's tools and shows the model
 their ``inputSchema`` exactly as the server publishes it; arguments are checked against it
 before the call is sent, as for any :func:`~toolgym.environments.schema_tool`. A result with
 ``isError: true`` is an error observation (:class:`~toolgym.environments.ToolError`); a server
@@ -22,6 +23,7 @@ import contextlib
 import json
 import logging
 import os
+import re
 import shlex
 import threading
 from collections.abc import Callable
@@ -34,7 +36,7 @@ from toolgym.benchmark import Benchmark
 from toolgym.environments import Environment, ToolError, schema_tool
 from toolgym.records import Example
 
-__all__ = ["INSTALL_HINT", "MCPEnvironment", "MCPServerSpec", "STDIO_PREFIX", "HTTP_PREFIXES", "benchmark_for_spec", "parse_spec", "require_mcp"]
+__all__ = ["INSTALL_HINT", "MCPEnvironment", "MCPServerSpec", "PASS_ENV", "STDIO_PREFIX", "HTTP_PREFIXES", "benchmark_for_spec", "parse_spec", "require_mcp", "server_environment"]
 
 STDIO_PREFIX = "mcp:"
 HTTP_PREFIXES = ("mcp+http://", "mcp+https://")
@@ -76,18 +78,49 @@ class MCPServerSpec:
         spec: The ``--env`` text it was parsed from (the environment's name).
         command: For stdio: the program and its arguments (split like a POSIX shell).
         url: For streamable HTTP: the endpoint URL (``http://HOST:PORT/PATH``).
+        pass_env: For stdio: names of the caller's environment variables the server is
+            given besides the minimal environment (:func:`server_environment`).
     """
 
     spec: str
     command: tuple[str, ...] = ()
     url: str | None = None
+    pass_env: tuple[str, ...] = ()
+
+
+PASS_ENV = "--pass-env"
+"""The word that names a variable to pass to a stdio server, before the command:
+``mcp:--pass-env GITHUB_TOKEN npx -y SERVER`` (repeatable; names only, never values, so the
+spec recorded in ``run.json`` holds no secret)."""
+
+_VARIABLE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def server_environment(pass_env: tuple[str, ...] = ()) -> dict[str, str]:
+    """The environment a stdio MCP server is started with: the MCP SDK's minimal default
+    (``mcp.client.stdio.get_default_environment()``: ``HOME``, ``LOGNAME``, ``PATH``,
+    ``SHELL``, ``TERM``, ``USER`` on POSIX) plus the variables named in ``pass_env`` that
+    are set. The caller's other variables (API keys above all) never reach the server.
+
+    Args:
+        pass_env: Variable names (``--pass-env NAME`` in the spec).
+
+    Returns:
+        Name to value.
+    """
+    from mcp.client.stdio import get_default_environment
+
+    env = get_default_environment()
+    env.update({name: os.environ[name] for name in pass_env if name in os.environ})
+    return env
 
 
 def parse_spec(spec: str) -> MCPServerSpec:
-    """Parse ``mcp:COMMAND ARGS...`` or ``mcp+http(s)://HOST:PORT/PATH``.
+    """Parse ``mcp:[--pass-env NAME]... COMMAND ARGS...`` or ``mcp+http(s)://HOST:PORT/PATH``.
 
     Raises:
-        ValueError: for an empty command, unbalanced quotes or a URL without a host.
+        ValueError: for an empty command, unbalanced quotes, a ``--pass-env`` without a
+            variable name (or with ``NAME=VALUE``) or a URL without a host.
     """
     if spec.startswith(HTTP_PREFIXES):
         url = spec[len("mcp+"):]
@@ -100,9 +133,20 @@ def parse_spec(spec: str) -> MCPServerSpec:
         argv = tuple(shlex.split(spec[len(STDIO_PREFIX):]))
     except ValueError as exc:
         raise ValueError(f"{spec!r}: cannot split the command: {exc}") from None
+    pass_env: list[str] = []
+    while argv and (argv[0] == PASS_ENV or argv[0].startswith(PASS_ENV + "=")):
+        if argv[0] == PASS_ENV:
+            if len(argv) < 2:
+                raise ValueError(f"{spec!r}: {PASS_ENV} needs a variable name")
+            name, argv = argv[1], argv[2:]
+        else:
+            name, argv = argv[0][len(PASS_ENV) + 1:], argv[1:]
+        if not _VARIABLE.fullmatch(name):
+            raise ValueError(f"{spec!r}: {PASS_ENV} {name!r} is not a variable name (give the name, not NAME=VALUE)")
+        pass_env.append(name)
     if not argv:
         raise ValueError(f"{spec!r}: no command after 'mcp:' (expected mcp:COMMAND ARGS...)")
-    return MCPServerSpec(spec=spec, command=argv)
+    return MCPServerSpec(spec=spec, command=argv, pass_env=tuple(pass_env))
 
 
 class _LoopThread:
@@ -166,7 +210,8 @@ class _Connection:
                     read, write, _ = await stack.enter_async_context(streamable_http_client(self.server.url))
                 else:
                     params = StdioServerParameters(
-                        command=self.server.command[0], args=list(self.server.command[1:]), env=dict(os.environ)
+                        command=self.server.command[0], args=list(self.server.command[1:]),
+                        env=server_environment(self.server.pass_env),
                     )
                     read, write = await stack.enter_async_context(stdio_client(params))
                 session = await stack.enter_async_context(

@@ -12,7 +12,11 @@ schemas as the in-process agents' models see them) it offers two control tools:
 Every episode becomes one trajectory appended to ``DIR/trajectories.jsonl`` and its scores to
 ``DIR/scores.jsonl``, exactly as a ``toolgym run`` (:func:`toolgym.runner.new_record`,
 :func:`toolgym.runner.grade_trajectories`, :func:`toolgym.runner.finish_run`); ``run.json``
-names the agent after the MCP client (its ``clientInfo`` name and version). Serving a directory
+names the agent after the MCP client (its ``clientInfo`` name and version). The client's calls
+are recorded as the model's turns (:meth:`Session._model_turn`: one turn per call, or one turn
+for an environment whose protocol allows one, as JMultiWOZ-TC and BFCL) and its answer as the
+last turn, so graders and exporters that read the model's turns see what an in-process agent's
+trajectory gives them. Serving a directory
 served before with the same settings continues it (a client configuration names the same
 ``--out`` at every launch): new episodes get the next trial numbers. A session that ends
 mid-episode (the client disconnected, was killed and went silent for the idle timeout, or the
@@ -43,11 +47,13 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+from langchain_core.messages import AIMessage
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
 from toolgym.agents import Episode
 from toolgym.environments import Environment, ToolBug
-from toolgym.records import Example, Score, ToolCall, Trajectory
+from toolgym.parsing import model_step
+from toolgym.records import Example, ModelStep, Score, ToolCall, Trajectory
 from toolgym.runio import (
     SCORES_FILE,
     TRAJECTORIES_FILE,
@@ -367,8 +373,9 @@ class Session:
         """Run one tool call of the running episode: ``(observation, is_error)``."""
         if self.episode is None:
             return NO_EPISODE, True
+        call = self._model_turn(call_id, name, arguments)
         try:
-            step = self.episode.execute(ToolCall(id=call_id, name=name, arguments=arguments))
+            step = self.episode.execute(call)
         except ToolBug as exc:
             example = self.episode.example.id
             self._end(error=f"ToolBug: {exc}")
@@ -376,16 +383,46 @@ class Session:
                     f"Call {START} for the next one."), True
         return step.output, step.error
 
+    def _model_turn(self, call_id: str, name: str, arguments: dict[str, Any]) -> ToolCall:
+        """Record the client's call as a model turn (the graders of JMultiWOZ-TC, BFCL and the
+        exporters read the model's calls there), checked as a run checks a model's call (an
+        unknown tool is malformed, :func:`toolgym.parsing.model_step`). Returns the call.
+
+        Each call is one turn (its client saw the previous result before sending it, as far
+        as the server can tell), except when the environment's protocol limits the turns
+        (``max_model_turns``, JMultiWOZ-TC and BFCL: one): calls beyond the limit join the
+        last turn, as parallel calls of one turn do in a run.
+        """
+        episode = self.episode
+        assert episode is not None
+        message = AIMessage("", tool_calls=[{"name": name, "args": arguments, "id": call_id, "type": "tool_call"}])
+        call = model_step(message, 0.0, set(episode.env.functions)).tool_calls[0]
+        limit = episode.env.max_model_turns
+        turns = [s for s in episode.steps if isinstance(s, ModelStep)]
+        if limit is not None and turns and episode.model_turns >= limit:
+            turns[-1].tool_calls.append(call)
+        else:
+            episode.record_model(ModelStep(tool_calls=[call]))
+        return call
+
     def end(self, answer: str | None) -> Trajectory:
         """End the running episode (its final state read, its environment closed); the caller
         records and grades the trajectory with :meth:`ServedRun.record_trajectory`.
 
+        The answer is the model's last turn (a turn without calls, as a run's last turn is),
+        unless the environment's protocol turns are used up (``max_model_turns``); it is the
+        trajectory's ``final_answer`` either way.
+
         Raises:
             ValueError: when no episode is running.
         """
-        if self.episode is None:
+        episode = self.episode
+        if episode is None:
             raise ValueError(f"no episode is running; call {START} first")
-        self.episode.final_answer = answer
+        limit = episode.env.max_model_turns
+        if limit is None or episode.model_turns < limit:
+            episode.record_model(ModelStep(text=answer or ""))
+        episode.final_answer = answer
         return self._trajectory()
 
     def abort(self, reason: str) -> None:
