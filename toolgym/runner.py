@@ -60,6 +60,7 @@ from toolgym.runio import (
     read_jsonl,
     read_run,
     read_trajectories,
+    record_line,
     write_jsonl_atomic,
     write_run,
 )
@@ -585,7 +586,7 @@ def _worker(
         pass
     if os.getppid() != parent:  # the parent died before prctl
         os._exit(1)
-    asyncio.run(play_all(agent, env_cls, jobs, concurrency, lambda t: writer.send_bytes(t.model_dump_json().encode())))
+    asyncio.run(play_all(agent, env_cls, jobs, concurrency, lambda t: writer.send_bytes(record_line(t))))
     writer.close()
 
 

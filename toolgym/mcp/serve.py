@@ -53,7 +53,7 @@ from langchain_core.utils.function_calling import convert_to_openai_tool
 from toolgym.agents import Episode
 from toolgym.environments import Environment, ToolBug
 from toolgym.parsing import model_step
-from toolgym.records import Example, ModelStep, Score, ToolCall, Trajectory
+from toolgym.records import Example, ModelStep, Score, ToolCall, Trajectory, without_surrogates
 from toolgym.runio import (
     SCORES_FILE,
     TRAJECTORIES_FILE,
@@ -421,7 +421,7 @@ class Session:
             raise ValueError(f"no episode is running; call {START} first")
         limit = episode.env.max_model_turns
         if limit is None or episode.model_turns < limit:
-            episode.record_model(ModelStep(text=answer or ""))
+            episode.record_model(ModelStep(text=without_surrogates(answer or "")))
         episode.final_answer = answer
         return self._trajectory()
 
