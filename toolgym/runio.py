@@ -184,7 +184,7 @@ def record_line(record: BaseModel) -> bytes:
             raise
     # a lone surrogate that reached a record (a model's text, a tool's output): written as
     # U+FFFD (:func:`toolgym.records.without_surrogates`) rather than losing the record
-    cleaned = type(record).model_validate(without_surrogates(record.model_dump(mode="json")))
+    cleaned = type(record).model_validate(without_surrogates(record.model_dump()))
     return cleaned.__pydantic_serializer__.to_json(cleaned) + b"\n"
 
 
