@@ -416,3 +416,63 @@ def test_expected_steps_are_derived_and_the_oracle_scores_one():
     assert [s.name for s in trajectory.tool_steps] == ["put", "put", "get"]
     assert {s.grader: s.value for s in result.scores} == {"steps_exact": 1.0, "final_state": 1.0}
     assert result.record.model is None  # the oracle needs no model
+
+
+class SlowCounter(toolgym.Environment):
+    """A counter whose tool takes 0.2 s (so a loop left free has time to run)."""
+
+    instructions = "Count."
+
+    def reset(self, example):
+        self.count = 0
+
+    @toolgym.tool
+    def tick(self) -> str:
+        """Add one."""
+        import time
+
+        time.sleep(0.2)
+        self.count += 1
+        return str(self.count)
+
+    def read_state(self):
+        return {"count": self.count}
+
+
+def _tick_model():
+    from toolgym.providers.scripted import ScriptedChatModel
+
+    return ScriptedChatModel(turns=[{"tool_calls": [{"name": "tick", "args": {}}]}, "1"])
+
+
+TICK_DATA = [{"id": f"t{i}", "input": "Tick once.", "expected_steps": ["tick"], "expected_state": {"count": 1}} for i in range(3)]
+
+
+def test_evaluate_works_inside_a_running_event_loop_and_aevaluate_leaves_it_free(tmp_path):
+    """As in a Jupyter cell (an event loop running in the calling thread): the synchronous
+    entry point runs, and the async one lets other tasks run meanwhile."""
+    import asyncio
+
+    async def notebook():
+        inside = toolgym.evaluate(SlowCounter, model=_tick_model(), dataset=TICK_DATA, graders=["final_state"], out=tmp_path / "sync")
+        ticks = 0
+
+        async def ticker():
+            nonlocal ticks
+            while True:
+                await asyncio.sleep(0.01)
+                ticks += 1
+
+        task = asyncio.create_task(ticker())
+        awaited = await toolgym.aevaluate(SlowCounter, model=_tick_model(), dataset=TICK_DATA, graders=["final_state"], out=tmp_path / "async")
+        task.cancel()
+        return inside, awaited, ticks
+
+    inside, awaited, ticks = asyncio.run(notebook())
+    for result in (inside, awaited):
+        assert [t.status for t in result.trajectories] == ["completed"] * 3
+        assert {s.grader: s.value for s in result.scores if s.example_id == "t0"}["final_state"] == 1.0
+    assert ticks >= 20  # 0.6 s of tools: the loop ran its other task meanwhile
+    assert len(toolgym.load_run(tmp_path / "async").trajectories) == 3
+    with pytest.raises(toolgym.RunDirError):  # errors come through as they are
+        asyncio.run(toolgym.aevaluate(SlowCounter, model=_tick_model(), dataset=TICK_DATA, out=tmp_path / "async"))
