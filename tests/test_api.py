@@ -8,6 +8,7 @@ import os
 import re
 import subprocess
 import sys
+import textwrap
 import warnings
 from pathlib import Path
 
@@ -476,3 +477,34 @@ def test_evaluate_works_inside_a_running_event_loop_and_aevaluate_leaves_it_free
     assert len(toolgym.load_run(tmp_path / "async").trajectories) == 3
     with pytest.raises(toolgym.RunDirError):  # errors come through as they are
         asyncio.run(toolgym.aevaluate(SlowCounter, model=_tick_model(), dataset=TICK_DATA, out=tmp_path / "async"))
+
+
+def test_a_script_defined_environment_run_is_exported_and_regraded_in_its_process(tmp_path):
+    """The README's script with ``out=``, then ``export`` and ``grade`` in the same process
+    (the class in scope); another process is told why it cannot and what to do instead."""
+    script = tmp_path / "evaluate_kv.py"
+    script.write_text(readme_snippet().replace(
+        'graders=["final_state", "steps_exact"])', 'graders=["final_state", "steps_exact"], out="run")'
+    ) + textwrap.dedent('''
+        import json
+        from toolgym.cli import main
+        from toolgym.views.export import export_runs
+
+        exported = export_runs(["run"], "sft.jsonl")
+        print("EXPORTED", exported.records)
+        print("GRADE", main(["grade", "run"]))
+        print("FINAL", [s.value for s in toolgym.load_run("run").scores if s.grader == "final_state"])
+    '''), encoding="utf-8")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    proc = subprocess.run([sys.executable, script.name], cwd=tmp_path, env=env, capture_output=True, text=True,
+                          encoding="utf-8", timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "EXPORTED 2" in proc.stdout and "GRADE 0" in proc.stdout, proc.stdout + proc.stderr
+    assert "FINAL [1.0, 0.0]" in proc.stdout or "FINAL [0.0, 1.0]" in proc.stdout
+    records = [json.loads(line) for line in (tmp_path / "sft.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert {c["function"]["name"] for r in records for m in r["messages"] for c in m.get("tool_calls", [])} == {"put", "get"}
+    # another process: refused, saying why and what works
+    other = subprocess.run([sys.executable, str(ROOT / "run_agent.py"), "grade", "run"], cwd=tmp_path, env=env,
+                           capture_output=True, text=True, encoding="utf-8", timeout=300)
+    assert other.returncode != 0
+    assert "no other process can import" in other.stderr and "envs.py:KeyValueStore" in other.stderr, other.stderr
