@@ -215,3 +215,68 @@ def test_a_served_run_exports_the_same_calls_as_the_api_run_and_junk_is_refused(
     result = export_runs([mcp_out], tmp_path / "junk.jsonl")
     assert result.records == 0
     assert any("no assistant message" in why for why in result.skipped), result.skipped
+
+
+BFCL_AREA = {"name": "area", "description": "Area of a triangle.", "parameters": {"type": "dict", "properties": {
+    "base": {"type": "float", "description": "Base."}, "height": {"type": "integer", "description": "Height."}},
+    "required": ["base", "height"]}}
+
+
+@pytest.mark.parametrize("transport", ["stdio", "http"])
+def test_bfcl_over_mcp_says_its_tools_change_and_notifies(transport, tmp_path):
+    import json
+
+    from mcp import types
+    from mcp.client.streamable_http import streamable_http_client
+
+    from tests.mcpio.test_mcp_serve import HttpServer
+
+    data = tmp_path / "data"
+    (data / "possible_answer").mkdir(parents=True)
+    (data / "possible_answer" / "BFCL_v4_simple_python.json").write_text("".join(json.dumps(r) + "\n" for r in [
+        {"id": "simple_python_0", "ground_truth": [{"weather.get": {"city": ["Paris"], "days": ["", 3]}}]},
+        {"id": "simple_python_1", "ground_truth": [{"area": {"base": [2.5], "height": [4]}}]},
+    ]), encoding="utf-8")
+    entries = data / "BFCL_v4_simple_python.json"
+    entries.write_text("".join(json.dumps(r) + "\n" for r in [
+        {"id": "simple_python_0", "question": [[{"role": "user", "content": "Weather in Paris?"}]], "function": [BFCL_WEATHER]},
+        {"id": "simple_python_1", "question": [[{"role": "user", "content": "Area?"}]], "function": [BFCL_AREA]},
+    ]), encoding="utf-8")
+    changed: list[str] = []
+
+    async def on_message(message) -> None:
+        if isinstance(message, types.ServerNotification) and isinstance(message.root, types.ToolListChangedNotification):
+            changed.append(message.root.method)
+
+    async def scenario(read, write) -> list[set[str]]:
+        async with ClientSession(read, write, client_info=CLIENT, message_handler=on_message) as session:
+            init = await session.initialize()
+            assert init.capabilities.tools is not None and init.capabilities.tools.listChanged is True
+            seen = []
+            for example_id in ("simple_python_0", "simple_python_1"):
+                before = len(changed)
+                await session.call_tool("start_episode", {"example_id": example_id})
+                if example_id == "simple_python_1":
+                    assert len(changed) == before + 1  # the first entry's tools were listed, these differ
+                seen.append({t.name for t in (await session.list_tools()).tools} - {"start_episode", "end_episode"})
+                await session.call_tool("end_episode", {})
+            return seen
+
+    out = tmp_path / "served"
+    extra = ["--env", "bfcl", "--dataset", str(entries)]
+    if transport == "stdio":
+        async def go():
+            params = StdioServerParameters(command=sys.executable, args=serve_args(out, *extra), env=ENV, cwd=str(ROOT))
+            async with stdio_client(params) as (read, write):
+                return await scenario(read, write)
+
+        seen = asyncio.run(go())
+    else:
+        with HttpServer(out, *extra) as server:
+            async def go():
+                async with streamable_http_client(server.url) as (read, write, _):
+                    return await scenario(read, write)
+
+            seen = asyncio.run(go())
+            server.stop()
+    assert len(seen) == 2 and seen[0] != seen[1] and len(seen[1]) == 1

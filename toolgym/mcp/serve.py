@@ -337,6 +337,7 @@ class Session:
     client: str = "mcp-client"
     client_version: str = ""
     episode: Episode | None = None
+    listed: list[dict[str, Any]] | None = None  # the tools last listed to the client
 
     def start(self, example_id: str | None) -> dict[str, Any]:
         """Start an episode on a fresh environment; returns the task.
@@ -495,6 +496,17 @@ def build_server(served: ServedRun, stopping: list[str] | None = None) -> Any:
             session.abort(stopping[0] if stopping else "the client disconnected mid-episode")
 
     server: Any = Server("toolgym", instructions=SERVER_INSTRUCTIONS, lifespan=lifespan)
+    initialization_options = server.create_initialization_options
+
+    def with_list_changed(notification_options: Any = None, experimental_capabilities: Any = None) -> Any:
+        # the tools of an environment may depend on the example (BFCL: each entry's own), so
+        # the server says its list changes and notifies when a new episode changes it
+        from mcp.server.lowlevel import NotificationOptions
+
+        return initialization_options(notification_options or NotificationOptions(tools_changed=True),
+                                      experimental_capabilities)
+
+    server.create_initialization_options = with_list_changed  # the HTTP session manager calls it too
     control = [
         types.Tool(
             name=START,
@@ -520,10 +532,13 @@ def build_server(served: ServedRun, stopping: list[str] | None = None) -> Any:
 
     @server.list_tools()
     async def list_tools() -> list[Any]:
+        session = current()
+        tools = session.env_tools()
+        session.listed = tools
         env_tools = [
             types.Tool(name=t["name"], description=t.get("description") or "",
                        inputSchema=t.get("parameters") or {"type": "object", "properties": {}})
-            for t in current().env_tools()
+            for t in tools
         ]
         return [*control, *env_tools]
 
@@ -536,6 +551,10 @@ def build_server(served: ServedRun, stopping: list[str] | None = None) -> Any:
                 task = session.start(None if example_id in (None, "") else str(example_id))
             except (ValueError, RuntimeError) as exc:
                 return _text_result(f"Error: {exc}", True)
+            if session.listed is not None and session.env_tools() != session.listed:
+                ctx = server.request_context  # on this request's stream (streamable HTTP: its response)
+                await ctx.session.send_notification(
+                    types.ServerNotification(types.ToolListChangedNotification()), related_request_id=ctx.request_id)
             return _text_result(task)
         if name == END:
             answer = arguments.get("answer")
