@@ -1,5 +1,6 @@
 """A stdio MCP server for the tests (FastMCP) with one tool that reports the environment
-variables the server process was started with, as JSON."""
+variables the server process was started with, as JSON. With ``TOOLGYM_TEST_STARTS`` set (a
+file path), each start appends a line to that file."""
 
 import json
 import os
@@ -7,6 +8,9 @@ import os
 from mcp.server.fastmcp import FastMCP
 
 server = FastMCP("environ", log_level="WARNING")
+if os.environ.get("TOOLGYM_TEST_STARTS"):
+    with open(os.environ["TOOLGYM_TEST_STARTS"], "a", encoding="utf-8") as starts:
+        starts.write("started\n")
 
 
 @server.tool()

@@ -206,3 +206,29 @@ def test_pass_env_takes_names_only(tmp_path):
     for bad in ("mcp:--pass-env", "mcp:--pass-env A=1 npx", "mcp:--pass-env A"):
         with pytest.raises(ValueError, match="pass-env|no command"):
             parse_spec(bad)
+
+
+def test_export_of_an_mcp_run_starts_the_server_once_and_names_a_gone_one(tmp_path, monkeypatch, capsys):
+    import shutil
+
+    starts = tmp_path / "starts.txt"
+    monkeypatch.setenv("TOOLGYM_TEST_STARTS", str(starts))
+    server = tmp_path / "env_server.py"
+    shutil.copy(ENV_SERVER, server)
+    data = dataset(tmp_path / "env.jsonl", *[
+        {"id": f"e{i}", "input": f"report {i}", "reference": "", "expected_calls": [{"name": "environment", "arguments": {}}]}
+        for i in range(3)])
+    out = tmp_path / "run"
+    spec = f"mcp:--pass-env TOOLGYM_TEST_STARTS {sys.executable} {server}"
+    assert main(["run", "--env", spec, "--agent", "oracle", "--dataset", str(data), "--out", str(out), "--no-progress"]) == 0
+    before = len(starts.read_text().splitlines())
+    assert main(["export", str(out), "--out", str(tmp_path / "sft.jsonl")]) == 0
+    assert len(starts.read_text().splitlines()) - before == 1  # not one per trajectory
+    records = [json.loads(line) for line in (tmp_path / "sft.jsonl").read_text().splitlines()]
+    assert len(records) == 3 and all(r["tools"][0]["function"]["name"] == "environment" for r in records)
+    assert [r["messages"][1] for r in records] == [{"role": "user", "content": f"report {i}"} for i in range(3)]
+    server.unlink()  # the server is gone
+    capsys.readouterr()
+    assert main(["export", str(out), "--out", str(tmp_path / "again.jsonl")]) == 2
+    err = capsys.readouterr().err
+    assert "cannot be reset to give the prompt and tools" in err and "Traceback" not in err, err

@@ -164,11 +164,16 @@ class Environment:
             turn's tool calls are executed; ``max_steps`` still bounds agents that loop.
         stop_sequences: Where a text-completing model should stop (the start of a next
             question); empty for most environments.
+        describe_once: ``True`` when the instructions and the tools are the same after every
+            reset, whatever the example, so readers of a run (``export``) reset one instance
+            once instead of once per example (an MCP server's tools: one server start, not
+            one per example).
     """
 
     name: ClassVar[str] = ""
     instructions: ClassVar[str] = ""
     max_model_turns: ClassVar[int | None] = None
+    describe_once: ClassVar[bool] = False
     stop_sequences: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self) -> None:

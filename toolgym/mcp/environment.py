@@ -331,6 +331,7 @@ class MCPEnvironment(Environment):
     """
 
     server: ClassVar[MCPServerSpec]
+    describe_once: ClassVar[bool] = True  # the server's tools and instructions, for every example
     timeout_s: ClassVar[float] = 120.0
     default_instructions: ClassVar[str] = "Complete the user's request with the provided tools."
     _listed: ClassVar[list[Any] | None] = None  # the tools of the first session, for checks

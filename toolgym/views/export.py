@@ -110,16 +110,38 @@ class _Conversations:
 
     def __init__(self) -> None:
         self._cache: dict[tuple[int, str], tuple[list[dict[str, Any]], list[dict[str, Any]]]] = {}
+        self._described: dict[int, tuple[Any, list[dict[str, Any]]]] = {}  # describe_once: env, tools
 
     def prompt_and_tools(self, benchmark: Benchmark, example: Example) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        """The prompt messages and the tools of an example, from an environment reset on it
+        (once per environment when it declares ``describe_once``).
+
+        Raises:
+            RunDirError: when the environment cannot be reset (an MCP server that is gone),
+                naming it and why.
+        """
         key = (id(benchmark), example.id)
         if key not in self._cache:
-            env = benchmark.environment()
-            try:
-                env.reset(example)
-                self._cache[key] = (prompt_messages(env, example), tool_schemas(env))
-            finally:
-                env.close()
+            once = benchmark.environment.describe_once
+            if once and id(benchmark) in self._described:
+                env, tools = self._described[id(benchmark)]
+                self._cache[key] = (prompt_messages(env, example), tools)
+            else:
+                env = benchmark.environment()
+                try:
+                    try:
+                        env.reset(example)
+                    except Exception as exc:
+                        raise RunDirError(
+                            f"environment {benchmark.name!r} cannot be reset to give the prompt and tools of example "
+                            f"{example.id!r} ({type(exc).__name__}: {exc})"
+                        ) from None
+                    tools = tool_schemas(env)
+                    self._cache[key] = (prompt_messages(env, example), tools)
+                    if once:
+                        self._described[id(benchmark)] = (env, tools)
+                finally:
+                    env.close()
         prompt, tools = self._cache[key]
         return json.loads(json.dumps(prompt)), json.loads(json.dumps(tools))
 
