@@ -558,3 +558,21 @@ def test_a_served_run_is_continued_only_with_the_same_settings(tmp_path):
         second = run_cli("serve", "--env", "typewriter_26", "--limit", "2", "--out", str(out))
     assert second.returncode == 2 and "being written by another run" in second.stderr, second.stderr
     assert len(read_trajectories(out)) == 1
+
+
+def test_the_task_says_how_to_answer_and_an_object_answer_is_kept_as_json(tmp_path):
+    out = tmp_path / "served"
+
+    async def scenario() -> None:
+        async with stdio_session(serve_args(out, "--env", "relational_data", "--limit", "1")) as session:
+            task = (await session.call_tool("start_episode", {})).structuredContent
+            assert "plain text without calling another tool" in task["instructions"]  # written for in-process agents
+            assert "end_episode" in task["answer_with"] and "plain text" in task["answer_with"]
+            ended = await session.call_tool("end_episode", {"answer": {"city": "Osaka", "n": 1}})
+            assert not ended.isError
+
+    asyncio.run(scenario())
+    wait_unlocked(out)
+    [trajectory] = read_trajectories(out)
+    assert json.loads(trajectory.final_answer) == {"city": "Osaka", "n": 1}
+    assert trajectory.model_steps[-1].text == trajectory.final_answer

@@ -6,7 +6,8 @@ examples. Each MCP session has its own environment; beside the environment's too
 schemas as the in-process agents' models see them) it offers two control tools:
 
 * ``start_episode(example_id?)``: a fresh environment for that example (the next one in dataset
-  order, over all sessions, when no id is given); returns the task: instructions and input;
+  order, over all sessions, when no id is given); returns the task: instructions, input and
+  ``answer_with`` (:data:`ANSWER_WITH`: the final reply is ``end_episode``'s answer);
 * ``end_episode(answer?)``: ends the episode, grades it and returns the scores.
 
 Every episode becomes one trajectory appended to ``DIR/trajectories.jsonl`` and its scores to
@@ -110,6 +111,12 @@ SERVER_INSTRUCTIONS = (
     "with the other tools, then call end_episode with your final answer to have the episode graded."
 )
 NO_EPISODE = f"Error: no episode is running; call {START} first."
+ANSWER_WITH = (
+    f"Over MCP, your final reply is the `answer` of {END}: where the instructions say to reply in plain "
+    f"text (without a tool), call {END} with that text; the episode is graded only when {END} is called."
+)
+"""The ``answer_with`` of every task: how the environment's instructions, written for an
+in-process agent whose last reply is plain text, map onto the served protocol."""
 
 
 class ServedRun:
@@ -368,6 +375,7 @@ class Session:
             "trial": trial,
             "instructions": env.instructions,
             "input": example.input,
+            "answer_with": ANSWER_WITH,
         }
 
     def call(self, call_id: str, name: str, arguments: dict[str, Any]) -> tuple[str, bool]:
@@ -558,8 +566,10 @@ def build_server(served: ServedRun, stopping: list[str] | None = None) -> Any:
             return _text_result(task)
         if name == END:
             answer = arguments.get("answer")
+            if answer is not None and not isinstance(answer, str):  # an object: as JSON, never a Python repr
+                answer = json.dumps(answer, ensure_ascii=False)
             try:
-                trajectory = session.end(None if answer is None else str(answer))
+                trajectory = session.end(answer)
             except ValueError as exc:
                 return _text_result(f"Error: {exc}", True)
             served.append(trajectory)
