@@ -4,9 +4,11 @@ file path), each start appends a line to that file."""
 
 import json
 import os
+import sys
 
 from mcp.server.fastmcp import FastMCP
 
+print("env_server: starting (a line on stderr)", file=sys.stderr, flush=True)
 server = FastMCP("environ", log_level="WARNING")
 if os.environ.get("TOOLGYM_TEST_STARTS"):
     with open(os.environ["TOOLGYM_TEST_STARTS"], "a", encoding="utf-8") as starts:

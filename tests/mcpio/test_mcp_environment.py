@@ -232,3 +232,18 @@ def test_export_of_an_mcp_run_starts_the_server_once_and_names_a_gone_one(tmp_pa
     assert main(["export", str(out), "--out", str(tmp_path / "again.jsonl")]) == 2
     err = capsys.readouterr().err
     assert "cannot be reset to give the prompt and tools" in err and "Traceback" not in err, err
+
+
+def test_a_stdio_servers_stderr_is_quoted_when_it_fails_not_printed_per_episode(tmp_path, capfd):
+    data = dataset(tmp_path / "env.jsonl", *[
+        {"id": f"e{i}", "input": "report", "reference": "", "expected_calls": [{"name": "environment", "arguments": {}}]}
+        for i in range(2)])
+    assert main(["run", "--env", f"mcp:{sys.executable} {ENV_SERVER}", "--agent", "oracle", "--dataset", str(data),
+                 "--out", str(tmp_path / "ok"), "--no-progress"]) == 0
+    assert "env_server: starting" not in capfd.readouterr().err
+    failing = tmp_path / "failing.py"
+    failing.write_text("import sys\nsys.stderr.write('boom: no configuration file\\n')\nsys.exit(1)\n")
+    code = main(["run", "--env", f"mcp:{sys.executable} {failing}", "--agent", "oracle", "--dataset", str(data),
+                 "--out", str(tmp_path / "bad"), "--no-progress"])
+    err = capfd.readouterr().err
+    assert code != 0 and "stderr: boom: no configuration file" in err, err

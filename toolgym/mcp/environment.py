@@ -25,6 +25,7 @@ import logging
 import os
 import re
 import shlex
+import tempfile
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -43,6 +44,9 @@ HTTP_PREFIXES = ("mcp+http://", "mcp+https://")
 
 CONNECT_TIMEOUT_S = 60.0
 """Seconds to start a server, initialize the session and list its tools."""
+
+STDERR_SHOWN = 500
+"""Characters of a failing stdio server's stderr quoted in the error (its last ones)."""
 
 INSTALL_HINT = "install the extra: pip install 'toolgym[mcp]'"
 
@@ -177,6 +181,7 @@ class _Connection:
         self.instructions: str | None = None
         self.lost: str | None = None  # why the session ended early
         self.not_json_rpc: str | None = None  # the first stdout line that was not JSON-RPC
+        self.errlog: Any = None  # a stdio server's stderr, kept in a temporary file
         self._closing: asyncio.Event | None = None
         self._task: asyncio.Future | None = None
         ready: asyncio.Future = asyncio.run_coroutine_threadsafe(self._open(), self.loop)
@@ -209,11 +214,13 @@ class _Connection:
                 if self.server.url is not None:
                     read, write, _ = await stack.enter_async_context(streamable_http_client(self.server.url))
                 else:
+                    # its stderr goes to a file, quoted only when the server fails (not printed per episode)
+                    self.errlog = tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace")
                     params = StdioServerParameters(
                         command=self.server.command[0], args=list(self.server.command[1:]),
                         env=server_environment(self.server.pass_env),
                     )
-                    read, write = await stack.enter_async_context(stdio_client(params))
+                    read, write = await stack.enter_async_context(stdio_client(params, errlog=self.errlog))
                 session = await stack.enter_async_context(
                     ClientSession(read, write, client_info=types.Implementation(name="toolgym", version=__version__),
                                   message_handler=on_message)
@@ -230,7 +237,7 @@ class _Connection:
                 started.set_result(None)
                 await closing.wait()
         except BaseException as exc:  # noqa: BLE001 -- reported to the caller, never lost
-            reason = f"{type(exc).__name__}: {_exception_text(exc)}"
+            reason = f"{type(exc).__name__}: {_exception_text(exc)}{self._stderr_tail()}"
             if not started.done():
                 if isinstance(exc, ImportError):
                     message = f"{self.server.spec}: {INSTALL_HINT}"
@@ -247,6 +254,23 @@ class _Connection:
                 self.lost = reason
             if isinstance(exc, asyncio.CancelledError):
                 raise
+        finally:
+            if self.errlog is not None:
+                self.errlog.close()
+
+    def _stderr_tail(self) -> str:
+        """The end of what a stdio server wrote on stderr (``; stderr: ...``), else ``""``."""
+        if self.errlog is None:
+            return ""
+        try:
+            self.errlog.flush()
+            self.errlog.seek(0)
+            text = self.errlog.read().strip()
+        except (OSError, ValueError):  # closed already
+            return ""
+        if not text:
+            return ""
+        return f"; stderr: {text if len(text) <= STDERR_SHOWN else '...' + text[-STDERR_SHOWN:]}"
 
     def call(self, name: str, arguments: dict[str, Any]) -> Any:
         """Send ``tools/call`` and wait for its result (``CallToolResult``).
