@@ -247,3 +247,19 @@ def test_a_stdio_servers_stderr_is_quoted_when_it_fails_not_printed_per_episode(
                  "--out", str(tmp_path / "bad"), "--no-progress"])
     err = capfd.readouterr().err
     assert code != 0 and "stderr: boom: no configuration file" in err, err
+
+
+def test_state_kept_in_a_file_leaks_between_episodes_unless_the_command_names_episode_dir(tmp_path):
+    server = Path(__file__).with_name("file_counter_server.py")
+    data = dataset(tmp_path / "add.jsonl", *[counter(f"a{i}", ("add", {"amount": 2}), reference="2") for i in range(3)])
+    outputs = {}
+    for name, path in (("fixed", str(tmp_path / "count.txt")), ("per_episode", "{episode_dir}/count.txt")):
+        out = tmp_path / name
+        assert main(["run", "--env", f"mcp:{sys.executable} {server} {path}", "--agent", "oracle", "--dataset", str(data),
+                     "--out", str(out), "--no-progress"]) == 0
+        outputs[name] = sorted(t.tool_steps[0].output for t in read_trajectories(out))
+    assert outputs["fixed"] == ["2", "4", "6"]  # a fresh process each episode, the same file
+    assert outputs["per_episode"] == ["2", "2", "2"]
+    import tempfile
+
+    assert not [p for p in Path(tempfile.gettempdir()).glob("toolgym-mcp-episode-*") if (p / "count.txt").exists()]

@@ -25,6 +25,7 @@ import logging
 import os
 import re
 import shlex
+import shutil
 import tempfile
 import threading
 from collections.abc import Callable
@@ -37,13 +38,20 @@ from toolgym.benchmark import Benchmark
 from toolgym.environments import Environment, ToolError, schema_tool
 from toolgym.records import Example
 
-__all__ = ["INSTALL_HINT", "MCPEnvironment", "MCPServerSpec", "PASS_ENV", "STDIO_PREFIX", "HTTP_PREFIXES", "benchmark_for_spec", "parse_spec", "require_mcp", "server_environment"]
+__all__ = ["EPISODE_DIR", "INSTALL_HINT", "MCPEnvironment", "MCPServerSpec", "PASS_ENV", "STDIO_PREFIX", "HTTP_PREFIXES", "benchmark_for_spec", "parse_spec", "require_mcp", "server_environment"]
 
 STDIO_PREFIX = "mcp:"
 HTTP_PREFIXES = ("mcp+http://", "mcp+https://")
 
 CONNECT_TIMEOUT_S = 60.0
 """Seconds to start a server, initialize the session and list its tools."""
+
+EPISODE_DIR = "{episode_dir}"
+"""Replaced, in a stdio server's command, by a new empty folder for each session (each
+episode), removed when it ends: ``mcp:uvx mcp-server-sqlite --db-path {episode_dir}/db.sqlite``
+gives every episode a fresh database. A server that keeps its state in a file or a database of
+a fixed path otherwise carries it from one episode to the next, although each episode starts
+the server afresh."""
 
 STDERR_SHOWN = 500
 """Characters of a failing stdio server's stderr quoted in the error (its last ones)."""
@@ -182,6 +190,7 @@ class _Connection:
         self.lost: str | None = None  # why the session ended early
         self.not_json_rpc: str | None = None  # the first stdout line that was not JSON-RPC
         self.errlog: Any = None  # a stdio server's stderr, kept in a temporary file
+        self.episode_dir: str | None = None  # the session's own folder, for {episode_dir}
         self._closing: asyncio.Event | None = None
         self._task: asyncio.Future | None = None
         ready: asyncio.Future = asyncio.run_coroutine_threadsafe(self._open(), self.loop)
@@ -216,8 +225,12 @@ class _Connection:
                 else:
                     # its stderr goes to a file, quoted only when the server fails (not printed per episode)
                     self.errlog = tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace")
+                    command = list(self.server.command)
+                    if any(EPISODE_DIR in word for word in command):
+                        self.episode_dir = tempfile.mkdtemp(prefix="toolgym-mcp-episode-")
+                        command = [word.replace(EPISODE_DIR, self.episode_dir) for word in command]
                     params = StdioServerParameters(
-                        command=self.server.command[0], args=list(self.server.command[1:]),
+                        command=command[0], args=command[1:],
                         env=server_environment(self.server.pass_env),
                     )
                     read, write = await stack.enter_async_context(stdio_client(params, errlog=self.errlog))
@@ -257,6 +270,8 @@ class _Connection:
         finally:
             if self.errlog is not None:
                 self.errlog.close()
+            if self.episode_dir is not None:
+                shutil.rmtree(self.episode_dir, ignore_errors=True)
 
     def _stderr_tail(self) -> str:
         """The end of what a stdio server wrote on stderr (``; stderr: ...``), else ``""``."""
