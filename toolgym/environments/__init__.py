@@ -282,9 +282,21 @@ class Environment:
             arguments: Parsed arguments; anything but a dict, unknown names, missing or extra
                 arguments and values of the wrong type give an error observation.
 
+        An error observation longer than :data:`ERROR_CHARS` characters (a message quoting a
+        huge argument) is cut there, saying how much was left out: a 1 MB argument is kept once,
+        in the call, not a second time in the error.
+
         Raises:
             ToolBug: if the tool raised anything other than :class:`ToolError`.
         """
+        result = self._call(name, arguments)
+        if result.error and len(result.output) > ERROR_CHARS:
+            cut = len(result.output) - ERROR_CHARS
+            result = ToolResult(f"{result.output[:ERROR_CHARS]}… ({cut:,} more characters)", error=True,
+                                rejected=result.rejected)
+        return result
+
+    def _call(self, name: str, arguments: Any) -> ToolResult:
         functions = self.functions
         if name not in functions:
             close = difflib.get_close_matches(name, list(functions), n=1)
@@ -339,6 +351,10 @@ class Environment:
         except Exception as exc:  # a bug in the tool, not the agent's fault
             raise ToolBug(f"tool {name!r} raised {type(exc).__name__}: {exc}") from exc
         return ToolResult(_to_text(result))
+
+
+ERROR_CHARS = 2000
+"""Characters of an error observation kept (see :meth:`Environment.call`)."""
 
 
 def _kind(annotation: Any) -> str:
