@@ -20,7 +20,16 @@ if TYPE_CHECKING:
 
 from toolgym.environments import Environment, ToolBug
 from toolgym.providers import ModelSettings, build_model
-from toolgym.records import Example, ModelStep, Status, Step, ToolCall, ToolStep, Trajectory, without_surrogates
+from toolgym.records import (
+    Example,
+    ModelStep,
+    Status,
+    Step,
+    ToolCall,
+    ToolStep,
+    Trajectory,
+    without_surrogates,
+)
 from toolgym.registry import Registry
 
 __all__ = ["AGENTS", "Agent", "Episode", "as_agent_class", "register_agent"]
