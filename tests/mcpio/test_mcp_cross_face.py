@@ -1,7 +1,7 @@
 """The same episodes through the Python API (a scripted model) and through ``toolgym serve``
 driven by the official MCP SDK client give the same scores and the same model calls, for the
-suites whose graders read the model's turns (JMultiWOZ-TC, BFCL) and for one that reads the
-final state (relational_data). Each plan mixes the gold calls with wrong ones: a spurious call
+suites whose graders read the model's turns (JMultiWOZ-TC, BFCL: their own tests in
+tests/suites/ use the helpers here) and for one that reads the final state (relational_data). Each plan mixes the gold calls with wrong ones: a spurious call
 on a turn whose gold calls nothing, a missing call, a wrong argument."""
 
 from __future__ import annotations
@@ -19,7 +19,6 @@ from mcp import ClientSession, StdioServerParameters  # noqa: E402
 from mcp.client.stdio import stdio_client  # noqa: E402
 
 from tests.mcpio.test_mcp_serve import CLIENT, ENV, ROOT, serve_args  # noqa: E402
-from tests.suites.jmultiwoz_tc.jmultiwoz_helpers import write_dataset  # noqa: E402
 from toolgym import Example, evaluate, load_run  # noqa: E402
 from toolgym.providers.scripted import ScriptedChatModel  # noqa: E402
 
@@ -77,14 +76,14 @@ def model_calls(directory: Path) -> dict[str, list[tuple[str, dict[str, Any]]]]:
 
 def both_faces(tmp_path: Path, env: str, dataset: Path | None, plan: Plan) -> tuple[Path, Path]:
     api_out, mcp_out = tmp_path / "api", tmp_path / "mcp"
-    result = evaluate(env, model=scripted_model(_examples(env, dataset), plan), dataset=str(dataset) if dataset else None,
+    result = evaluate(env, model=scripted_model(examples_of(env, dataset), plan), dataset=str(dataset) if dataset else None,
                       out=api_out)
     assert all(t.status == "completed" for t in result.trajectories)
     served(mcp_out, env, dataset, plan, [t.example_id for t in result.trajectories])
     return api_out, mcp_out
 
 
-def _examples(env: str, dataset: Path | None) -> list[Example]:
+def examples_of(env: str, dataset: Path | None) -> list[Example]:
     from toolgym.data import load_examples, resolve_dataset
     from toolgym.plugins import get_benchmark
 
@@ -92,66 +91,8 @@ def _examples(env: str, dataset: Path | None) -> list[Example]:
     return load_examples(dataset if dataset else resolve_dataset(benchmark, None), benchmark)
 
 
-def test_jmultiwoz_tc_scores_equal_over_mcp(tmp_path):
-    dataset = write_dataset(tmp_path / "data")
-    examples = _examples("jmultiwoz_tc", dataset)
-    plan: Plan = {ex.id: ([{"name": c.name, "args": c.arguments} for c in ex.expected_calls or []], "はい。") for ex in examples}
-    greeting = examples[0]  # こんにちは。: the gold calls nothing
-    assert not greeting.expected_calls
-    plan[greeting.id] = ([{"name": "Search_weather", "args": {"city": "東京"}}], "晴れです。")
-    two = next(ex for ex in examples if len(ex.expected_calls or []) == 2)
-    plan[two.id] = (plan[two.id][0][:1], "")  # one of the two gold calls is missing
-    api_out, mcp_out = both_faces(tmp_path, "jmultiwoz_tc", dataset, plan)
-
-    api, mcp = scores(api_out), scores(mcp_out)
-    assert mcp == api
-    assert api[(greeting.id, "jmultiwoz_exact")] == 0.0 and api[(two.id, "jmultiwoz_exact")] == 0.0
-    golds = [ex.id for ex in examples if ex.expected_calls and ex.id != two.id]
-    assert golds and all(api[(i, "jmultiwoz_exact")] == 1.0 for i in golds)
-    assert model_calls(mcp_out) == model_calls(api_out)
-
-
-BFCL_WEATHER = {"name": "weather.get", "description": "Weather of a city.", "parameters": {"type": "dict", "properties": {
-    "city": {"type": "string", "description": "City."}, "days": {"type": "integer", "description": "Days."}}, "required": ["city"]}}
-
-
-def write_bfcl(folder: Path) -> Path:
-    import json
-
-    def q(text: str) -> list:
-        return [[{"role": "user", "content": text}]]
-
-    answers = folder / "possible_answer" / "BFCL_v4_simple_python.json"
-    answers.parent.mkdir(parents=True)
-    answers.write_text("".join(json.dumps(r) + "\n" for r in [
-        {"id": "simple_python_0", "ground_truth": [{"weather.get": {"city": ["Paris"], "days": ["", 3]}}]},
-        {"id": "simple_python_1", "ground_truth": [{"weather.get": {"city": ["Rome"], "days": [2]}}]},
-    ]), encoding="utf-8")
-    entries = folder / "BFCL_v4_simple_python.json"
-    entries.write_text("".join(json.dumps(r) + "\n" for r in [
-        {"id": "simple_python_0", "question": q("Weather in Paris?"), "function": [BFCL_WEATHER]},
-        {"id": "simple_python_1", "question": q("Weather in Rome in two days?"), "function": [BFCL_WEATHER]},
-    ]), encoding="utf-8")
-    return entries
-
-
-def test_bfcl_scores_equal_over_mcp(tmp_path):
-    dataset = write_bfcl(tmp_path / "data")
-    examples = _examples("bfcl", dataset)
-    name = examples[0].expected_calls[0].name  # the tool name the function-calling mode offers
-    plan: Plan = {
-        examples[0].id: ([{"name": name, "args": {"city": "Paris"}}], ""),
-        examples[1].id: ([{"name": name, "args": {"city": "Rome", "days": 5}}], ""),  # a wrong argument
-    }
-    api_out, mcp_out = both_faces(tmp_path, "bfcl", dataset, plan)
-    api, mcp = scores(api_out), scores(mcp_out)
-    assert mcp == api
-    assert api[(examples[0].id, "bfcl_accuracy")] == 1.0 and api[(examples[1].id, "bfcl_accuracy")] == 0.0
-    assert model_calls(mcp_out) == model_calls(api_out)
-
-
 def test_relational_data_scores_equal_over_mcp(tmp_path):
-    examples = _examples("relational_data", None)[:4]
+    examples = examples_of("relational_data", None)[:4]
     plan: Plan = {ex.id: ([{"name": c.name, "args": c.arguments} for c in ex.expected_calls or []], str(ex.reference))
                   for ex in examples}
     first = examples[0]
@@ -183,7 +124,7 @@ def test_a_served_run_exports_the_same_calls_as_the_api_run_and_junk_is_refused(
 
     from toolgym.views.export import export_runs
 
-    examples = _examples("relational_data", None)[:3]
+    examples = examples_of("relational_data", None)[:3]
     plan: Plan = {ex.id: ([{"name": c.name, "args": c.arguments} for c in ex.expected_calls or []], str(ex.reference))
                   for ex in examples}
     data = tmp_path / "three.jsonl"
@@ -215,68 +156,3 @@ def test_a_served_run_exports_the_same_calls_as_the_api_run_and_junk_is_refused(
     result = export_runs([mcp_out], tmp_path / "junk.jsonl")
     assert result.records == 0
     assert any("no assistant message" in why for why in result.skipped), result.skipped
-
-
-BFCL_AREA = {"name": "area", "description": "Area of a triangle.", "parameters": {"type": "dict", "properties": {
-    "base": {"type": "float", "description": "Base."}, "height": {"type": "integer", "description": "Height."}},
-    "required": ["base", "height"]}}
-
-
-@pytest.mark.parametrize("transport", ["stdio", "http"])
-def test_bfcl_over_mcp_says_its_tools_change_and_notifies(transport, tmp_path):
-    import json
-
-    from mcp import types
-    from mcp.client.streamable_http import streamable_http_client
-
-    from tests.mcpio.test_mcp_serve import HttpServer
-
-    data = tmp_path / "data"
-    (data / "possible_answer").mkdir(parents=True)
-    (data / "possible_answer" / "BFCL_v4_simple_python.json").write_text("".join(json.dumps(r) + "\n" for r in [
-        {"id": "simple_python_0", "ground_truth": [{"weather.get": {"city": ["Paris"], "days": ["", 3]}}]},
-        {"id": "simple_python_1", "ground_truth": [{"area": {"base": [2.5], "height": [4]}}]},
-    ]), encoding="utf-8")
-    entries = data / "BFCL_v4_simple_python.json"
-    entries.write_text("".join(json.dumps(r) + "\n" for r in [
-        {"id": "simple_python_0", "question": [[{"role": "user", "content": "Weather in Paris?"}]], "function": [BFCL_WEATHER]},
-        {"id": "simple_python_1", "question": [[{"role": "user", "content": "Area?"}]], "function": [BFCL_AREA]},
-    ]), encoding="utf-8")
-    changed: list[str] = []
-
-    async def on_message(message) -> None:
-        if isinstance(message, types.ServerNotification) and isinstance(message.root, types.ToolListChangedNotification):
-            changed.append(message.root.method)
-
-    async def scenario(read, write) -> list[set[str]]:
-        async with ClientSession(read, write, client_info=CLIENT, message_handler=on_message) as session:
-            init = await session.initialize()
-            assert init.capabilities.tools is not None and init.capabilities.tools.listChanged is True
-            seen = []
-            for example_id in ("simple_python_0", "simple_python_1"):
-                before = len(changed)
-                await session.call_tool("start_episode", {"example_id": example_id})
-                if example_id == "simple_python_1":
-                    assert len(changed) == before + 1  # the first entry's tools were listed, these differ
-                seen.append({t.name for t in (await session.list_tools()).tools} - {"start_episode", "end_episode"})
-                await session.call_tool("end_episode", {})
-            return seen
-
-    out = tmp_path / "served"
-    extra = ["--env", "bfcl", "--dataset", str(entries)]
-    if transport == "stdio":
-        async def go():
-            params = StdioServerParameters(command=sys.executable, args=serve_args(out, *extra), env=ENV, cwd=str(ROOT))
-            async with stdio_client(params) as (read, write):
-                return await scenario(read, write)
-
-        seen = asyncio.run(go())
-    else:
-        with HttpServer(out, *extra) as server:
-            async def go():
-                async with streamable_http_client(server.url) as (read, write, _):
-                    return await scenario(read, write)
-
-            seen = asyncio.run(go())
-            server.stop()
-    assert len(seen) == 2 and seen[0] != seen[1] and len(seen[1]) == 1
