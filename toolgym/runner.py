@@ -779,6 +779,9 @@ def run(config: RunConfig, progress: bool = True) -> RunResult:
         )
         with _frozen_gc():
             executor.play(Episodes(jobs, examples, concurrency, workers, agent, env_cls, parts), on_done)
+        used = getattr(executor, "workers_used", None)  # a remote executor's own count (Ray: its actors)
+        if isinstance(used, int) and used > 0:
+            record.workers = used
     finally:
         if bar is not None:
             bar.close()
