@@ -6,7 +6,8 @@ in its own process): the five first typewriter_1 strings with the tool-calling a
 ``--xcopa`` XCOPA plus ``--exam`` EXAMS Vietnamese questions by log-likelihood. It reports the
 calls made and whether they are the same, the letters chosen, the largest difference between
 the two runtimes' log-likelihood of one option, generated tokens per second (model-turn time
-only), wall time and the peak resident memory of each run's process.
+only), wall time and the peak resident memory of each run's process. Both run with
+``OMP_WAIT_POLICY=passive`` (the new runtime's default) unless the variable is set.
 
 The baseline needs its own virtual environment: llama-cpp-python 0.3.36 (compiled; on a CPU with
 AMX, with ``CMAKE_ARGS=-DGGML_NATIVE=OFF``, since the native build crashes there,
@@ -43,7 +44,9 @@ def play(python: str, repo: Path, args: list[str], out: Path) -> dict:
     child's peak resident set size (``wait4``'s ``ru_maxrss``, KiB on Linux)."""
     command = [python, str(repo / "run_agent.py"), "run", *args, "--out", str(out), "--no-progress"]
     start = time.perf_counter()
-    child = subprocess.Popen(command, cwd=repo, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=False)
+    # both runtimes with the same OpenMP wait policy (toolgym's default since the runtime change)
+    env = {**os.environ, "OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY", "passive")}
+    child = subprocess.Popen(command, cwd=repo, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=False, env=env)
     _, status, usage = os.wait4(child.pid, 0)
     wall = time.perf_counter() - start
     stderr = child.stderr.read().decode("utf-8", "replace") if child.stderr else ""

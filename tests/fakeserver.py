@@ -183,6 +183,9 @@ class FakeModelServer:
         mistake: Targets on which the model types a wrong last letter.
         port: Port to listen on (0: a free one).
         delay_s: Seconds every answer is delayed (a slow but healthy server).
+        reasoning_field: When set, every OpenAI answer's message carries reasoning under this
+            key (``reasoning_content``: vLLM's reasoning parsers and DeepSeek; ``reasoning``:
+            OpenRouter and newer vLLM), the text ``thinking about turn N``.
 
     Attributes:
         log: Every request answered, in arrival order.
@@ -197,8 +200,10 @@ class FakeModelServer:
         mistake: Callable[[str], bool] = lambda target: False,
         port: int = 0,
         delay_s: float = 0.0,
+        reasoning_field: str | None = None,
     ) -> None:
         self.plan = plan
+        self.reasoning_field = reasoning_field
         self.delay_s = delay_s
         self.slow_s = slow_s
         self.retry_after = retry_after
@@ -326,6 +331,8 @@ class FakeModelServer:
                     action = ("type_letter", {"letter": letter}) if "type_letter" in conv.tools else (letter, {})
                 if api == "openai":
                     payload = _openai_answer(body, action, fault)
+                    if server.reasoning_field:
+                        payload["choices"][0]["message"][server.reasoning_field] = f"thinking about turn {conv_turn(body)}"
                 else:
                     payload = _anthropic_answer(body, action, fault)
                 self._send(200, payload)
@@ -399,6 +406,11 @@ def _malformed_text(fault: str, name: str, args: dict[str, Any]) -> str | None:
         "tagged_call": f"<tool_call>\n{call}\n</tool_call>",
         "bare_json_call": f"Calling now: {call}",
     }.get(fault)
+
+
+def conv_turn(body: dict[str, Any]) -> int:
+    """Assistant messages in an OpenAI request (0 for the first model call)."""
+    return sum(1 for m in body.get("messages", []) if m.get("role") == "assistant")
 
 
 def _openai_answer(body: dict[str, Any], action: tuple[str, dict] | None, fault: str) -> dict[str, Any]:

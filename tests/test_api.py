@@ -8,6 +8,7 @@ import os
 import re
 import subprocess
 import sys
+import textwrap
 import warnings
 from pathlib import Path
 
@@ -416,3 +417,94 @@ def test_expected_steps_are_derived_and_the_oracle_scores_one():
     assert [s.name for s in trajectory.tool_steps] == ["put", "put", "get"]
     assert {s.grader: s.value for s in result.scores} == {"steps_exact": 1.0, "final_state": 1.0}
     assert result.record.model is None  # the oracle needs no model
+
+
+class SlowCounter(toolgym.Environment):
+    """A counter whose tool takes 0.2 s (so a loop left free has time to run)."""
+
+    instructions = "Count."
+
+    def reset(self, example):
+        self.count = 0
+
+    @toolgym.tool
+    def tick(self) -> str:
+        """Add one."""
+        import time
+
+        time.sleep(0.2)
+        self.count += 1
+        return str(self.count)
+
+    def read_state(self):
+        return {"count": self.count}
+
+
+def _tick_model():
+    from toolgym.providers.scripted import ScriptedChatModel
+
+    return ScriptedChatModel(turns=[{"tool_calls": [{"name": "tick", "args": {}}]}, "1"])
+
+
+TICK_DATA = [{"id": f"t{i}", "input": "Tick once.", "expected_steps": ["tick"], "expected_state": {"count": 1}} for i in range(3)]
+
+
+def test_evaluate_works_inside_a_running_event_loop_and_aevaluate_leaves_it_free(tmp_path):
+    """As in a Jupyter cell (an event loop running in the calling thread): the synchronous
+    entry point runs, and the async one lets other tasks run meanwhile."""
+    import asyncio
+
+    async def notebook():
+        inside = toolgym.evaluate(SlowCounter, model=_tick_model(), dataset=TICK_DATA, graders=["final_state"], out=tmp_path / "sync")
+        ticks = 0
+
+        async def ticker():
+            nonlocal ticks
+            while True:
+                await asyncio.sleep(0.01)
+                ticks += 1
+
+        task = asyncio.create_task(ticker())
+        awaited = await toolgym.aevaluate(SlowCounter, model=_tick_model(), dataset=TICK_DATA, graders=["final_state"], out=tmp_path / "async")
+        task.cancel()
+        return inside, awaited, ticks
+
+    inside, awaited, ticks = asyncio.run(notebook())
+    for result in (inside, awaited):
+        assert [t.status for t in result.trajectories] == ["completed"] * 3
+        assert {s.grader: s.value for s in result.scores if s.example_id == "t0"}["final_state"] == 1.0
+    assert ticks >= 20  # 0.6 s of tools: the loop ran its other task meanwhile
+    assert len(toolgym.load_run(tmp_path / "async").trajectories) == 3
+    with pytest.raises(toolgym.RunDirError):  # errors come through as they are
+        asyncio.run(toolgym.aevaluate(SlowCounter, model=_tick_model(), dataset=TICK_DATA, out=tmp_path / "async"))
+
+
+def test_a_script_defined_environment_run_is_exported_and_regraded_in_its_process(tmp_path):
+    """The README's script with ``out=``, then ``export`` and ``grade`` in the same process
+    (the class in scope); another process is told why it cannot and what to do instead."""
+    script = tmp_path / "evaluate_kv.py"
+    script.write_text(readme_snippet().replace(
+        'graders=["final_state", "steps_exact"])', 'graders=["final_state", "steps_exact"], out="run")'
+    ) + textwrap.dedent('''
+        import json
+        from toolgym.cli import main
+        from toolgym.views.export import export_runs
+
+        exported = export_runs(["run"], "sft.jsonl")
+        print("EXPORTED", exported.records)
+        print("GRADE", main(["grade", "run"]))
+        print("FINAL", [s.value for s in toolgym.load_run("run").scores if s.grader == "final_state"])
+    '''), encoding="utf-8")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    proc = subprocess.run([sys.executable, script.name], cwd=tmp_path, env=env, capture_output=True, text=True,
+                          encoding="utf-8", timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "EXPORTED 2" in proc.stdout and "GRADE 0" in proc.stdout, proc.stdout + proc.stderr
+    assert "FINAL [1.0, 0.0]" in proc.stdout or "FINAL [0.0, 1.0]" in proc.stdout
+    records = [json.loads(line) for line in (tmp_path / "sft.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert {c["function"]["name"] for r in records for m in r["messages"] for c in m.get("tool_calls", [])} == {"put", "get"}
+    # another process: refused, saying why and what works
+    other = subprocess.run([sys.executable, str(ROOT / "run_agent.py"), "grade", "run"], cwd=tmp_path, env=env,
+                           capture_output=True, text=True, encoding="utf-8", timeout=300)
+    assert other.returncode != 0
+    assert "no other process can import" in other.stderr and "envs.py:KeyValueStore" in other.stderr, other.stderr

@@ -94,6 +94,36 @@ def test_openai_chat_export_is_valid_and_loads_with_datasets(oracle_runs, tmp_pa
         loaded = load_dataset("json", data_files=str(out), split="train")
         assert loaded.num_rows == len(records)
         assert loaded[0]["messages"][0]["role"] == "system"
+        # exactly as written (datasets 3.x gave each tool's properties every other tool's, as null)
+        assert [loaded[i] for i in range(loaded.num_rows)] == records
+
+
+def test_arguments_as_objects_for_hugging_face_chat_templates(oracle_runs, tmp_path):
+    from datasets import load_dataset
+
+    run = oracle_runs["relational_data"]
+    as_string, as_object = tmp_path / "s.jsonl", tmp_path / "o.jsonl"
+    assert main(["export", str(run), "--out", str(as_string)]) == 0
+    assert main(["export", str(run), "--arguments", "object", "--out", str(as_object)]) == 0
+    strings, objects = read_jsonl(as_string), read_jsonl(as_object)
+    calls = 0
+    for s_record, o_record in zip(strings, objects, strict=True):
+        for s_msg, o_msg in zip(s_record["messages"], o_record["messages"], strict=True):
+            for s_call, o_call in zip(s_msg.get("tool_calls", []), o_msg.get("tool_calls", []), strict=True):
+                assert isinstance(o_call["function"]["arguments"], dict)
+                assert o_call["function"]["arguments"] == json.loads(s_call["function"]["arguments"])
+                calls += 1
+            assert {k: v for k, v in o_msg.items() if k != "tool_calls"} == {k: v for k, v in s_msg.items() if k != "tool_calls"}
+    assert calls > 0
+    # a chat template's `arguments | tojson` now writes the object once, not a quoted string
+    first = next(c for r in objects for m in r["messages"] for c in m.get("tool_calls", []))
+    assert json.dumps(first["function"]["arguments"]).startswith("{")
+    loaded = load_dataset("json", data_files=str(as_object), split="train")
+    assert [loaded[i] for i in range(loaded.num_rows)] == objects
+    with pytest.raises(ValueError, match="unknown arguments form"):
+        from toolgym.views.export import export_runs
+
+        export_runs([run], tmp_path / "x.jsonl", arguments="dict")
 
 
 @pytest.mark.parametrize("env", TOOL_ENVS)

@@ -112,3 +112,27 @@ def test_full_width_names_are_found_by_the_relational_search_tools():
     found = env.call("find_users_by_name", {"name": name}).output
     assert name in found
     assert env.call("find_users_by_name", {"name": wide}).output == found
+
+
+def test_a_huge_argument_is_not_echoed_whole_in_the_error(tmp_path):
+    """A 1 MB letter (a tool whose message quotes it): the error quotes 2,000 characters; the
+    line holds the letter in the model's call and in the tool step (the record's shape), not a
+    third time in the error."""
+    import json as _json
+
+    from toolgym.cli import main as cli
+    from toolgym.runio import read_trajectories
+
+    letter = "x" * 1_000_000
+    script = tmp_path / "model.json"
+    script.write_text(_json.dumps([{"content": "", "tool_calls": [{"name": "type_letter", "args": {"letter": letter}}]}, "done"]))
+    data = tmp_path / "one.jsonl"
+    data.write_text(_json.dumps({"id": "x", "input": "Type x.", "expected_steps": ["type_letter"]}) + "\n")
+    out = tmp_path / "run"
+    assert cli(["run", "--env", "typewriter_1", "--model", f"scripted:{script}", "--dataset", str(data),
+                "--out", str(out), "--no-progress"]) == 0
+    [trajectory] = read_trajectories(out)
+    step = trajectory.tool_steps[0]
+    assert step.error and step.arguments == {"letter": letter}
+    assert len(step.output) < 2_100 and step.output.endswith("more characters)")
+    assert len((out / "trajectories.jsonl").read_bytes()) < 2_100_000

@@ -100,3 +100,24 @@ def test_reasoning_content_and_tokens_recorded_for_tool_calling():
     traj = play("tool_calling", [message])
     step = traj.model_steps[0]
     assert (step.text, step.reasoning, step.reasoning_tokens, step.output_tokens) == ("hi", "thinking...", 17, 20)
+
+
+@pytest.mark.parametrize("field", ["reasoning_content", "reasoning"])
+@pytest.mark.parametrize("spec", ["openai-compatible:fake", "vllm:fake", "openai:fake"])
+def test_reasoning_beside_the_message_over_http_is_recorded(field, spec, tmp_path, monkeypatch):
+    """An OpenAI-compatible server on 127.0.0.1 (tests/fakeserver.py) answering with the
+    reasoning in ``message.reasoning_content`` (vLLM, DeepSeek) or ``message.reasoning``
+    (OpenRouter): every model turn's reasoning is in the trajectory."""
+    from tests.fakeserver import FakeModelServer
+    from toolgym.cli import main
+    from toolgym.runio import read_trajectories
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    out = tmp_path / "run"
+    with FakeModelServer(reasoning_field=field) as server:
+        assert main(["run", "--env", "typewriter_1", "--model", spec, "--base-url", server.url + "/v1",
+                     "--limit", "2", "--out", str(out), "--no-progress", "--max-retries", "0"]) == 0
+    trajectories = read_trajectories(out)
+    assert [t.status for t in trajectories] == ["completed", "completed"]
+    for t in trajectories:
+        assert [s.reasoning for s in t.model_steps] == [f"thinking about turn {i}" for i in range(len(t.model_steps))]

@@ -121,6 +121,7 @@ def test_rps_is_one_budget_for_the_cluster(cluster, tmp_path):
         ), progress=False)
     assert {t.status for t in result.trajectories} == {"completed"}
     assert len(executor.episodes_by_node) == 2  # both nodes played
+    assert json.loads((tmp_path / "run" / "run.json").read_text())["workers"] == 2  # the actors, not 1
     assert len(seen) == (1 + 2 + 3 + 4 + 1) + 5  # a letter per call, then "Done." (inputs a, aa, aaa, aaaa, b)
     span = max(seen) - min(seen)
     assert (len(seen) - 1) / span <= rps * 1.1, f"{len(seen)} requests in {span:.2f} s"

@@ -153,3 +153,14 @@ def test_breakdown_by_steps_and_difficulty():
     assert [(r.group, r.estimate.mean) for r in by_level] == [("easy", 0.75), ("hard", 0.0)]
     with pytest.raises(ValueError, match="unknown breakdown"):
         breakdown(examples, [], "final_state", "length")
+
+
+def test_one_example_with_several_trials_prints_no_nan(tmp_path, capsys):
+    from toolgym.cli import main
+
+    out = tmp_path / "run"
+    assert main(["run", "--env", "typewriter_1", "--agent", "oracle", "--limit", "1", "--trials", "7",
+                 "--out", str(out), "--no-progress"]) == 0
+    assert main(["grade", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "nan" not in printed and "1.000 ± n/a" in printed

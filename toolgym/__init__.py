@@ -53,6 +53,7 @@ _EXPORTS: dict[str, str] = {
     "ModelSettings": "toolgym.providers",
     # running and reading
     "evaluate": "toolgym.api",
+    "aevaluate": "toolgym.api",
     "EvalResult": "toolgym.api",
     "load_run": "toolgym.api",
     "Estimate": "toolgym.stats",
@@ -79,7 +80,7 @@ def __dir__() -> list[str]:
 
 if TYPE_CHECKING:  # for type checkers and IDEs; at run time the names load lazily
     from toolgym.agents import Agent, Episode
-    from toolgym.api import EvalResult, evaluate, load_run
+    from toolgym.api import EvalResult, aevaluate, evaluate, load_run
     from toolgym.benchmark import Benchmark, Generator, ReportTable, Suite
     from toolgym.data import DatasetError
     from toolgym.environments import Environment, ToolError, schema_tool, tool

@@ -1,8 +1,10 @@
-"""``toolgym.evaluate`` and ``toolgym.load_run``: the Python entry points; the command line is a
-thin layer over them."""
+"""``toolgym.evaluate``, ``toolgym.aevaluate`` and ``toolgym.load_run``: the Python entry
+points; the command line is a thin layer over them."""
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
@@ -15,7 +17,7 @@ from toolgym.registry import ExtensionError, UnknownNameError
 from toolgym.runio import Run, RunDirError, read_run, read_scores, read_trajectories
 from toolgym.runner import RunConfig, RunResult, benchmark_of, check_resume, run
 
-__all__ = ["EvalResult", "evaluate", "load_run"]
+__all__ = ["EvalResult", "aevaluate", "evaluate", "load_run"]
 
 EvalResult = RunResult
 """What :func:`evaluate` returns: ``.trajectories``, ``.scores``, ``.summary`` (mean ±
@@ -45,6 +47,11 @@ def evaluate(
     executor_options: dict[str, Any] | None = None,
 ) -> EvalResult:
     """Run an agent over a dataset, grade every trajectory, and return everything in memory.
+
+    Called where an event loop is running in the calling thread (a Jupyter notebook, an
+    async application), the run is played in a worker thread with its own event loop and
+    this call blocks until it ends; in async code prefer ``await`` :func:`aevaluate`, which
+    leaves the loop free.
 
     Args:
         env: An environment name (``"typewriter_1"``), a ``module.path:Name`` or
@@ -94,7 +101,32 @@ def evaluate(
         executor_options=dict(executor_options or {}),
     )
     check_resume(config)
+    if _loop_running():
+        with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="toolgym-evaluate") as pool:
+            return pool.submit(run, config, progress).result()
     return run(config, progress=progress)
+
+
+def _loop_running() -> bool:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
+
+
+async def aevaluate(env: Any, **options: Any) -> EvalResult:
+    """:func:`evaluate` for async code: ``result = await toolgym.aevaluate(env, model=...,
+    dataset=...)``, with the same arguments, result and errors. The run is played in a worker
+    thread (with its own event loop), so the caller's loop stays free meanwhile.
+
+    Cancelling the awaiting task does not stop the run: the worker thread finishes it (its
+    run directory, with ``out=``, is complete and can be resumed from).
+
+    Raises:
+        As :func:`evaluate`.
+    """
+    return await asyncio.to_thread(evaluate, env, **options)
 
 
 def load_run(directory: str | Path, dataset: str | Path | None = None, with_examples: bool = True) -> Run:

@@ -135,7 +135,9 @@ def validate_chat(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | 
     for an assistant message with calls); system messages only at the start; a tool message
     answers a call of the latest assistant message; each ``tool_call_id`` is answered exactly
     once, before the next assistant message; call ids are unique; ``arguments`` are strings
-    holding a JSON object; called functions are among ``tools`` when given.
+    holding a JSON object; called functions are among ``tools`` when given; at least one
+    assistant message (there is nothing to train on without one: OpenAI's fine-tuning data
+    check refuses such an example, "Examples must contain at least one assistant message").
     """
     problems: list[str] = []
     names = {t["function"]["name"] for t in tools} if tools is not None else None
@@ -192,4 +194,6 @@ def validate_chat(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | 
     unanswered = [k for k, done in open_calls.items() if not done]
     if unanswered:
         problems.append(f"end: calls {unanswered} never answered")
+    if not any(isinstance(m, dict) and m.get("role") == "assistant" for m in messages):
+        problems.append("end: no assistant message (nothing to train on)")
     return problems

@@ -8,7 +8,7 @@ import re
 import uuid
 from typing import TYPE_CHECKING, Any
 
-from toolgym.records import ModelStep, TokenRecord, ToolCall
+from toolgym.records import ModelStep, TokenRecord, ToolCall, without_surrogates
 
 if TYPE_CHECKING:  # langchain-core loads with the first message, not with the text helpers
     from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
@@ -353,11 +353,12 @@ def model_step(message: AIMessage, latency_s: float, tool_names: set[str]) -> Mo
     and calls written as text become malformed calls.
     """
     text, reasoning = reply_parts(message)
+    text, reasoning = without_surrogates(text), without_surrogates(reasoning)
     calls: list[ToolCall] = []
     sent = [(c.get("id"), c.get("name"), c.get("args")) for c in message.tool_calls]
     sent += [(c.get("id"), c.get("name"), c.get("args")) for c in message.invalid_tool_calls]
     for call_id, name, args in sent:
-        name = name or ""
+        name, args = without_surrogates(name or ""), without_surrogates(args)  # a lone one cannot be recorded
         arguments, problem = read_arguments(name, args)
         if problem is None and tool_names and name not in tool_names:
             problem = unknown_tool(name, tool_names)

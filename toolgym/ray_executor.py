@@ -215,6 +215,12 @@ class RayExecutor:
         ray.init(address=self.address, **options)
         return True
 
+    @property
+    def workers_used(self) -> int | None:
+        """Actors started for the last run (not counting one started to replace the actor of a
+        dead node), recorded as ``run.json``'s ``workers``; ``None`` before any."""
+        return len(self.actor_nodes) or None
+
     def play(self, episodes: Episodes, on_done: Callable[[Trajectory], None]) -> None:
         """Play ``episodes`` on the cluster; see :class:`toolgym.executor.Executor`.
 

@@ -7,6 +7,7 @@ flows one way: Example → (environment + agent) → Trajectory → graders → 
 from __future__ import annotations
 
 import math
+import re
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -14,6 +15,35 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 SCHEMA_VERSION = 1
 
 JSONValue = Any
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+REPLACEMENT = "\ufffd"
+
+
+def without_surrogates(value: Any) -> Any:
+    """``value`` with every surrogate code point (U+D800-U+DFFF) in its strings and dict keys
+    replaced by U+FFFD REPLACEMENT CHARACTER; the same object when there is none.
+
+    A Python string decoded from JSON can hold a lone surrogate (``"\\ud800"`` is valid JSON
+    syntax, RFC 8259 section 8.2), which no UTF-8 encoder accepts, so a record holding one
+    could not be written. Replacing an ill-formed code unit with U+FFFD is the Unicode
+    Standard's practice (chapter 3, "U+FFFD Substitution of Maximal Subparts").
+
+    Args:
+        value: A JSON value (str, list, tuple, dict, number, bool, None) or anything else
+            (returned as it is).
+    """
+    if isinstance(value, str):
+        return value if value.isascii() or _SURROGATE.search(value) is None else _SURROGATE.sub(REPLACEMENT, value)
+    if isinstance(value, dict):
+        pairs = [(k, v, without_surrogates(k), without_surrogates(v)) for k, v in value.items()]
+        if all(k is k2 and v is v2 for k, v, k2, v2 in pairs):
+            return value
+        return {k2: v2 for _, _, k2, v2 in pairs}
+    if isinstance(value, list | tuple):
+        items = [without_surrogates(v) for v in value]
+        return value if all(a is b for a, b in zip(items, value, strict=True)) else type(value)(items)
+    return value
 
 
 class ToolCallSpec(BaseModel):

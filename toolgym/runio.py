@@ -16,6 +16,7 @@ from typing import IO, Any, TypeVar
 
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic_core import PydanticSerializationError
 
 from toolgym.records import (
     Example,
@@ -27,6 +28,7 @@ from toolgym.records import (
     ToolCallSpec,
     ToolStep,
     Trajectory,
+    without_surrogates,
 )
 
 RUN_FILE = "run.json"
@@ -175,7 +177,15 @@ def record_line(record: BaseModel) -> bytes:
             return orjson.dumps(_fields(record), default=_fields, option=_FAST)
         except TypeError:
             pass
-    return record.__pydantic_serializer__.to_json(record) + b"\n"
+    try:
+        return record.__pydantic_serializer__.to_json(record) + b"\n"
+    except PydanticSerializationError as exc:
+        if "surrogates not allowed" not in str(exc):
+            raise
+    # a lone surrogate that reached a record (a model's text, a tool's output): written as
+    # U+FFFD (:func:`toolgym.records.without_surrogates`) rather than losing the record
+    cleaned = type(record).model_validate(without_surrogates(record.model_dump()))
+    return cleaned.__pydantic_serializer__.to_json(cleaned) + b"\n"
 
 
 def write_jsonl_atomic(path: Path, records: list[BaseModel]) -> None:

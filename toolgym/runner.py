@@ -60,6 +60,7 @@ from toolgym.runio import (
     read_jsonl,
     read_run,
     read_trajectories,
+    record_line,
     write_jsonl_atomic,
     write_run,
 )
@@ -263,13 +264,41 @@ class RunResult:
 # --- resolving the parts --------------------------------------------------------------------
 
 
-def _object_ref(obj: Any) -> ExtensionRef:
+_IN_PROCESS: dict[str, Any] = {}
+"""Objects recorded as ``<object Name>`` (no other process can import them: a class defined
+in a script or inside a function), by their recorded spec, so that this process finds them
+again when it grades, shows or exports the run (:func:`in_process`)."""
+
+
+def _object_ref(obj: Any, value: Any = None) -> ExtensionRef:
     """How an object given in Python is recorded: ``module:QualName`` when another process
-    can import it again, else ``<object>`` (such a run is read back without it)."""
+    can import it again, else ``<object QualName>`` (``<object QualName #2>`` for a second
+    object of that name), which this process remembers (``value``, default ``obj``) so that
+    it can read the run back with it; other processes read such a run without it."""
     module, qualname = getattr(obj, "__module__", None), getattr(obj, "__qualname__", None)
     if module and qualname and module != "__main__" and "<" not in qualname:
         return ExtensionRef(spec=f"{module}:{qualname}", source="object")
-    return ExtensionRef(spec=f"<object {qualname or type(obj).__name__}>", source="object")
+    kept = obj if value is None else value
+    base = f"{qualname or type(obj).__name__}"
+    spec, n = f"<object {base}>", 1
+    while spec in _IN_PROCESS and _IN_PROCESS[spec] is not kept:
+        n += 1
+        spec = f"<object {base} #{n}>"
+    _IN_PROCESS[spec] = kept
+    return ExtensionRef(spec=spec, source="object")
+
+
+def in_process(spec: str | None) -> Any:
+    """The object this process recorded as ``spec`` (``<object Name>``), else ``None``."""
+    return _IN_PROCESS.get(spec) if spec else None
+
+
+NOT_IMPORTABLE_HINT = (
+    "it was given as a Python object no other process can import (a class defined in a script "
+    "or inside a function): read, grade or export the run from the process that made it "
+    "(toolgym.load_run, toolgym.views.export.export_runs), or define the class in a module or "
+    "file and pass its spec (evaluate(\"envs.py:KeyValueStore\", ...)), which every process finds again"
+)
 
 
 def _ref(entry: Entry[Any]) -> ExtensionRef:
@@ -292,6 +321,7 @@ def resolve_benchmark(env: Any) -> tuple[Benchmark, ExtensionRef]:
         for name, value in (vars(module).items() if module is not None else ()):
             if value is env and module.__name__ != "__main__":
                 return benchmark, ExtensionRef(spec=f"{module.__name__}:{name}", source="object")
+        return benchmark, _object_ref(benchmark.environment, env)
     return benchmark, _object_ref(benchmark.environment)
 
 
@@ -351,11 +381,13 @@ def make_graders(
             names += [n for n in benchmark.judge_graders if n not in names]
     graders = []
     for item in names:
+        if isinstance(item, str) and in_process(item) is not None:  # a run of this process, read back
+            item = in_process(item)
         if isinstance(item, str):
             entry = grader_entry(item)
             cls, ref = entry.obj, _ref(entry)
         else:
-            cls, ref = item, _object_ref(item if isinstance(item, type) else type(item))
+            cls, ref = item, _object_ref(item if isinstance(item, type) else type(item), item)
         if isinstance(cls, type):
             accepted = {f.name for f in dataclasses.fields(cls)} if dataclasses.is_dataclass(cls) else set()
             grader = cls(**{k: v for k, v in settings.items() if k in accepted})
@@ -585,7 +617,7 @@ def _worker(
         pass
     if os.getppid() != parent:  # the parent died before prctl
         os._exit(1)
-    asyncio.run(play_all(agent, env_cls, jobs, concurrency, lambda t: writer.send_bytes(t.model_dump_json().encode())))
+    asyncio.run(play_all(agent, env_cls, jobs, concurrency, lambda t: writer.send_bytes(record_line(t))))
     writer.close()
 
 
@@ -747,6 +779,9 @@ def run(config: RunConfig, progress: bool = True) -> RunResult:
         )
         with _frozen_gc():
             executor.play(Episodes(jobs, examples, concurrency, workers, agent, env_cls, parts), on_done)
+        used = getattr(executor, "workers_used", None)  # a remote executor's own count (Ray: its actors)
+        if isinstance(used, int) and used > 0:
+            record.workers = used
     finally:
         if bar is not None:
             bar.close()
@@ -857,13 +892,17 @@ def benchmark_of(record: RunRecord, directory: Path | None = None) -> Benchmark:
     """
     ref = record.extensions.get("env")
     spec = record.spec_of("env") or record.env
+    kept = in_process(spec)
+    if kept is not None:
+        return as_benchmark(kept)
     try:
         return benchmark_entry(spec).obj
     except (UnknownNameError, ExtensionError, TypeError) as exc:
         where = f" ({ref.source}{f', {ref.distribution} {ref.version}' if ref and ref.distribution else ''})" if ref else ""
+        why = NOT_IMPORTABLE_HINT if spec.startswith("<object ") else str(exc)
         raise RunDirError(
             f"{directory or 'run'}: run.json names environment {spec!r}{where}, which can no longer be "
-            f"found: {exc}"
+            f"found: {why}"
         ) from None
 
 

@@ -175,3 +175,91 @@ def test_without_the_mcp_sdk_the_extra_is_named_at_once(tmp_path):
     assert proc.returncode == 2
     assert proc.stderr.strip().endswith("install the extra: pip install 'toolgym[mcp]'"), proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+
+
+ENV_SERVER = Path(__file__).with_name("env_server.py")
+
+
+def test_a_stdio_server_gets_a_minimal_environment_plus_the_variables_named(tmp_path, monkeypatch):
+    monkeypatch.setenv("TOOLGYM_TEST_API_KEY", "sk-secret-value")
+    monkeypatch.setenv("TOOLGYM_TEST_WANTED", "given")
+    data = dataset(tmp_path / "env.jsonl", {"id": "e", "input": "report", "reference": "",
+                                            "expected_calls": [{"name": "environment", "arguments": {}}]})
+    seen = {}
+    for name, spec in (("bare", f"mcp:{sys.executable} {ENV_SERVER}"),
+                       ("named", f"mcp:--pass-env TOOLGYM_TEST_WANTED {sys.executable} {ENV_SERVER}")):
+        out = tmp_path / name
+        assert main(["run", "--env", spec, "--agent", "oracle", "--dataset", str(data), "--out", str(out), "--no-progress"]) == 0
+        [trajectory] = read_trajectories(out)
+        seen[name] = json.loads(trajectory.tool_steps[0].output)
+        assert "sk-secret-value" not in (out / "trajectories.jsonl").read_text() + (out / "run.json").read_text()
+    assert "TOOLGYM_TEST_API_KEY" not in seen["bare"] and "TOOLGYM_TEST_WANTED" not in seen["bare"]
+    assert seen["bare"].get("PATH") == os.environ["PATH"]  # the SDK's default set is kept
+    assert seen["named"]["TOOLGYM_TEST_WANTED"] == "given" and "TOOLGYM_TEST_API_KEY" not in seen["named"]
+
+
+def test_pass_env_takes_names_only(tmp_path):
+    from toolgym.mcp.environment import parse_spec
+
+    assert parse_spec("mcp:--pass-env A --pass-env=B_2 npx srv").pass_env == ("A", "B_2")
+    assert parse_spec("mcp:--pass-env A npx srv").command == ("npx", "srv")
+    for bad in ("mcp:--pass-env", "mcp:--pass-env A=1 npx", "mcp:--pass-env A"):
+        with pytest.raises(ValueError, match="pass-env|no command"):
+            parse_spec(bad)
+
+
+def test_export_of_an_mcp_run_starts_the_server_once_and_names_a_gone_one(tmp_path, monkeypatch, capsys):
+    import shutil
+
+    starts = tmp_path / "starts.txt"
+    monkeypatch.setenv("TOOLGYM_TEST_STARTS", str(starts))
+    server = tmp_path / "env_server.py"
+    shutil.copy(ENV_SERVER, server)
+    data = dataset(tmp_path / "env.jsonl", *[
+        {"id": f"e{i}", "input": f"report {i}", "reference": "", "expected_calls": [{"name": "environment", "arguments": {}}]}
+        for i in range(3)])
+    out = tmp_path / "run"
+    spec = f"mcp:--pass-env TOOLGYM_TEST_STARTS {sys.executable} {server}"
+    assert main(["run", "--env", spec, "--agent", "oracle", "--dataset", str(data), "--out", str(out), "--no-progress"]) == 0
+    before = len(starts.read_text().splitlines())
+    assert main(["export", str(out), "--out", str(tmp_path / "sft.jsonl")]) == 0
+    assert len(starts.read_text().splitlines()) - before == 1  # not one per trajectory
+    records = [json.loads(line) for line in (tmp_path / "sft.jsonl").read_text().splitlines()]
+    assert len(records) == 3 and all(r["tools"][0]["function"]["name"] == "environment" for r in records)
+    assert [r["messages"][1] for r in records] == [{"role": "user", "content": f"report {i}"} for i in range(3)]
+    server.unlink()  # the server is gone
+    capsys.readouterr()
+    assert main(["export", str(out), "--out", str(tmp_path / "again.jsonl")]) == 2
+    err = capsys.readouterr().err
+    assert "cannot be reset to give the prompt and tools" in err and "Traceback" not in err, err
+
+
+def test_a_stdio_servers_stderr_is_quoted_when_it_fails_not_printed_per_episode(tmp_path, capfd):
+    data = dataset(tmp_path / "env.jsonl", *[
+        {"id": f"e{i}", "input": "report", "reference": "", "expected_calls": [{"name": "environment", "arguments": {}}]}
+        for i in range(2)])
+    assert main(["run", "--env", f"mcp:{sys.executable} {ENV_SERVER}", "--agent", "oracle", "--dataset", str(data),
+                 "--out", str(tmp_path / "ok"), "--no-progress"]) == 0
+    assert "env_server: starting" not in capfd.readouterr().err
+    failing = tmp_path / "failing.py"
+    failing.write_text("import sys\nsys.stderr.write('boom: no configuration file\\n')\nsys.exit(1)\n")
+    code = main(["run", "--env", f"mcp:{sys.executable} {failing}", "--agent", "oracle", "--dataset", str(data),
+                 "--out", str(tmp_path / "bad"), "--no-progress"])
+    err = capfd.readouterr().err
+    assert code != 0 and "stderr: boom: no configuration file" in err, err
+
+
+def test_state_kept_in_a_file_leaks_between_episodes_unless_the_command_names_episode_dir(tmp_path):
+    server = Path(__file__).with_name("file_counter_server.py")
+    data = dataset(tmp_path / "add.jsonl", *[counter(f"a{i}", ("add", {"amount": 2}), reference="2") for i in range(3)])
+    outputs = {}
+    for name, path in (("fixed", str(tmp_path / "count.txt")), ("per_episode", "{episode_dir}/count.txt")):
+        out = tmp_path / name
+        assert main(["run", "--env", f"mcp:{sys.executable} {server} {path}", "--agent", "oracle", "--dataset", str(data),
+                     "--out", str(out), "--no-progress"]) == 0
+        outputs[name] = sorted(t.tool_steps[0].output for t in read_trajectories(out))
+    assert outputs["fixed"] == ["2", "4", "6"]  # a fresh process each episode, the same file
+    assert outputs["per_episode"] == ["2", "2", "2"]
+    import tempfile
+
+    assert not [p for p in Path(tempfile.gettempdir()).glob("toolgym-mcp-episode-*") if (p / "count.txt").exists()]

@@ -183,7 +183,9 @@ def test_stdio_episode_rules_and_error_results(tmp_path):
             unknown = await session.call_tool("get_citys_for_location", {"location_id": 46})
             extra = await session.call_tool("get_city_for_location", {"location_id": 46, "zip": 1})
             assert wrong_type.isError and unknown.isError and extra.isError
-            assert "Did you mean 'get_city_for_location'" in text(unknown)
+            # an unknown tool is a malformed call, as a run records a model's call of one
+            assert "malformed tool call (unknown tool" in text(unknown)
+            assert "did you mean 'get_city_for_location'" in text(unknown)
             ok = await session.call_tool("get_city_for_location", {"location_id": 46})
             assert not ok.isError and "Osaka" in text(ok)
             ended = await session.call_tool("end_episode", {"answer": "Osaka"})
@@ -206,13 +208,24 @@ def test_stdio_episode_rules_and_error_results(tmp_path):
     while not (read_run(out).finished_at or time.monotonic() > deadline):
         time.sleep(0.1)
     first = read_trajectories(out)[0]
-    # the observations are the in-process ones, word for word
+    # the observations are the in-process ones, word for word (a model's call of an unknown
+    # tool is malformed, never sent to the environment)
+    from langchain_core.messages import AIMessage
+
+    from toolgym.agents import Episode
+    from toolgym.parsing import model_step
     from toolgym.suites.relational_data.environment import RelationalData
 
     env = RelationalData()
     env.reset(relational_examples()[0])
-    expected = [env.call(s.name, s.arguments) for s in first.tool_steps]
+    episode = Episode(env, relational_examples()[0])
+    calls = model_step(AIMessage("", tool_calls=[
+        {"name": s.name, "args": s.arguments, "id": f"c{i}", "type": "tool_call"} for i, s in enumerate(first.tool_steps)
+    ]), 0.0, set(env.functions)).tool_calls
+    expected = [episode.execute(c) for c in calls]
     assert [(s.output, s.error) for s in first.tool_steps] == [(r.output, r.error) for r in expected]
+    assert [s.malformed for s in first.tool_steps] == [False, True, False, False]
+    assert [c.name for s in first.model_steps for c in s.tool_calls] == [s.name for s in first.tool_steps]
     assert [s.error for s in first.tool_steps] == [True, True, True, False]
     assert [(t.example_id, t.trial, t.status) for t in read_trajectories(out)] == [
         ("rd-01", 0, "completed"), ("rd-02", 0, "completed"), ("rd-01", 1, "completed")]
@@ -545,3 +558,21 @@ def test_a_served_run_is_continued_only_with_the_same_settings(tmp_path):
         second = run_cli("serve", "--env", "typewriter_26", "--limit", "2", "--out", str(out))
     assert second.returncode == 2 and "being written by another run" in second.stderr, second.stderr
     assert len(read_trajectories(out)) == 1
+
+
+def test_the_task_says_how_to_answer_and_an_object_answer_is_kept_as_json(tmp_path):
+    out = tmp_path / "served"
+
+    async def scenario() -> None:
+        async with stdio_session(serve_args(out, "--env", "relational_data", "--limit", "1")) as session:
+            task = (await session.call_tool("start_episode", {})).structuredContent
+            assert "plain text without calling another tool" in task["instructions"]  # written for in-process agents
+            assert "end_episode" in task["answer_with"] and "plain text" in task["answer_with"]
+            ended = await session.call_tool("end_episode", {"answer": {"city": "Osaka", "n": 1}})
+            assert not ended.isError
+
+    asyncio.run(scenario())
+    wait_unlocked(out)
+    [trajectory] = read_trajectories(out)
+    assert json.loads(trajectory.final_answer) == {"city": "Osaka", "n": 1}
+    assert trajectory.model_steps[-1].text == trajectory.final_answer

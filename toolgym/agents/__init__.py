@@ -20,7 +20,16 @@ if TYPE_CHECKING:
 
 from toolgym.environments import Environment, ToolBug
 from toolgym.providers import ModelSettings, build_model
-from toolgym.records import Example, ModelStep, Status, Step, ToolCall, ToolStep, Trajectory
+from toolgym.records import (
+    Example,
+    ModelStep,
+    Status,
+    Step,
+    ToolCall,
+    ToolStep,
+    Trajectory,
+    without_surrogates,
+)
 from toolgym.registry import Registry
 
 __all__ = ["AGENTS", "Agent", "Episode", "as_agent_class", "register_agent"]
@@ -102,7 +111,7 @@ class Episode:
             result = self.env.call(call.name, call.arguments)
             output, error, rejected = result.output, result.error, result.rejected
         step = ToolStep(
-            call_id=call.id, name=call.name, arguments=call.arguments, output=output, error=error,
+            call_id=call.id, name=call.name, arguments=call.arguments, output=without_surrogates(output), error=error,
             malformed=bool(call.malformed), rejected=rejected,
         )
         self.steps.append(step)
@@ -122,10 +131,10 @@ class Episode:
             agent=agent,
             model=model,
             status="error" if error else self.status,
-            error=error,
+            error=without_surrogates(error),
             steps=self.steps,
-            final_state=state,
-            final_answer=self.final_answer,
+            final_state=without_surrogates(state),
+            final_answer=without_surrogates(self.final_answer),
             duration_s=time.perf_counter() - self.started,
         )
 

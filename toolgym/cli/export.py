@@ -23,6 +23,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="keep only this status (repeatable; default: completed and step_limit)")
     p.add_argument("--env", action="append", default=[], help="keep only this environment (repeatable)")
     p.add_argument("--pass-grader", help="preference: grader whose pass rule splits chosen from rejected (default: each run's first)")
+    p.add_argument("--arguments", choices=("string", "object"), default="string",
+                   help="tool-call arguments as a JSON string (OpenAI fine-tuning; default) or as an object "
+                   "(Hugging Face chat templates, TRL)")
     p.add_argument("--with-tokens", action="store_true", help="add the token ids and log-probabilities recorded with run --record-tokens")
     p.set_defaults(func=cmd_export)
 
@@ -34,6 +37,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     result = export_runs(
         args.dirs, args.out, args.format, where=[parse_condition(w) for w in args.where],
         status=args.status, envs=args.env, with_tokens=args.with_tokens, pass_grader=args.pass_grader,
+        arguments=args.arguments,
     )
     print(f"{args.out}: {result.records} {args.format} records from {result.kept} of {result.trajectories} trajectories")
     for warning in result.warnings:

@@ -164,11 +164,16 @@ class Environment:
             turn's tool calls are executed; ``max_steps`` still bounds agents that loop.
         stop_sequences: Where a text-completing model should stop (the start of a next
             question); empty for most environments.
+        describe_once: ``True`` when the instructions and the tools are the same after every
+            reset, whatever the example, so readers of a run (``export``) reset one instance
+            once instead of once per example (an MCP server's tools: one server start, not
+            one per example).
     """
 
     name: ClassVar[str] = ""
     instructions: ClassVar[str] = ""
     max_model_turns: ClassVar[int | None] = None
+    describe_once: ClassVar[bool] = False
     stop_sequences: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self) -> None:
@@ -277,9 +282,21 @@ class Environment:
             arguments: Parsed arguments; anything but a dict, unknown names, missing or extra
                 arguments and values of the wrong type give an error observation.
 
+        An error observation longer than :data:`ERROR_CHARS` characters (a message quoting a
+        huge argument) is cut there, saying how much was left out: a 1 MB argument is kept once,
+        in the call, not a second time in the error.
+
         Raises:
             ToolBug: if the tool raised anything other than :class:`ToolError`.
         """
+        result = self._call(name, arguments)
+        if result.error and len(result.output) > ERROR_CHARS:
+            cut = len(result.output) - ERROR_CHARS
+            result = ToolResult(f"{result.output[:ERROR_CHARS]}… ({cut:,} more characters)", error=True,
+                                rejected=result.rejected)
+        return result
+
+    def _call(self, name: str, arguments: Any) -> ToolResult:
         functions = self.functions
         if name not in functions:
             close = difflib.get_close_matches(name, list(functions), n=1)
@@ -334,6 +351,10 @@ class Environment:
         except Exception as exc:  # a bug in the tool, not the agent's fault
             raise ToolBug(f"tool {name!r} raised {type(exc).__name__}: {exc}") from exc
         return ToolResult(_to_text(result))
+
+
+ERROR_CHARS = 2000
+"""Characters of an error observation kept (see :meth:`Environment.call`)."""
 
 
 def _kind(annotation: Any) -> str:

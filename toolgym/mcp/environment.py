@@ -2,7 +2,8 @@
 started over stdio) or ``--env mcp+http://HOST:PORT/PATH`` (streamable HTTP).
 
 Every episode opens its own MCP session (a stdio server is started afresh for each episode,
-so one episode never sees another's state), lists the server's tools and shows the model
+with a minimal environment, :func:`server_environment`; a server that keeps its state
+elsewhere, in a file or a database, still carries it from one episode to the next), lists the server's tools and shows the model
 their ``inputSchema`` exactly as the server publishes it; arguments are checked against it
 before the call is sent, as for any :func:`~toolgym.environments.schema_tool`. A result with
 ``isError: true`` is an error observation (:class:`~toolgym.environments.ToolError`); a server
@@ -22,7 +23,10 @@ import contextlib
 import json
 import logging
 import os
+import re
 import shlex
+import shutil
+import tempfile
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -34,13 +38,23 @@ from toolgym.benchmark import Benchmark
 from toolgym.environments import Environment, ToolError, schema_tool
 from toolgym.records import Example
 
-__all__ = ["INSTALL_HINT", "MCPEnvironment", "MCPServerSpec", "STDIO_PREFIX", "HTTP_PREFIXES", "benchmark_for_spec", "parse_spec", "require_mcp"]
+__all__ = ["EPISODE_DIR", "INSTALL_HINT", "MCPEnvironment", "MCPServerSpec", "PASS_ENV", "STDIO_PREFIX", "HTTP_PREFIXES", "benchmark_for_spec", "parse_spec", "require_mcp", "server_environment"]
 
 STDIO_PREFIX = "mcp:"
 HTTP_PREFIXES = ("mcp+http://", "mcp+https://")
 
 CONNECT_TIMEOUT_S = 60.0
 """Seconds to start a server, initialize the session and list its tools."""
+
+EPISODE_DIR = "{episode_dir}"
+"""Replaced, in a stdio server's command, by a new empty folder for each session (each
+episode), removed when it ends: ``mcp:uvx mcp-server-sqlite --db-path {episode_dir}/db.sqlite``
+gives every episode a fresh database. A server that keeps its state in a file or a database of
+a fixed path otherwise carries it from one episode to the next, although each episode starts
+the server afresh."""
+
+STDERR_SHOWN = 500
+"""Characters of a failing stdio server's stderr quoted in the error (its last ones)."""
 
 INSTALL_HINT = "install the extra: pip install 'toolgym[mcp]'"
 
@@ -76,18 +90,49 @@ class MCPServerSpec:
         spec: The ``--env`` text it was parsed from (the environment's name).
         command: For stdio: the program and its arguments (split like a POSIX shell).
         url: For streamable HTTP: the endpoint URL (``http://HOST:PORT/PATH``).
+        pass_env: For stdio: names of the caller's environment variables the server is
+            given besides the minimal environment (:func:`server_environment`).
     """
 
     spec: str
     command: tuple[str, ...] = ()
     url: str | None = None
+    pass_env: tuple[str, ...] = ()
+
+
+PASS_ENV = "--pass-env"
+"""The word that names a variable to pass to a stdio server, before the command:
+``mcp:--pass-env GITHUB_TOKEN npx -y SERVER`` (repeatable; names only, never values, so the
+spec recorded in ``run.json`` holds no secret)."""
+
+_VARIABLE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def server_environment(pass_env: tuple[str, ...] = ()) -> dict[str, str]:
+    """The environment a stdio MCP server is started with: the MCP SDK's minimal default
+    (``mcp.client.stdio.get_default_environment()``: ``HOME``, ``LOGNAME``, ``PATH``,
+    ``SHELL``, ``TERM``, ``USER`` on POSIX) plus the variables named in ``pass_env`` that
+    are set. The caller's other variables (API keys above all) never reach the server.
+
+    Args:
+        pass_env: Variable names (``--pass-env NAME`` in the spec).
+
+    Returns:
+        Name to value.
+    """
+    from mcp.client.stdio import get_default_environment
+
+    env = get_default_environment()
+    env.update({name: os.environ[name] for name in pass_env if name in os.environ})
+    return env
 
 
 def parse_spec(spec: str) -> MCPServerSpec:
-    """Parse ``mcp:COMMAND ARGS...`` or ``mcp+http(s)://HOST:PORT/PATH``.
+    """Parse ``mcp:[--pass-env NAME]... COMMAND ARGS...`` or ``mcp+http(s)://HOST:PORT/PATH``.
 
     Raises:
-        ValueError: for an empty command, unbalanced quotes or a URL without a host.
+        ValueError: for an empty command, unbalanced quotes, a ``--pass-env`` without a
+            variable name (or with ``NAME=VALUE``) or a URL without a host.
     """
     if spec.startswith(HTTP_PREFIXES):
         url = spec[len("mcp+"):]
@@ -100,9 +145,20 @@ def parse_spec(spec: str) -> MCPServerSpec:
         argv = tuple(shlex.split(spec[len(STDIO_PREFIX):]))
     except ValueError as exc:
         raise ValueError(f"{spec!r}: cannot split the command: {exc}") from None
+    pass_env: list[str] = []
+    while argv and (argv[0] == PASS_ENV or argv[0].startswith(PASS_ENV + "=")):
+        if argv[0] == PASS_ENV:
+            if len(argv) < 2:
+                raise ValueError(f"{spec!r}: {PASS_ENV} needs a variable name")
+            name, argv = argv[1], argv[2:]
+        else:
+            name, argv = argv[0][len(PASS_ENV) + 1:], argv[1:]
+        if not _VARIABLE.fullmatch(name):
+            raise ValueError(f"{spec!r}: {PASS_ENV} {name!r} is not a variable name (give the name, not NAME=VALUE)")
+        pass_env.append(name)
     if not argv:
         raise ValueError(f"{spec!r}: no command after 'mcp:' (expected mcp:COMMAND ARGS...)")
-    return MCPServerSpec(spec=spec, command=argv)
+    return MCPServerSpec(spec=spec, command=argv, pass_env=tuple(pass_env))
 
 
 class _LoopThread:
@@ -133,6 +189,8 @@ class _Connection:
         self.instructions: str | None = None
         self.lost: str | None = None  # why the session ended early
         self.not_json_rpc: str | None = None  # the first stdout line that was not JSON-RPC
+        self.errlog: Any = None  # a stdio server's stderr, kept in a temporary file
+        self.episode_dir: str | None = None  # the session's own folder, for {episode_dir}
         self._closing: asyncio.Event | None = None
         self._task: asyncio.Future | None = None
         ready: asyncio.Future = asyncio.run_coroutine_threadsafe(self._open(), self.loop)
@@ -165,10 +223,17 @@ class _Connection:
                 if self.server.url is not None:
                     read, write, _ = await stack.enter_async_context(streamable_http_client(self.server.url))
                 else:
+                    # its stderr goes to a file, quoted only when the server fails (not printed per episode)
+                    self.errlog = tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace")
+                    command = list(self.server.command)
+                    if any(EPISODE_DIR in word for word in command):
+                        self.episode_dir = tempfile.mkdtemp(prefix="toolgym-mcp-episode-")
+                        command = [word.replace(EPISODE_DIR, self.episode_dir) for word in command]
                     params = StdioServerParameters(
-                        command=self.server.command[0], args=list(self.server.command[1:]), env=dict(os.environ)
+                        command=command[0], args=command[1:],
+                        env=server_environment(self.server.pass_env),
                     )
-                    read, write = await stack.enter_async_context(stdio_client(params))
+                    read, write = await stack.enter_async_context(stdio_client(params, errlog=self.errlog))
                 session = await stack.enter_async_context(
                     ClientSession(read, write, client_info=types.Implementation(name="toolgym", version=__version__),
                                   message_handler=on_message)
@@ -185,7 +250,7 @@ class _Connection:
                 started.set_result(None)
                 await closing.wait()
         except BaseException as exc:  # noqa: BLE001 -- reported to the caller, never lost
-            reason = f"{type(exc).__name__}: {_exception_text(exc)}"
+            reason = f"{type(exc).__name__}: {_exception_text(exc)}{self._stderr_tail()}"
             if not started.done():
                 if isinstance(exc, ImportError):
                     message = f"{self.server.spec}: {INSTALL_HINT}"
@@ -202,6 +267,25 @@ class _Connection:
                 self.lost = reason
             if isinstance(exc, asyncio.CancelledError):
                 raise
+        finally:
+            if self.errlog is not None:
+                self.errlog.close()
+            if self.episode_dir is not None:
+                shutil.rmtree(self.episode_dir, ignore_errors=True)
+
+    def _stderr_tail(self) -> str:
+        """The end of what a stdio server wrote on stderr (``; stderr: ...``), else ``""``."""
+        if self.errlog is None:
+            return ""
+        try:
+            self.errlog.flush()
+            self.errlog.seek(0)
+            text = self.errlog.read().strip()
+        except (OSError, ValueError):  # closed already
+            return ""
+        if not text:
+            return ""
+        return f"; stderr: {text if len(text) <= STDERR_SHOWN else '...' + text[-STDERR_SHOWN:]}"
 
     def call(self, name: str, arguments: dict[str, Any]) -> Any:
         """Send ``tools/call`` and wait for its result (``CallToolResult``).
@@ -286,6 +370,7 @@ class MCPEnvironment(Environment):
     """
 
     server: ClassVar[MCPServerSpec]
+    describe_once: ClassVar[bool] = True  # the server's tools and instructions, for every example
     timeout_s: ClassVar[float] = 120.0
     default_instructions: ClassVar[str] = "Complete the user's request with the provided tools."
     _listed: ClassVar[list[Any] | None] = None  # the tools of the first session, for checks

@@ -6,13 +6,18 @@ examples. Each MCP session has its own environment; beside the environment's too
 schemas as the in-process agents' models see them) it offers two control tools:
 
 * ``start_episode(example_id?)``: a fresh environment for that example (the next one in dataset
-  order, over all sessions, when no id is given); returns the task: instructions and input;
+  order, over all sessions, when no id is given); returns the task: instructions, input and
+  ``answer_with`` (:data:`ANSWER_WITH`: the final reply is ``end_episode``'s answer);
 * ``end_episode(answer?)``: ends the episode, grades it and returns the scores.
 
 Every episode becomes one trajectory appended to ``DIR/trajectories.jsonl`` and its scores to
 ``DIR/scores.jsonl``, exactly as a ``toolgym run`` (:func:`toolgym.runner.new_record`,
 :func:`toolgym.runner.grade_trajectories`, :func:`toolgym.runner.finish_run`); ``run.json``
-names the agent after the MCP client (its ``clientInfo`` name and version). Serving a directory
+names the agent after the MCP client (its ``clientInfo`` name and version). The client's calls
+are recorded as the model's turns (:meth:`Session._model_turn`: one turn per call, or one turn
+for an environment whose protocol allows one, as JMultiWOZ-TC and BFCL) and its answer as the
+last turn, so graders and exporters that read the model's turns see what an in-process agent's
+trajectory gives them. Serving a directory
 served before with the same settings continues it (a client configuration names the same
 ``--out`` at every launch): new episodes get the next trial numbers. A session that ends
 mid-episode (the client disconnected, was killed and went silent for the idle timeout, or the
@@ -43,11 +48,13 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+from langchain_core.messages import AIMessage
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
 from toolgym.agents import Episode
 from toolgym.environments import Environment, ToolBug
-from toolgym.records import Example, Score, ToolCall, Trajectory
+from toolgym.parsing import model_step
+from toolgym.records import Example, ModelStep, Score, ToolCall, Trajectory, without_surrogates
 from toolgym.runio import (
     SCORES_FILE,
     TRAJECTORIES_FILE,
@@ -104,6 +111,12 @@ SERVER_INSTRUCTIONS = (
     "with the other tools, then call end_episode with your final answer to have the episode graded."
 )
 NO_EPISODE = f"Error: no episode is running; call {START} first."
+ANSWER_WITH = (
+    f"Over MCP, your final reply is the `answer` of {END}: where the instructions say to reply in plain "
+    f"text (without a tool), call {END} with that text; the episode is graded only when {END} is called."
+)
+"""The ``answer_with`` of every task: how the environment's instructions, written for an
+in-process agent whose last reply is plain text, map onto the served protocol."""
 
 
 class ServedRun:
@@ -331,6 +344,7 @@ class Session:
     client: str = "mcp-client"
     client_version: str = ""
     episode: Episode | None = None
+    listed: list[dict[str, Any]] | None = None  # the tools last listed to the client
 
     def start(self, example_id: str | None) -> dict[str, Any]:
         """Start an episode on a fresh environment; returns the task.
@@ -361,14 +375,16 @@ class Session:
             "trial": trial,
             "instructions": env.instructions,
             "input": example.input,
+            "answer_with": ANSWER_WITH,
         }
 
     def call(self, call_id: str, name: str, arguments: dict[str, Any]) -> tuple[str, bool]:
         """Run one tool call of the running episode: ``(observation, is_error)``."""
         if self.episode is None:
             return NO_EPISODE, True
+        call = self._model_turn(call_id, name, arguments)
         try:
-            step = self.episode.execute(ToolCall(id=call_id, name=name, arguments=arguments))
+            step = self.episode.execute(call)
         except ToolBug as exc:
             example = self.episode.example.id
             self._end(error=f"ToolBug: {exc}")
@@ -376,16 +392,46 @@ class Session:
                     f"Call {START} for the next one."), True
         return step.output, step.error
 
+    def _model_turn(self, call_id: str, name: str, arguments: dict[str, Any]) -> ToolCall:
+        """Record the client's call as a model turn (the graders of JMultiWOZ-TC, BFCL and the
+        exporters read the model's calls there), checked as a run checks a model's call (an
+        unknown tool is malformed, :func:`toolgym.parsing.model_step`). Returns the call.
+
+        Each call is one turn (its client saw the previous result before sending it, as far
+        as the server can tell), except when the environment's protocol limits the turns
+        (``max_model_turns``, JMultiWOZ-TC and BFCL: one): calls beyond the limit join the
+        last turn, as parallel calls of one turn do in a run.
+        """
+        episode = self.episode
+        assert episode is not None
+        message = AIMessage("", tool_calls=[{"name": name, "args": arguments, "id": call_id, "type": "tool_call"}])
+        call = model_step(message, 0.0, set(episode.env.functions)).tool_calls[0]
+        limit = episode.env.max_model_turns
+        turns = [s for s in episode.steps if isinstance(s, ModelStep)]
+        if limit is not None and turns and episode.model_turns >= limit:
+            turns[-1].tool_calls.append(call)
+        else:
+            episode.record_model(ModelStep(tool_calls=[call]))
+        return call
+
     def end(self, answer: str | None) -> Trajectory:
         """End the running episode (its final state read, its environment closed); the caller
         records and grades the trajectory with :meth:`ServedRun.record_trajectory`.
 
+        The answer is the model's last turn (a turn without calls, as a run's last turn is),
+        unless the environment's protocol turns are used up (``max_model_turns``); it is the
+        trajectory's ``final_answer`` either way.
+
         Raises:
             ValueError: when no episode is running.
         """
-        if self.episode is None:
+        episode = self.episode
+        if episode is None:
             raise ValueError(f"no episode is running; call {START} first")
-        self.episode.final_answer = answer
+        limit = episode.env.max_model_turns
+        if limit is None or episode.model_turns < limit:
+            episode.record_model(ModelStep(text=without_surrogates(answer or "")))
+        episode.final_answer = answer
         return self._trajectory()
 
     def abort(self, reason: str) -> None:
@@ -458,6 +504,17 @@ def build_server(served: ServedRun, stopping: list[str] | None = None) -> Any:
             session.abort(stopping[0] if stopping else "the client disconnected mid-episode")
 
     server: Any = Server("toolgym", instructions=SERVER_INSTRUCTIONS, lifespan=lifespan)
+    initialization_options = server.create_initialization_options
+
+    def with_list_changed(notification_options: Any = None, experimental_capabilities: Any = None) -> Any:
+        # the tools of an environment may depend on the example (BFCL: each entry's own), so
+        # the server says its list changes and notifies when a new episode changes it
+        from mcp.server.lowlevel import NotificationOptions
+
+        return initialization_options(notification_options or NotificationOptions(tools_changed=True),
+                                      experimental_capabilities)
+
+    server.create_initialization_options = with_list_changed  # the HTTP session manager calls it too
     control = [
         types.Tool(
             name=START,
@@ -483,10 +540,13 @@ def build_server(served: ServedRun, stopping: list[str] | None = None) -> Any:
 
     @server.list_tools()
     async def list_tools() -> list[Any]:
+        session = current()
+        tools = session.env_tools()
+        session.listed = tools
         env_tools = [
             types.Tool(name=t["name"], description=t.get("description") or "",
                        inputSchema=t.get("parameters") or {"type": "object", "properties": {}})
-            for t in current().env_tools()
+            for t in tools
         ]
         return [*control, *env_tools]
 
@@ -499,11 +559,17 @@ def build_server(served: ServedRun, stopping: list[str] | None = None) -> Any:
                 task = session.start(None if example_id in (None, "") else str(example_id))
             except (ValueError, RuntimeError) as exc:
                 return _text_result(f"Error: {exc}", True)
+            if session.listed is not None and session.env_tools() != session.listed:
+                ctx = server.request_context  # on this request's stream (streamable HTTP: its response)
+                await ctx.session.send_notification(
+                    types.ServerNotification(types.ToolListChangedNotification()), related_request_id=ctx.request_id)
             return _text_result(task)
         if name == END:
             answer = arguments.get("answer")
+            if answer is not None and not isinstance(answer, str):  # an object: as JSON, never a Python repr
+                answer = json.dumps(answer, ensure_ascii=False)
             try:
-                trajectory = session.end(None if answer is None else str(answer))
+                trajectory = session.end(answer)
             except ValueError as exc:
                 return _text_result(f"Error: {exc}", True)
             served.append(trajectory)

@@ -154,6 +154,7 @@ def chat_openai_class() -> type[BaseChatModel]:
 
         def _create_chat_result(self, response: Any, generation_info: dict | None = None) -> Any:
             result = self._chat_result(response, generation_info)
+            _keep_reasoning(response, result)
             if self.logprobs:  # --record-tokens
                 record = token_record(response)
                 if record is not None and result.generations:
@@ -194,6 +195,30 @@ def chat_openai_class() -> type[BaseChatModel]:
             return result
 
     return ToolgymChatOpenAI
+
+
+REASONING_FIELDS = ("reasoning_content", "reasoning")
+"""Fields of a chat-completion message where OpenAI-compatible servers put the reasoning:
+``reasoning_content`` (vLLM's reasoning parsers, DeepSeek's API) and ``reasoning``
+(OpenRouter, vLLM 0.10 and later)."""
+
+
+def _keep_reasoning(response: Any, result: Any) -> None:
+    """Copy each choice's reasoning fields into its message's ``additional_kwargs``, where
+    :func:`toolgym.parsing.message_reasoning` reads them. langchain-openai's ``ChatOpenAI``
+    targets the official OpenAI API and drops fields other servers add (its module docstring,
+    "API scope"); the openai SDK keeps them as extra fields of the message model."""
+    choices = response.get("choices") if isinstance(response, dict) else getattr(response, "choices", None)
+    for choice, generation in zip(choices or [], result.generations, strict=False):
+        message = choice.get("message") if isinstance(choice, dict) else getattr(choice, "message", None)
+        if message is None:
+            continue
+        extra = message if isinstance(message, dict) else {**(getattr(message, "model_extra", None) or {}), **{
+            k: getattr(message, k) for k in REASONING_FIELDS if k in type(message).model_fields}}
+        for key in REASONING_FIELDS:
+            value = extra.get(key)
+            if isinstance(value, str | dict) and value and key not in generation.message.additional_kwargs:
+                generation.message.additional_kwargs[key] = value
 
 
 @functools.cache

@@ -110,16 +110,38 @@ class _Conversations:
 
     def __init__(self) -> None:
         self._cache: dict[tuple[int, str], tuple[list[dict[str, Any]], list[dict[str, Any]]]] = {}
+        self._described: dict[int, tuple[Any, list[dict[str, Any]]]] = {}  # describe_once: env, tools
 
     def prompt_and_tools(self, benchmark: Benchmark, example: Example) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        """The prompt messages and the tools of an example, from an environment reset on it
+        (once per environment when it declares ``describe_once``).
+
+        Raises:
+            RunDirError: when the environment cannot be reset (an MCP server that is gone),
+                naming it and why.
+        """
         key = (id(benchmark), example.id)
         if key not in self._cache:
-            env = benchmark.environment()
-            try:
-                env.reset(example)
-                self._cache[key] = (prompt_messages(env, example), tool_schemas(env))
-            finally:
-                env.close()
+            once = benchmark.environment.describe_once
+            if once and id(benchmark) in self._described:
+                env, tools = self._described[id(benchmark)]
+                self._cache[key] = (prompt_messages(env, example), tools)
+            else:
+                env = benchmark.environment()
+                try:
+                    try:
+                        env.reset(example)
+                    except Exception as exc:
+                        raise RunDirError(
+                            f"environment {benchmark.name!r} cannot be reset to give the prompt and tools of example "
+                            f"{example.id!r} ({type(exc).__name__}: {exc})"
+                        ) from None
+                    tools = tool_schemas(env)
+                    self._cache[key] = (prompt_messages(env, example), tools)
+                    if once:
+                        self._described[id(benchmark)] = (env, tools)
+                finally:
+                    env.close()
         prompt, tools = self._cache[key]
         return json.loads(json.dumps(prompt)), json.loads(json.dumps(tools))
 
@@ -146,6 +168,7 @@ def export_runs(
     envs: Iterable[str] = (),
     with_tokens: bool = False,
     pass_grader: str | None = None,
+    arguments: str = "string",
 ) -> ExportResult:
     """Write the trajectories of run directories as JSON Lines training data.
 
@@ -165,8 +188,14 @@ def export_runs(
     ``rejected_tokens`` for pairs): one entry per assistant message, the turn's
     :class:`~toolgym.TokenRecord` as a dict, or ``None`` where none was recorded.
 
+    Tool-call ``arguments`` (``arguments``): ``"string"``, a string holding the JSON object,
+    as the OpenAI chat format and its fine-tuning API take them; ``"object"``, the object
+    itself, the convention of Hugging Face chat templates (``tokenizer.apply_chat_template``,
+    so TRL's trainers): those templates write ``arguments | tojson``, which would encode a
+    string a second time.
+
     Every record is checked with :func:`toolgym.openai_format.validate_chat` before it is
-    written; one that fails is left out and counted in ``skipped`` under its first problem.
+    written (before its arguments become objects); one that fails is left out and counted in ``skipped`` under its first problem.
     When ``with_tokens`` is set and no kept trajectory of a run has tokens, ``warnings`` says
     so (once, naming those runs).
 
@@ -181,17 +210,20 @@ def export_runs(
         envs: Keep only these environments; empty: all.
         with_tokens: Add the recorded tokens.
         pass_grader: The grader deciding passing and failing for ``preference``.
+        arguments: ``"string"`` or ``"object"`` (see above).
 
     Returns:
         What was written and skipped.
 
     Raises:
-        ValueError: for an unknown format, or a ``where`` / ``pass_grader`` grader that none
-            of the runs has (the runs' graders are named).
+        ValueError: for an unknown format or ``arguments`` value, or a ``where`` /
+            ``pass_grader`` grader that none of the runs has (the runs' graders are named).
         RunDirError: for an unreadable run directory, or one whose dataset cannot be read.
     """
     if fmt not in FORMATS:
         raise ValueError(f"unknown export format {fmt!r}; known: {', '.join(FORMATS)}")
+    if arguments not in ARGUMENTS:
+        raise ValueError(f"unknown arguments form {arguments!r}; known: {', '.join(ARGUMENTS)}")
     where, statuses, env_set = list(where), set(status) or {"completed", "step_limit"}, set(envs)
     result = ExportResult()
     conversations = _Conversations()
@@ -269,6 +301,8 @@ def export_runs(
             if problems:
                 result.skip(f"record failed validation: {_MESSAGE_INDEX.sub('', problems[0])}", traj)
                 continue
+            if arguments == "object":
+                record = _object_arguments(record)
             fh.write(json.dumps(record, ensure_ascii=False) + "\n")
             result.records += 1
     result.skipped = dict(result.skipped)
@@ -276,6 +310,25 @@ def export_runs(
 
 
 _MESSAGE_INDEX = re.compile(r"^message \d+: ")
+
+ARGUMENTS = ("string", "object")
+"""How :func:`export_runs` writes tool-call arguments."""
+
+
+def _object_arguments(record: dict[str, Any]) -> dict[str, Any]:
+    """A validated record with each tool call's ``arguments`` string decoded to its object."""
+    def convert(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        out = []
+        for m in messages:
+            if m.get("tool_calls"):
+                m = {**m, "tool_calls": [
+                    {**c, "function": {**c["function"], "arguments": json.loads(c["function"]["arguments"])}}
+                    for c in m["tool_calls"]
+                ]}
+            out.append(m)
+        return out
+
+    return {k: convert(v) if k in ("messages", "prompt", "chosen", "rejected") else v for k, v in record.items()}
 
 
 def _check_graders(runs: Sequence[Run], wanted: Iterable[str], pass_grader: str | None) -> None:
