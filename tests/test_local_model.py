@@ -391,17 +391,28 @@ def _script(tmp_path: Path, body: str) -> subprocess.Popen:
                             text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
 
 
+def _finish(child: subprocess.Popen) -> tuple[str, str]:
+    """The child's output once it exits; killed (and the test failed) if it has not after 300 s
+    (generous: loading the model on a busy machine took over a minute)."""
+    try:
+        return child.communicate(timeout=300)
+    except subprocess.TimeoutExpired:
+        child.kill()
+        child.communicate()
+        pytest.fail("the process did not exit within 300 s")
+
+
 @pytest.mark.slow
 @needs_weights
 def test_no_hang_at_exit_after_an_exception_or_ctrl_c(tmp_path):
     crash = _script(tmp_path, "raise RuntimeError('boom')\n")
-    _, err = crash.communicate(timeout=120)
+    _, err = _finish(crash)
     assert crash.returncode == 1 and "RuntimeError: boom" in err
     busy = _script(tmp_path, "print('ready', flush=True)\nwhile True:\n    server.complete({'prompt': 'def f():', 'n_predict': 64})\n")
     assert busy.stdout.readline().strip() == "ready"
     time.sleep(2)
     busy.send_signal(signal.SIGINT)
-    _, err = busy.communicate(timeout=120)
+    _, err = _finish(busy)
     assert busy.returncode != 0 and "KeyboardInterrupt" in err
 
 
