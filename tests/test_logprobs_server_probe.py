@@ -1,0 +1,93 @@
+"""The server scorer's probe against real HTTP servers on 127.0.0.1 (tests/completions_server.py):
+a right server passes; a shifted one, one without the generated token's entry, one without
+generated log-probabilities and one that echoes nothing of the prompt are refused before the
+run, with one line, and nothing is written."""
+
+import pytest
+
+from tests.completions_server import NEXT, CompletionsServer, logprob, serve
+from tests.suites.vietnamese.vi_helpers import EXAMS_TEST
+from toolgym.cli import main
+from toolgym.logprobs import WrongLogprobs, build_scorer
+from toolgym.logprobs.openai_compat import PROBE_CONTEXTS, CompletionsScorer
+from toolgym.providers import ModelSettings
+
+
+def test_a_right_server_passes_the_probe_with_two_requests():
+    with serve("right") as url:
+        scorer, note = build_scorer("vllm:m", ModelSettings(extra={"base_url": url}))
+        sent = list(CompletionsServer.requests)
+        result = scorer.score("một hai", " ba bốn")
+    assert note == "log-likelihood via openai-completions"
+    context = PROBE_CONTEXTS[0]
+    assert [(r["prompt"], r["echo"], r["max_tokens"], r["temperature"], r["logprobs"]) for r in sent] == [
+        (context, False, 1, 0, 1), (context + NEXT, True, 1, 0, 1)]
+    assert result.tokens == (" ba", " bốn")
+    assert result.logprobs == (logprob(" hai", " ba"), logprob(" ba", " bốn"))
+
+
+@pytest.mark.parametrize(("mode", "defect", "upstream"), [
+    ("shifted", "when generated but", "abetlen/llama-cpp-python#1983, #1276"),
+    ("no_next_entry", "not one for the generated token", "abetlen/llama-cpp-python#1983, #1276"),
+    ("no_generated_logprob", "cannot be checked", None),
+    ("prompt_only", "no entries for the prompt's tokens", "ggml-org/llama.cpp#27174"),
+])
+def test_a_wrong_server_is_refused_naming_the_defect_url_and_issue(mode, defect, upstream):
+    with serve(mode) as url:
+        with pytest.raises(WrongLogprobs) as caught:
+            build_scorer("openai-compatible:m", ModelSettings(extra={"base_url": url}))
+    message = str(caught.value)
+    assert "\n" not in message and message.startswith(f"{url}/completions: refused")
+    assert defect in message
+    if upstream:
+        assert upstream in message
+    else:
+        assert "#" not in message
+
+
+def test_the_shifted_server_shows_all_three_defects_with_its_numbers():
+    with serve("shifted") as url:
+        with pytest.raises(WrongLogprobs) as caught:
+            CompletionsScorer(url, "m").probe()
+    message = str(caught.value)
+    context = PROBE_CONTEXTS[0]
+    generated, echoed = logprob(context.split()[-1], NEXT), logprob(NEXT, NEXT)
+    assert f"{generated:.4f} when generated but {echoed:.4f} when echoed" in message
+    assert "has a log-probability" in message and "not one for the generated token" in message
+
+
+def test_scoring_through_a_shifted_server_is_refused_even_without_the_probe():
+    with serve("shifted") as url, pytest.raises(WrongLogprobs, match="though nothing precedes it"):
+        CompletionsScorer(url, "m").score("một hai", " ba")
+
+
+def test_a_probe_that_cannot_decide_says_why():
+    with serve("ends") as url, pytest.raises(ValueError, match="cannot check") as caught:
+        CompletionsScorer(url, "m").probe()
+    assert not isinstance(caught.value, WrongLogprobs)
+    assert len(CompletionsServer.requests) == len(PROBE_CONTEXTS)  # every context tried, one request each
+
+
+@pytest.mark.parametrize("mode", ["shifted", "prompt_only"])
+def test_the_cli_refuses_in_one_line_and_writes_nothing(mode, tmp_path, capsys):
+    out = tmp_path / "run"
+    with serve(mode) as url:
+        code = main(["run", "--env", "exam_vi", "--dataset", str(EXAMS_TEST), "--agent", "loglik",
+                     "--model", "vllm:m", "--base-url", url, "--shots", "1", "--out", str(out), "--no-progress"])
+        prompts = [r["prompt"] for r in CompletionsServer.requests]
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and err[0].startswith(f"error: {url}/completions: refused")
+    assert not out.exists()
+    assert all(p.startswith(PROBE_CONTEXTS[0]) for p in prompts)  # no question was scored
+
+
+def test_a_refused_server_leaves_no_run_directory_through_the_python_api(tmp_path):
+    from toolgym import evaluate
+
+    out = tmp_path / "run"
+    examples = [{"id": "q1", "input": "Câu hỏi: một hai ba?\nĐáp án:", "reference": "A",
+                 "metadata": {"task": "choice", "continuations": {"A": " A. bốn", "B": " B. năm"}}}]
+    with serve("shifted") as url, pytest.raises(WrongLogprobs):
+        evaluate("exam_vi", agent="loglik", model="vllm:m", dataset=examples, out=out,
+                 settings=ModelSettings(extra={"base_url": url}))
+    assert not out.exists()  # not even the examples kept beside a run
