@@ -3,7 +3,8 @@
 real servers.
 
 Its "model" is deterministic and depends on context: a token is a word with its leading
-whitespace; a token's log-probability given the token before it is :func:`logprob`; after any
+whitespace; a token's log-probability given the token before it and its position is
+:func:`logprob`; after any
 prompt the greedy next token is :data:`NEXT` (or the end of the text, in mode ``ends``).
 
 Modes (``CompletionsServer.mode``):
@@ -42,10 +43,11 @@ def tokenize(text: str) -> list[str]:
     return re.findall(r"\s*\S+", text)
 
 
-def logprob(previous: str, token: str) -> float:
-    """The stand-in model's log-probability of ``token`` right after ``previous``: a function
-    of both (so a value taken from the wrong position is a different number)."""
-    return -round(0.1 * len(token.strip()) + 0.37 * (len(previous.strip()) % 5) + 0.01, 6)
+def logprob(previous: str, token: str, position: int) -> float:
+    """The stand-in model's log-probability of ``token`` at ``position`` (0-based) right after
+    ``previous``: a function of all three, so a value taken from the wrong position, or a
+    prompt built differently, gives a different number."""
+    return -round(0.1 * len(token.strip()) + 0.37 * (len(previous.strip()) % 5) + 0.001 * (position % 7) + 0.01, 6)
 
 
 class CompletionsServer(BaseHTTPRequestHandler):
@@ -65,7 +67,8 @@ class CompletionsServer(BaseHTTPRequestHandler):
         prompt, mode = body["prompt"], type(self).mode
         prompt_tokens = tokenize(prompt)
         generated = "" if mode == "ends" else NEXT
-        gen_value = logprob(prompt_tokens[-1] if prompt_tokens else "", generated) if generated else None
+        n = len(prompt_tokens)
+        gen_value = logprob(prompt_tokens[-1] if prompt_tokens else "", generated, n) if generated else None
         if not body.get("echo"):
             lp = None if mode == "no_generated_logprob" or not generated else {
                 "tokens": [generated], "token_logprobs": [gen_value], "top_logprobs": [{generated: gen_value}],
@@ -73,9 +76,9 @@ class CompletionsServer(BaseHTTPRequestHandler):
             return self.reply(200, self.completion(generated, lp, len(prompt_tokens)))
         tokens = list(prompt_tokens)
         if mode == "shifted":
-            values: list[float | None] = [logprob(t, t) for t in tokens]
+            values: list[float | None] = [logprob(t, t, i) for i, t in enumerate(tokens)]
         else:
-            values = [None] + [logprob(p, t) for p, t in zip(tokens, tokens[1:], strict=False)]
+            values = [None] + [logprob(p, t, i) for i, (p, t) in enumerate(zip(tokens, tokens[1:], strict=False), 1)]
         if generated and mode not in ("shifted", "no_next_entry"):
             tokens.append(generated)
             values.append(gen_value)

@@ -23,7 +23,7 @@ def test_a_right_server_passes_the_probe_with_two_requests():
     assert [(r["prompt"], r["echo"], r["max_tokens"], r["temperature"], r["logprobs"]) for r in sent] == [
         (context, False, 1, 0, 1), (context + NEXT, True, 1, 0, 1)]
     assert result.tokens == (" ba", " bốn")
-    assert result.logprobs == (logprob(" hai", " ba"), logprob(" ba", " bốn"))
+    assert result.logprobs == (logprob(" hai", " ba", 2), logprob(" ba", " bốn", 3))
 
 
 @pytest.mark.parametrize(("mode", "defect", "upstream"), [
@@ -51,7 +51,8 @@ def test_the_shifted_server_shows_all_three_defects_with_its_numbers():
             CompletionsScorer(url, "m").probe()
     message = str(caught.value)
     context = PROBE_CONTEXTS[0]
-    generated, echoed = logprob(context.split()[-1], NEXT), logprob(NEXT, NEXT)
+    n = len(context.split())
+    generated, echoed = logprob(context.split()[-1], NEXT, n), logprob(NEXT, NEXT, n)
     assert f"{generated:.4f} when generated but {echoed:.4f} when echoed" in message
     assert "has a log-probability" in message and "not one for the generated token" in message
 
@@ -91,3 +92,33 @@ def test_a_refused_server_leaves_no_run_directory_through_the_python_api(tmp_pat
         evaluate("exam_vi", agent="loglik", model="vllm:m", dataset=examples, out=out,
                  settings=ModelSettings(extra={"base_url": url}))
     assert not out.exists()  # not even the examples kept beside a run
+
+
+def test_every_option_scores_the_same_in_either_order_and_alone(tmp_path):
+    from toolgym import load_run
+
+    lines = EXAMS_TEST.read_text(encoding="utf-8").splitlines()
+    datasets = {"forward": lines, "backward": lines[::-1]} | {f"alone-{i}": [line] for i, line in enumerate(lines)}
+    choices: dict[str, dict[str, dict]] = {}
+    orders = {}
+    with serve("right") as url:
+        for name, rows in datasets.items():
+            path = tmp_path / name / "multilingual_test_vi.jsonl"  # the shots come from the fixtures' dev split
+            path.parent.mkdir()
+            path.write_text("\n".join(rows) + "\n", encoding="utf-8")
+            CompletionsServer.requests = []
+            argv = ["run", "--env", "exam_vi", "--dataset", str(path), "--shots-from",
+                    str(EXAMS_TEST.with_name("multilingual_dev_vi.jsonl")), "--agent", "loglik", "--model", "vllm:m",
+                    "--base-url", url, "--shots", "1", "--out", str(tmp_path / name / "run"), "--no-progress"]
+            assert main(argv) == 0
+            orders[name] = [r["prompt"] for r in CompletionsServer.requests[2:]]  # past the probe
+            for traj in load_run(tmp_path / name / "run").trajectories:
+                choices.setdefault(traj.example_id, {})[name] = traj.final_state["choices"]
+    assert orders["forward"] != orders["backward"] and sorted(orders["forward"]) == sorted(orders["backward"])
+    assert len(choices) == len(lines)
+    for example_id, by_run in choices.items():
+        assert len(by_run) == 3, example_id  # forward, backward, alone
+        first, *others = by_run.values()
+        assert len(first) >= 2 and all(len(c["logprobs"]) for c in first.values())
+        for other in others:
+            assert other == first, example_id
