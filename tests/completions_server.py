@@ -19,6 +19,8 @@ Modes (``CompletionsServer.mode``):
 * ``no_generated_logprob``: ``logprobs`` is ``null`` when not echoing;
 * ``prompt_only``: with echo, only the generated token's entry (as llama.cpp's llama-server
   answers, ggml-org/llama.cpp#27174);
+* ``bos_offsets``: right values, but a ``<s>`` entry first and every ``text_offset`` counted
+  in a text that starts with it (as vLLM 0.4.2 answered for Llama 2, vllm-project/vllm#5334);
 * ``ends``: right, but the model ends the text at once (an empty completion).
 
 This is test infrastructure, not a mock of toolgym: toolgym's scorer talks HTTP to it.
@@ -35,7 +37,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 NEXT = " nữa"
-MODES = ("right", "shifted", "no_next_entry", "no_generated_logprob", "prompt_only", "ends")
+MODES = ("right", "shifted", "no_next_entry", "no_generated_logprob", "prompt_only", "bos_offsets", "ends")
 
 
 def tokenize(text: str) -> list[str]:
@@ -82,6 +84,8 @@ class CompletionsServer(BaseHTTPRequestHandler):
         if generated and mode not in ("shifted", "no_next_entry"):
             tokens.append(generated)
             values.append(gen_value)
+        if mode == "bos_offsets":
+            tokens, values = ["<s>", *tokens], [None, *values]
         offsets, pos = [], 0
         for t in tokens:
             offsets.append(pos)

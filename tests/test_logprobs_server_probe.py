@@ -31,6 +31,7 @@ def test_a_right_server_passes_the_probe_with_two_requests():
     ("no_next_entry", "not one for the generated token", "abetlen/llama-cpp-python#1983, #1276"),
     ("no_generated_logprob", "cannot be checked", None),
     ("prompt_only", "no entries for the prompt's tokens", "ggml-org/llama.cpp#27174"),
+    ("bos_offsets", "text_offset puts '<s>' at character 0, where the prompt has 'Mon'", None),
 ])
 def test_a_wrong_server_is_refused_naming_the_defect_url_and_issue(mode, defect, upstream):
     with serve(mode) as url:

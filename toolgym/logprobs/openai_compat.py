@@ -76,8 +76,9 @@ class Defect:
     """One way a server's log-probabilities fail the probe.
 
     Attributes:
-        code: ``shifted``, ``first_scored``, ``no_next_entry``, ``no_prompt_entries`` or
-            ``no_generated_logprob`` (keys of :data:`KNOWN_DEFECTS` when a server is known).
+        code: ``shifted``, ``first_scored``, ``no_next_entry``, ``no_prompt_entries``,
+            ``offsets`` or ``no_generated_logprob`` (keys of :data:`KNOWN_DEFECTS` when a
+            server is known to show it).
         text: What was seen, for the refusal.
     """
 
@@ -249,12 +250,19 @@ class CompletionsScorer:
         defects = alignment_defects(echo, len(prompt))
         if any(d.code == "no_prompt_entries" for d in defects):
             return defects
+        misplaced = [(t, o) for t, o in zip(echo.tokens, echo.offsets, strict=True)
+                     if o < len(prompt) and t and "\ufffd" not in t and prompt[o:o + len(t)] != t]
+        if misplaced:
+            token, offset = misplaced[0]
+            defects.append(Defect("offsets", f"text_offset puts {token!r} at character {offset}, where the prompt has "
+                                             f"{prompt[offset:offset + len(token)]!r}"))
         at = [j for j, (o, t) in enumerate(zip(echo.offsets, echo.tokens, strict=True))
               if o == len(context) and t == generated]
         if not at:
             if defects:
                 return defects
-            raise _Inconclusive(f"{generated!r} after {context!r} is tokenized differently when echoed")
+            raise _Inconclusive(f"no echoed token {generated!r} starts at character {len(context)} of {prompt!r} "
+                                "(tokenized differently when echoed)")
         echoed = echo.values[at[0]]
         if echoed is None or abs(float(echoed) - expected) > PROBE_TOLERANCE:
             shown = "none" if echoed is None else f"{float(echoed):.4f}"
@@ -267,8 +275,8 @@ class CompletionsScorer:
         tokens: generate one greedy token after a context (``max_tokens`` 1, ``temperature``
         0, ``logprobs``), then echo the context plus that token and require (1) the echoed
         token's log-probability to equal the generated one within :data:`PROBE_TOLERANCE`,
-        (2) the first echoed token to have none and (3) one entry to follow the prompt (the
-        generated token's). Needs no knowledge of the model; tries the contexts of
+        (2) the first echoed token to have none, (3) one entry to follow the prompt (the
+        generated token's) and (4) each ``text_offset`` to point at its token in the prompt. Needs no knowledge of the model; tries the contexts of
         :data:`PROBE_CONTEXTS` until one decides.
 
         Raises:
