@@ -42,8 +42,9 @@ greedy next token is near-certain, a whole word, and tokenized alike when echoed
 
 PROBE_TOLERANCE = 0.1
 """Largest |generated − echoed| log-probability (nats) the probe accepts for the same token.
-The two come from the same position of two forward passes of different lengths, equal up to
-floating-point rounding (about 1e-3 in bf16); a shifted echo is off by nats."""
+The two come from the same position of two forward passes of different lengths: equal up to
+the rounding that a different batch shape brings, while a shifted echo reads another position's
+distribution and is off by nats."""
 
 KNOWN_DEFECTS = {
     "shifted": "llama-cpp-python's server does this (abetlen/llama-cpp-python#1983, #1276)",
