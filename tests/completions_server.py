@@ -5,16 +5,21 @@ real servers.
 Its "model" is deterministic and depends on context: a token is a word with its leading
 whitespace; a token's log-probability given the token before it and its position is
 :func:`logprob`; after any
-prompt the greedy next token is :data:`NEXT` (or the end of the text, in mode ``ends``).
+prompt the greedy next token is :data:`NEXT` (:data:`AFTER_NEXT` after a prompt ending in it;
+the end of the text in mode ``ends``).
 
 Modes (``CompletionsServer.mode``):
 
 * ``right``: every prompt token's log-probability given the one before it, ``null`` for the
   first, then the generated token's entry (as vLLM answers);
 * ``shifted``: echoed token *i* gets the log-probability from the distribution at its own
-  position (the token repeating itself), the first token gets a number and the generated
-  token's entry is missing (as llama-cpp-python's server answers, abetlen/llama-cpp-python
-  #1983 and #1276); generating without echo is right;
+  position (the token repeating itself; that distribution's most probable token, the next
+  one, is listed in ``top_logprobs`` 1 nat above it), the first token's value is nulled and the
+  generated token's entry is missing: what llama-cpp-python 0.3.36's server answers
+  (abetlen/llama-cpp-python#1983 and #1276); generating without echo is right;
+* ``first_scored``: right, but the first token gets a number too;
+* ``shifted_tops``: right values, but each ``top_logprobs`` is the next position's (its most
+  probable token 1 nat above the echoed one);
 * ``no_next_entry``: echoed values right, but no entry for the generated token;
 * ``no_generated_logprob``: ``logprobs`` is ``null`` when not echoing;
 * ``prompt_only``: with echo, only the generated token's entry (as llama.cpp's llama-server
@@ -37,7 +42,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 NEXT = " nữa"
-MODES = ("right", "shifted", "no_next_entry", "no_generated_logprob", "prompt_only", "bos_offsets", "ends")
+AFTER_NEXT = " thôi"
+MODES = ("right", "shifted", "first_scored", "shifted_tops", "no_next_entry", "no_generated_logprob", "prompt_only",
+         "bos_offsets", "ends")
 
 
 def tokenize(text: str) -> list[str]:
@@ -68,7 +75,7 @@ class CompletionsServer(BaseHTTPRequestHandler):
             return self.reply(404, {"error": {"message": "not found"}})
         prompt, mode = body["prompt"], type(self).mode
         prompt_tokens = tokenize(prompt)
-        generated = "" if mode == "ends" else NEXT
+        generated = "" if mode == "ends" else AFTER_NEXT if prompt_tokens[-1:] == [NEXT] else NEXT
         n = len(prompt_tokens)
         gen_value = logprob(prompt_tokens[-1] if prompt_tokens else "", generated, n) if generated else None
         if not body.get("echo"):
@@ -78,21 +85,26 @@ class CompletionsServer(BaseHTTPRequestHandler):
             return self.reply(200, self.completion(generated, lp, len(prompt_tokens)))
         tokens = list(prompt_tokens)
         if mode == "shifted":
-            values: list[float | None] = [logprob(t, t, i) for i, t in enumerate(tokens)]
+            values: list[float | None] = [None] + [logprob(t, t, i) for i, t in enumerate(tokens) if i]
         else:
             values = [None] + [logprob(p, t, i) for i, (p, t) in enumerate(zip(tokens, tokens[1:], strict=False), 1)]
+        if mode == "first_scored":
+            values[0] = -3.0
         if generated and mode not in ("shifted", "no_next_entry"):
             tokens.append(generated)
             values.append(gen_value)
+        tops = [None if v is None else {t: v} for t, v in zip(tokens, values, strict=True)]
+        if mode in ("shifted", "shifted_tops"):  # the distribution one position on: the next token on top
+            following = [*tokens[1:], generated or "<end>"]
+            tops = [None if v is None else {nxt: v + 1.0, t: v} for t, v, nxt in zip(tokens, values, following, strict=True)]
         if mode == "bos_offsets":
-            tokens, values = ["<s>", *tokens], [None, *values]
+            tokens, values, tops = ["<s>", *tokens], [None, *values], [None, *tops]
         offsets, pos = [], 0
         for t in tokens:
             offsets.append(pos)
             pos += len(t)
         if mode == "prompt_only":
-            tokens, values, offsets = tokens[len(prompt_tokens):], values[len(prompt_tokens):], offsets[len(prompt_tokens):]
-        tops = [None if v is None else {t: v} for t, v in zip(tokens, values, strict=True)]
+            tokens, values, tops, offsets = (x[len(prompt_tokens):] for x in (tokens, values, tops, offsets))
         lp = {"tokens": tokens, "token_logprobs": values, "top_logprobs": tops, "text_offset": offsets}
         self.reply(200, self.completion(prompt + generated, lp, len(prompt_tokens)))
 

@@ -5,7 +5,7 @@ run, with one line, and nothing is written."""
 
 import pytest
 
-from tests.completions_server import NEXT, CompletionsServer, logprob, serve
+from tests.completions_server import AFTER_NEXT, NEXT, CompletionsServer, logprob, serve, tokenize
 from tests.suites.vietnamese.vi_helpers import EXAMS_TEST
 from toolgym.cli import main
 from toolgym.logprobs import WrongLogprobs, build_scorer
@@ -28,6 +28,8 @@ def test_a_right_server_passes_the_probe_with_two_requests():
 
 @pytest.mark.parametrize(("mode", "defect", "upstream"), [
     ("shifted", "when generated but", "abetlen/llama-cpp-python#1983, #1276"),
+    ("first_scored", "though nothing precedes it", "abetlen/llama-cpp-python#1983, #1276"),
+    ("shifted_tops", "is echoed as less probable", None),
     ("no_next_entry", "not one for the generated token", "abetlen/llama-cpp-python#1983, #1276"),
     ("no_generated_logprob", "cannot be checked", None),
     ("prompt_only", "no entries for the prompt's tokens", "ggml-org/llama.cpp#27174"),
@@ -46,20 +48,28 @@ def test_a_wrong_server_is_refused_naming_the_defect_url_and_issue(mode, defect,
         assert "#" not in message
 
 
-def test_the_shifted_server_shows_all_three_defects_with_its_numbers():
+def test_the_shifted_server_shows_both_defects_with_its_numbers():
     with serve("shifted") as url:
         with pytest.raises(WrongLogprobs) as caught:
             CompletionsScorer(url, "m").probe()
     message = str(caught.value)
     context = PROBE_CONTEXTS[0]
-    n = len(context.split())
-    generated, echoed = logprob(context.split()[-1], NEXT, n), logprob(NEXT, NEXT, n)
+    tokens = tokenize(context)
+    generated, echoed = logprob(tokens[-1], NEXT, len(tokens)), logprob(NEXT, NEXT, len(tokens))
     assert f"{generated:.4f} when generated but {echoed:.4f} when echoed" in message
-    assert "has a log-probability" in message and "not one for the generated token" in message
+    assert f"0 entries follow the prompt's {len(tokens) + 1}, not one for the generated token" in message
+
+
+def test_top_logprobs_from_another_position_are_refused_with_their_numbers():
+    with serve("shifted_tops") as url, pytest.raises(WrongLogprobs) as caught:
+        CompletionsScorer(url, "m").probe()
+    tokens = tokenize(PROBE_CONTEXTS[0])
+    value = logprob(tokens[-1], NEXT, len(tokens))
+    assert f"is echoed as less probable ({value:.4f}) than {AFTER_NEXT!r} ({value + 1.0:.4f})" in str(caught.value)
 
 
 def test_scoring_through_a_shifted_server_is_refused_even_without_the_probe():
-    with serve("shifted") as url, pytest.raises(WrongLogprobs, match="though nothing precedes it"):
+    with serve("shifted") as url, pytest.raises(WrongLogprobs, match="not one for the generated token"):
         CompletionsScorer(url, "m").score("một hai", " ba")
 
 

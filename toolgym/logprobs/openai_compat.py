@@ -38,13 +38,15 @@ PROBE_CONTEXTS = (
     "Thủ đô của Việt Nam là",
 )
 """Contexts the probe generates one token after, tried in order until one gives a check: the
-greedy next token is near-certain, a whole word, and tokenized alike when echoed."""
+greedy next token is likely a whole word, tokenized alike when echoed."""
 
-PROBE_TOLERANCE = 0.1
-"""Largest |generated − echoed| log-probability (nats) the probe accepts for the same token.
-The two come from the same position of two forward passes of different lengths: equal up to
-the rounding that a different batch shape brings, while a shifted echo reads another position's
-distribution and is off by nats."""
+PROBE_TOLERANCE = 0.25
+"""Largest |generated − echoed| log-probability (nats) the probe accepts for the same token,
+and the most an echoed alternative may beat the greedily generated token. The two come from the
+same position of two forward passes of different lengths: equal up to what a different batch
+shape changes (0.057 nats seen between two identical generations on llama-cpp-python 0.3.36,
+Qwen2.5-Coder-1.5B Q4_K_M on CPU, one of them after a cached prefix), while a shifted echo
+reads another position's distribution (off by 10.8 nats on that server)."""
 
 KNOWN_DEFECTS = {
     "shifted": "llama-cpp-python's server does this (abetlen/llama-cpp-python#1983, #1276)",
@@ -77,8 +79,8 @@ class Defect:
     """One way a server's log-probabilities fail the probe.
 
     Attributes:
-        code: ``shifted``, ``first_scored``, ``no_next_entry``, ``no_prompt_entries``,
-            ``offsets`` or ``no_generated_logprob`` (keys of :data:`KNOWN_DEFECTS` when a
+        code: ``shifted``, ``not_greedy``, ``first_scored``, ``no_next_entry``,
+            ``no_prompt_entries``, ``offsets`` or ``no_generated_logprob`` (keys of :data:`KNOWN_DEFECTS` when a
             server is known to show it).
         text: What was seen, for the refusal.
     """
@@ -269,16 +271,22 @@ class CompletionsScorer:
             shown = "none" if echoed is None else f"{float(echoed):.4f}"
             defects.insert(0, Defect("shifted", f"{generated!r} after {context!r} has log-probability {expected:.4f} "
                                                 f"when generated but {shown} when echoed"))
+        elif rivals := {k: float(v) for k, v in (echo.tops[at[0]] or {}).items() if k != generated}:
+            rival, best = max(rivals.items(), key=lambda kv: kv[1])
+            if best > float(echoed) + PROBE_TOLERANCE:  # it was generated greedily: the most probable there
+                defects.insert(0, Defect("not_greedy", f"{generated!r}, generated greedily after {context!r}, is echoed "
+                                                       f"as less probable ({float(echoed):.4f}) than {rival!r} ({best:.4f})"))
         return defects
 
     def probe(self) -> None:
         """Check, before a run, that the server's echoed log-probabilities belong to their
         tokens: generate one greedy token after a context (``max_tokens`` 1, ``temperature``
         0, ``logprobs``), then echo the context plus that token and require (1) the echoed
-        token's log-probability to equal the generated one within :data:`PROBE_TOLERANCE`,
-        (2) the first echoed token to have none, (3) one entry to follow the prompt (the
-        generated token's) and (4) each ``text_offset`` to point at its token in the prompt. Needs no knowledge of the model; tries the contexts of
-        :data:`PROBE_CONTEXTS` until one decides.
+        token's log-probability to equal the generated one, and no echoed alternative at that
+        position to be more probable, within :data:`PROBE_TOLERANCE`; (2) the first echoed
+        token to have none; (3) one entry to follow the prompt (the generated token's); (4)
+        each ``text_offset`` to point at its token in the prompt. Needs no knowledge of the
+        model; tries the contexts of :data:`PROBE_CONTEXTS` until one decides.
 
         Raises:
             WrongLogprobs: naming the defects, the server and the known upstream issues.

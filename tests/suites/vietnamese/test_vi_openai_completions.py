@@ -17,7 +17,8 @@ from toolgym.runio import read_scores
 
 # The stub's "model": a word (with its leading space) is one token; a word's log-probability
 # is -0.1 per character, except the favourites below; a token is greedy when it is a favourite.
-FAVOURITES = {" Tim": -0.05, " Hà": -0.02, " Nội": -0.01}
+# " <gen>" is what it generates after any prompt (greedily, so the probe finds it on top).
+FAVOURITES = {" Tim": -0.05, " Hà": -0.02, " Nội": -0.01, " <gen>": -0.5}
 
 
 def token_logprob(token: str) -> float:
