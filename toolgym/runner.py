@@ -698,15 +698,11 @@ def run(config: RunConfig, progress: bool = True) -> RunResult:
         traj_path = out / TRAJECTORIES_FILE
         if traj_path.exists() and traj_path.stat().st_size and not config.resume:
             raise RunDirError(f"{traj_path} already exists; continue it with --resume (resume=True in Python) or choose another --out")
-        out.mkdir(parents=True, exist_ok=True)
         if config.resume:
             previous = latest_attempts(read_jsonl(traj_path, Trajectory, repair=True))
             errored = {t.key for t in previous if t.status == "error"}
             previous = [t for t in previous if t.key not in errored]  # played again; the new attempt counts
             done = {t.key for t in previous}
-        if dataset_path is None:  # examples given in memory: kept beside the run
-            dataset_path = out / EXAMPLES_FILE
-            write_examples(dataset_path, examples)
     jobs = [(ex, k) for ex in examples for k in range(config.trials) if (ex.id, k) not in done]
     error_limit = ErrorLimit.parse(config.max_errors, len(jobs), completed_before=len(previous))
     resumed: dict[str, Any] | None = None
@@ -741,6 +737,11 @@ def run(config: RunConfig, progress: bool = True) -> RunResult:
                 model_part = model_label
                 model = agent_cls.make_model(model_label, settings) if jobs and executor.in_process else None
         agent = agent_cls(model=model, model_spec=model_label, max_steps=config.max_steps)
+    if out is not None:  # only now: a model refused while it was built (a server's probe) leaves nothing behind
+        out.mkdir(parents=True, exist_ok=True)
+        if dataset_path is None:  # examples given in memory: kept beside the run
+            dataset_path = out / EXAMPLES_FILE
+            write_examples(dataset_path, examples)
     record = new_record(
         benchmark, env_ref, graders, examples, dataset_path,
         agent=agent.describe(), agent_ref=agent_ref, model=model_label, model_ref=model_ref,

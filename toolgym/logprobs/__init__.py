@@ -30,6 +30,7 @@ __all__ = [
     "NoLogprobs",
     "Perplexity",
     "ScriptedScorer",
+    "WrongLogprobs",
     "build_scorer",
     "perplexity",
     "register_scorer",
@@ -38,6 +39,12 @@ __all__ = [
 
 class NoLogprobs(RuntimeError):
     """The backend cannot return prompt log-probabilities (a chat-only model or server)."""
+
+
+class WrongLogprobs(ValueError):
+    """The backend returns prompt log-probabilities that fail a consistency check (a server
+    whose echoed values are shifted by one token, say): the run is refused rather than scored
+    with them, and does not fall back to answer extraction."""
 
 
 @dataclass(frozen=True)

@@ -11,13 +11,14 @@ import pytest
 from tests.suites.vietnamese.vi_helpers import EXAMS_TEST
 from toolgym.cli import main
 from toolgym.logprobs import NoLogprobs, build_scorer
-from toolgym.logprobs.openai_compat import CompletionsScorer
+from toolgym.logprobs.openai_compat import PROBE_CONTEXTS, CompletionsScorer
 from toolgym.providers import ModelSettings
 from toolgym.runio import read_scores
 
 # The stub's "model": a word (with its leading space) is one token; a word's log-probability
 # is -0.1 per character, except the favourites below; a token is greedy when it is a favourite.
-FAVOURITES = {" Tim": -0.05, " Hà": -0.02, " Nội": -0.01}
+# " <gen>" is what it generates after any prompt (greedily, so the probe finds it on top).
+FAVOURITES = {" Tim": -0.05, " Hà": -0.02, " Nội": -0.01, " <gen>": -0.5}
 
 
 def token_logprob(token: str) -> float:
@@ -39,6 +40,11 @@ class Completions(BaseHTTPRequestHandler):
         if self.refuse_echo:
             return self.reply(400, {"error": {"message": "echo is not supported with logprobs"}})
         prompt = body["prompt"]
+        if not body.get("echo"):  # the probe's generation: the one token and its log-probability
+            value = token_logprob(" <gen>")
+            return self.reply(200, {"choices": [{"text": " <gen>", "logprobs": {
+                "tokens": [" <gen>"], "token_logprobs": [value], "top_logprobs": [{" <gen>": value}],
+                "text_offset": [len(prompt)]}}]})
         tokens = re.findall(r"\s*\S+", prompt) + [" <gen>"]  # the one generated token
         offsets, pos = [], 0
         for t in tokens:
@@ -114,7 +120,8 @@ def test_cli_loglik_run_over_http(server, monkeypatch, tmp_path):
     # " B. Tim": -0.1 (for "B.") - 0.05 = -0.15 beats " A. Phổi" (-0.1 - 0.4), " C. Gan" (-0.1 - 0.3), ...
     assert score.example_id == "t-bio-1" and score.details["chosen"] == "B" and score.value == 1.0
     prompts = [r["body"]["prompt"] for r in Completions.requests]
-    assert prompts[0] == "Xin chào"  # the probe, before the run
-    assert sum(p.endswith(" B. Tim") for p in prompts) == 1 and len(prompts) == 1 + 4
+    probe = PROBE_CONTEXTS[0]
+    assert prompts[:2] == [probe, probe + " <gen>"]  # the probe, before the run
+    assert sum(p.endswith(" B. Tim") for p in prompts) == 1 and len(prompts) == 2 + 4
     assert {r["auth"] for r in Completions.requests} == {"Bearer secret"}
     assert "secret" not in (out / "run.json").read_text()
