@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import logging
 import time
 from collections.abc import Callable
 from typing import Any, ClassVar
@@ -58,6 +59,19 @@ class _Stop(Exception):
     def __init__(self, status: Status) -> None:
         super().__init__(f"episode stopped ({status})")
         self.status = status
+
+
+class _HideStops(logging.Filter):
+    """Drops langchain-core's ``Error in EpisodeRecorder.on_chat_model_start callback:
+    _Stop(...)`` warning: a :class:`_Stop` is how toolgym ends a graph at its turn budget (the
+    trajectory records the status), not an error. Every other callback error is kept."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        args = record.args if isinstance(record.args, tuple) else ()
+        return not (len(args) == 3 and args[0] == "EpisodeRecorder" and str(args[2]).startswith("_Stop("))
+
+
+logging.getLogger("langchain_core.callbacks.manager").addFilter(_HideStops())
 
 
 class EpisodeRecorder(BaseCallbackHandler):

@@ -57,6 +57,30 @@ def require_mcp() -> None:
         raise ValueError(INSTALL_HINT) from None
 
 
+class _ServerLog:
+    """Where stdio MCP servers write their standard error (their own logs, INFO lines
+    included): one file per toolgym process, ``toolgym-mcp-<pid>.log`` in the temporary
+    directory, or ``$TOOLGYM_MCP_LOG``; it is named once on stderr when the first server
+    starts, so a server's logs never interleave with toolgym's tables."""
+
+    _lock = threading.Lock()
+    _file: Any = None
+
+    @classmethod
+    def get(cls) -> Any:
+        with cls._lock:
+            if cls._file is None:
+                import sys
+                import tempfile
+
+                path = os.environ.get("TOOLGYM_MCP_LOG") or os.path.join(
+                    tempfile.gettempdir(), f"toolgym-mcp-{os.getpid()}.log"
+                )
+                cls._file = open(path, "a", encoding="utf-8", errors="replace")  # noqa: SIM115 -- open for the process
+                print(f"note: MCP servers' own logs (their stderr) go to {path}", file=sys.stderr, flush=True)
+            return cls._file
+
+
 class _NotJsonRpc(logging.Filter):
     """Drops the MCP SDK's traceback for each stdout line of a stdio server that is not
     JSON-RPC; :class:`_Connection` reports the first such line itself, in one sentence."""
@@ -168,7 +192,7 @@ class _Connection:
                     params = StdioServerParameters(
                         command=self.server.command[0], args=list(self.server.command[1:]), env=dict(os.environ)
                     )
-                    read, write = await stack.enter_async_context(stdio_client(params))
+                    read, write = await stack.enter_async_context(stdio_client(params, errlog=_ServerLog.get()))
                 session = await stack.enter_async_context(
                     ClientSession(read, write, client_info=types.Implementation(name="toolgym", version=__version__),
                                   message_handler=on_message)
@@ -194,7 +218,8 @@ class _Connection:
                                f"server: it wrote {self.not_json_rpc!r} on stdout, not a JSON-RPC message")
                 elif self.server.command and not isinstance(_innermost(exc), OSError):
                     message = (f"{self.server.spec}: the command {' '.join(self.server.command)!r} ended before the "
-                               f"MCP handshake was done ({reason}); is it an MCP server on stdio?")
+                               f"MCP handshake was done ({reason}); is it an MCP server on stdio? (its stderr is "
+                               f"in {_ServerLog.get().name})")
                 else:
                     message = f"{self.server.spec}: cannot open an MCP session: {reason}"
                 started.set_exception(RuntimeError(message))
