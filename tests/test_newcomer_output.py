@@ -209,3 +209,18 @@ def test_an_mcp_servers_own_logs_go_to_a_file_named_once(tmp_path):
     assert "noisy server" not in done.stdout + done.stderr and "INFO" not in done.stdout + done.stderr
     assert done.stderr.count(f"MCP servers' own logs (their stderr) go to {log}") == 1
     assert log.read_text().count("noisy server: added") == 2
+
+
+def test_export_filters_read_the_measure_and_an_unquoted_where_is_explained(runs, tmp_path, capsys):
+    from toolgym.views.export import export_runs, parse_condition
+
+    everything = export_runs([runs["idle"], runs["oracle"]], tmp_path / "all.jsonl", where=[])
+    passing = export_runs([runs["idle"], runs["oracle"]], tmp_path / "ok.jsonl", where=[parse_condition("step_ratio:pass")])
+    failing = export_runs([runs["idle"], runs["oracle"]], tmp_path / "bad.jsonl", where=[parse_condition("step_ratio:fail")])
+    # the oracle's ratios are all 1 (pass); the idle model's 0 is a failure, not the best value
+    assert (everything.kept, passing.kept, failing.kept) == (12, 6, 6)
+    assert failing.skipped == {"not step_ratio:fail": 6}
+    # bash turns an unquoted `--where final_state>=1` into `--where final_state` plus a file "=1"
+    with pytest.raises(ValueError, match="quote it: the shell reads > as a redirection"):
+        parse_condition("final_state")
+    assert main(["export", str(runs["oracle"]), "--out", str(tmp_path / "x.jsonl"), "--where", "final_state>=1"]) == 0
