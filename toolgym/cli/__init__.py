@@ -9,7 +9,6 @@ import warnings
 from pathlib import Path
 
 from rich.console import Console
-from rich.table import Table
 
 from toolgym.benchmark import ReportTable
 from toolgym.cli.providers import add_provider_arguments, record_accounting, serve_for, settings_from_args
@@ -48,23 +47,27 @@ def cmd_list(args: argparse.Namespace) -> int:
     from toolgym.plugins import registries, suite_problems
 
     regs = registries()
-    table = Table(title="toolgym: what can be named (NAME, module.path:Name or path/file.py:Name)")
-    for col in ("kind", "name", "from", "notes"):
-        table.add_column(col, no_wrap=col != "notes")
+    from rich.text import Text
+
+    from toolgym.views.fit import Col, print_fitted
+
+    rows = []
     environments = regs["environments"]
     for name, source in environments.sources():
         notes = ""
         if not source.startswith("entry point"):
             benchmark = environments.get(name)
             notes = f"datasets: {', '.join(benchmark.builtin_datasets()) or '-'}"
-        table.add_row("environment", name, source, notes)
+        rows.append(["environment", name, source, notes])
     for form in environments.forms():
-        table.add_row("environment", form, "spec form", "an MCP server's tools; give --dataset")
+        rows.append(["environment", form, "spec form", "an MCP server's tools; give --dataset"])
     for kind in ("agents", "graders", "models"):
         for name, source in regs[kind].sources():
-            table.add_row(kind[:-1] if kind != "models" else "model", name, source,
-                          "spec: NAME[:MODEL]" if kind == "models" else "")
-    Console(width=max(console.width, 140), file=console.file).print(table)
+            rows.append([kind[:-1] if kind != "models" else "model", name, source,
+                         "spec: NAME[:MODEL]" if kind == "models" else ""])
+    cols = [Col("kind", "left"), Col("name", "left"), Col("from", "left"), Col("notes", "left", wrap=True)]
+    print_fitted(console, cols, rows, keys=2,
+                 title=Text("toolgym: what can be named (NAME, module.path:Name or path/file.py:Name)"))
     for problem in suite_problems():
         print(f"warning: {problem}", file=sys.stderr)
     return 0
