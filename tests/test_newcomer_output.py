@@ -224,3 +224,31 @@ def test_export_filters_read_the_measure_and_an_unquoted_where_is_explained(runs
     with pytest.raises(ValueError, match="quote it: the shell reads > as a redirection"):
         parse_condition("final_state")
     assert main(["export", str(runs["oracle"]), "--out", str(tmp_path / "x.jsonl"), "--where", "final_state>=1"]) == 0
+
+
+def _plain_react(model, tools, instructions):
+    from langgraph.prebuilt import create_react_agent
+
+    return create_react_agent(model, tools, prompt=instructions or None)  # as the README suggests
+
+
+def test_the_suggested_create_react_agent_warns_of_no_package_toolgym_lacks(scripted):
+    import importlib.util
+    import warnings
+
+    from tests.conftest import call, turn
+    from toolgym.agents.graph import graph_agent
+    from toolgym.records import Example
+    from toolgym.suites.typewriter.environment import Typewriter1
+
+    if importlib.util.find_spec("langchain") is not None:
+        pytest.skip("langchain is installed: its create_agent is a pointer the user can follow")
+    ex = Example(id="e", input="Type 'a'", expected_calls=[{"name": "type_letter", "arguments": {"letter": "a"}}])
+    env = Typewriter1()
+    env.reset(ex)
+    model = scripted([turn(call("type_letter", letter="a")), "done"])
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        traj = graph_agent(_plain_react)(model=model, model_spec="scripted", max_steps=5).run(env, ex)
+    assert traj.status == "completed" and traj.final_state == {"paper": "a"}
+    assert not [w for w in caught if "create_react_agent" in str(w.message)], [str(w.message) for w in caught]

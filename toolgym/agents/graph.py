@@ -24,9 +24,11 @@ subclass. The graph is driven unchanged; toolgym only observes it:
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import inspect
 import logging
 import time
+import warnings
 from collections.abc import Callable
 from typing import Any, ClassVar
 from uuid import UUID
@@ -349,7 +351,12 @@ class GraphAgent(Agent):
                     if keyword in signature.parameters:
                         args, kwargs = (self.model, tools), {keyword: instructions or None}
                         break
-        graph = factory(*args, **kwargs)
+        with warnings.catch_warnings():
+            if importlib.util.find_spec("langchain") is None:
+                # langgraph 1.x deprecates create_react_agent in favour of langchain.agents, a
+                # package toolgym does not install: a pointer the user cannot follow, once per episode
+                warnings.filterwarnings("ignore", message="create_react_agent has been moved")
+            graph = factory(*args, **kwargs)
         if not hasattr(graph, "ainvoke") and hasattr(graph, "compile"):
             graph = graph.compile()
         return graph
