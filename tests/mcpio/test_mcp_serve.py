@@ -464,7 +464,7 @@ def run_cli(*argv: str, no_mcp: bool = False) -> subprocess.CompletedProcess:
 def test_serve_without_the_mcp_sdk_names_the_extra(tmp_path):
     proc = run_cli("serve", "--env", "typewriter_1", "--out", str(tmp_path / "served"), no_mcp=True)
     assert proc.returncode == 2
-    assert proc.stderr == "error: install the extra: pip install 'toolgym[mcp]'\n"
+    assert proc.stderr == "error: install the extra in the toolgym clone: pip install -e '.[mcp]'\n"
     assert not (tmp_path / "served").exists()
 
 

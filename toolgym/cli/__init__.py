@@ -324,7 +324,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--executor", default="local",
-        help="where episodes are played: local (this machine) or ray (a Ray cluster; pip install 'toolgym[ray]')",
+        help="where episodes are played: local (this machine) or ray (a Ray cluster; pip install -e '.[ray]' in the clone, on every node)",
     )
     p.add_argument(
         "--ray-address", metavar="auto|ray://HOST:PORT",
