@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow  # copies of the repository, each tested: run by .ci/run (-m slow)
+
 ROOT = Path(__file__).resolve().parents[1]
 SUITES = sorted(p.name for p in (ROOT / "toolgym" / "suites").iterdir() if (p / "__init__.py").exists())
 
@@ -62,7 +64,6 @@ def test_without_a_suite_the_rest_imports_and_lists(copies, suite):
     assert all(f"suite {s}" in listed.stdout for s in others), listed.stdout
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("suite", ["jmultiwoz_tc", "vietnamese"])
 def test_without_a_suite_every_other_test_passes(copies, suite):
     """The whole test suite but this file and the wheel test, on a copy without ``suite``

@@ -497,6 +497,7 @@ def wait_unlocked(out: Path, timeout_s: float = 30) -> None:
     raise AssertionError(f"{out} still locked after {timeout_s} s")
 
 
+@pytest.mark.slow  # end-to-end: run by .ci/run (-m slow), skipped by the default command
 def test_relaunching_with_the_same_out_continues_the_served_run(tmp_path):
     """A client configuration is static: every launch names the same --out."""
     out = tmp_path / "served"
@@ -528,6 +529,7 @@ def test_relaunching_with_the_same_out_continues_the_served_run(tmp_path):
         (first["example_id"], 0), (second["example_id"], 0), (first["example_id"], 1)}
 
 
+@pytest.mark.slow  # end-to-end: run by .ci/run (-m slow), skipped by the default command
 def test_a_served_run_is_continued_only_with_the_same_settings(tmp_path):
     out = tmp_path / "served"
 
