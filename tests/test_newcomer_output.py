@@ -252,3 +252,15 @@ def test_the_suggested_create_react_agent_warns_of_no_package_toolgym_lacks(scri
         traj = graph_agent(_plain_react)(model=model, model_spec="scripted", max_steps=5).run(env, ex)
     assert traj.status == "completed" and traj.final_state == {"paper": "a"}
     assert not [w for w in caught if "create_react_agent" in str(w.message)], [str(w.message) for w in caught]
+
+
+def test_the_report_and_a_pipe_without_columns_say_best_at_1(runs, tmp_path):
+    from toolgym.views.report import build_report
+
+    build_report([runs["idle"], runs["oracle"]], tmp_path / "report.html")
+    assert "best at 1, pass = 1" in (tmp_path / "report.html").read_text(encoding="utf-8")
+    environ = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
+    piped = subprocess.run([sys.executable, str(ROOT / "run_agent.py"), "summary", str(runs["idle"])],
+                           env={**environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True, timeout=120)
+    assert piped.returncode == 0, piped.stderr
+    _fits(piped.stdout)  # a pipe is 80 columns wide for rich
