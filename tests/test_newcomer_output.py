@@ -207,7 +207,8 @@ def test_an_mcp_servers_own_logs_go_to_a_file_named_once(tmp_path):
                 "--out", str(tmp_path / "run"), "--no-progress", cwd=tmp_path, env={"TOOLGYM_MCP_LOG": str(log)})
     assert done.returncode == 0, done.stderr
     assert "noisy server" not in done.stdout + done.stderr and "INFO" not in done.stdout + done.stderr
-    assert done.stderr.count(f"MCP servers' own logs (their stderr) go to {log}") == 1
+    assert done.stderr.count(f"MCP servers' own logs (their stderr) are in {log}") == 1
+    assert done.stderr.rstrip().endswith(str(log))  # named once, after everything else
     assert log.read_text().count("noisy server: added") == 2
 
 

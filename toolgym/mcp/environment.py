@@ -59,9 +59,10 @@ def require_mcp() -> None:
 
 class _ServerLog:
     """Where stdio MCP servers write their standard error (their own logs, INFO lines
-    included): one file per toolgym process, ``toolgym-mcp-<pid>.log`` in the temporary
-    directory, or ``$TOOLGYM_MCP_LOG``; it is named once on stderr when the first server
-    starts, so a server's logs never interleave with toolgym's tables."""
+    included), so that they never interleave with toolgym's tables: one file per toolgym
+    process, ``toolgym-mcp-<pid>.log`` in the temporary directory, or ``$TOOLGYM_MCP_LOG``.
+    When the process ends the file is named once on stderr if a server wrote to it; an empty
+    temporary one is removed."""
 
     _lock = threading.Lock()
     _file: Any = None
@@ -70,15 +71,25 @@ class _ServerLog:
     def get(cls) -> Any:
         with cls._lock:
             if cls._file is None:
-                import sys
+                import atexit
                 import tempfile
 
-                path = os.environ.get("TOOLGYM_MCP_LOG") or os.path.join(
-                    tempfile.gettempdir(), f"toolgym-mcp-{os.getpid()}.log"
-                )
+                chosen = os.environ.get("TOOLGYM_MCP_LOG")
+                path = chosen or os.path.join(tempfile.gettempdir(), f"toolgym-mcp-{os.getpid()}.log")
                 cls._file = open(path, "a", encoding="utf-8", errors="replace")  # noqa: SIM115 -- open for the process
-                print(f"note: MCP servers' own logs (their stderr) go to {path}", file=sys.stderr, flush=True)
+                atexit.register(cls._name_once, path, temporary=not chosen)
             return cls._file
+
+    @classmethod
+    def _name_once(cls, path: str, temporary: bool) -> None:
+        import sys
+
+        with contextlib.suppress(OSError):
+            cls._file.close()
+            if os.path.getsize(path) > 0:
+                print(f"note: MCP servers' own logs (their stderr) are in {path}", file=sys.stderr, flush=True)
+            elif temporary:
+                os.remove(path)
 
 
 class _NotJsonRpc(logging.Filter):
