@@ -21,6 +21,7 @@ import pytest
 
 os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
 ray = pytest.importorskip("ray")
+pytestmark = pytest.mark.slow  # a local Ray cluster per module: run by .ci/run (-m slow)
 
 from ray.cluster_utils import Cluster  # noqa: E402
 
@@ -101,7 +102,6 @@ def test_workers_that_cannot_import_an_extension_stop_the_run_before_any_episode
     assert not (out / "trajectories.jsonl").exists() or not (out / "trajectories.jsonl").read_text()
 
 
-@pytest.mark.slow  # end-to-end: run by .ci/run (-m slow), skipped by the default command
 def test_rps_is_one_budget_for_the_cluster(cluster, tmp_path):
     """Two actors on two nodes share ``--rps``: the fake OpenAI-compatible server sees the
     requests of both at most ``rps`` a second (each actor alone would be allowed ``rps``)."""
@@ -179,7 +179,6 @@ def _when_written(path: Path, lines: int, action) -> threading.Thread:
     return thread
 
 
-@pytest.mark.slow  # end-to-end: run by .ci/run (-m slow), skipped by the default command
 def test_actor_process_killed_ray_restarts_it_and_replays_its_episodes(cluster, tmp_path):
     """SIGKILL of one actor's process mid-run: Ray restarts the actor on its node and resubmits
     its unfinished calls; every (example, trial) once, local scores."""
@@ -211,7 +210,6 @@ def test_actor_process_killed_ray_restarts_it_and_replays_its_episodes(cluster, 
     assert _scores(out) == _scores(tmp_path / "local")
 
 
-@pytest.mark.slow  # end-to-end: run by .ci/run (-m slow), skipped by the default command
 def test_node_killed_mid_run_every_episode_once_same_scores(cluster, tmp_path):
     """2,000 typewriter episodes with the scripted model; the second node's processes are
     killed mid-run. Every (example, trial) is in trajectories.jsonl exactly once, with the

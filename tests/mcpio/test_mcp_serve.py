@@ -122,6 +122,7 @@ def relational_examples():
     return load_examples(resolve_dataset(get_benchmark("relational_data"), None))
 
 
+@pytest.mark.slow  # end-to-end: run by .ci/run (-m slow), skipped by the default command
 @pytest.mark.parametrize("transport", ["stdio", "http"])
 def test_served_oracle_scores_equal_run_oracle(transport, oracle_run, tmp_path):
     out = tmp_path / "served"
@@ -231,6 +232,7 @@ WORDS = ["abc", "dog", "quiz", "jump", "lynx", "fox", "hymn", "vex", "wry", "zig
          "crux", "gnat", "sprig", "twelve"]
 
 
+@pytest.mark.slow  # end-to-end: run by .ci/run (-m slow), skipped by the default command
 def test_sixteen_concurrent_http_sessions_are_isolated(tmp_path):
     dataset = write_words(tmp_path / "words.jsonl", WORDS)
     out = tmp_path / "served"
@@ -318,6 +320,7 @@ def test_killed_client_leaves_aborted_trajectory_and_sigterm_flushes(tmp_path):
     assert read_scores(out) == []  # aborted episodes are not graded
 
 
+@pytest.mark.slow  # end-to-end: run by .ci/run (-m slow), skipped by the default command
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
 def test_stdio_sigterm_or_ctrl_c_flushes_the_running_episode(sig, tmp_path):
     out = tmp_path / "served"
