@@ -32,7 +32,7 @@ def copies(tmp_path_factory):
     def copy_without(suite: str) -> Path:
         if suite not in made:
             dest = tmp_path_factory.mktemp(f"without-{suite}")
-            for part in ("toolgym", "tests", "benchmarks", "examples", "run_agent.py", "pyproject.toml", "README.md"):
+            for part in ("toolgym", "tests", "benchmarks", "examples", "docs", "run_agent.py", "pyproject.toml", "README.md"):
                 source = ROOT / part
                 if source.is_dir():
                     shutil.copytree(source, dest / part, ignore=shutil.ignore_patterns("__pycache__"))
