@@ -280,7 +280,7 @@ class RayExecutor:
                     f"ray executor: a worker on node {node_id[:12]} cannot build this run's environment, agent "
                     f"or model: {_short(cause)}. Everything the run names (environment, agent, model provider "
                     "and their packages) must be importable on every node: install the same packages there "
-                    "(README, 'Running on a Ray cluster')"
+                    "(docs/ray.md, 'What each node needs')"
                 ) from None
 
     def _drive(self, episodes: Episodes, on_done: Callable[[Trajectory], None]) -> None:
