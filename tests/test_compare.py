@@ -50,10 +50,12 @@ def test_compare_uses_mcnemar_for_single_pass_fail_scores(runs):
     ratio = rows["step_ratio"]
     assert ratio.test.method == "paired_bootstrap"
     assert ratio.test.low <= ratio.mean_b - ratio.mean_a <= ratio.test.high < 0
-    # step_ratio declares lower is better, so the scripted run's smaller ratios (it stops early)
-    # make B the better run; its flips are the examples whose ratio left the optimal 1 ("b" is
-    # typed with one wrong call: ratio 1, so it flips final_state but not step_ratio)
-    assert ratio.mean_b < ratio.mean_a and ratio.better == "B"
+    # step_ratio is two-sided (best at 1): the scripted run's smaller ratios (it stops early)
+    # are farther from 1 than the oracle's exact 1, so A is the better run, never B for making
+    # too few calls; its flips are the examples whose ratio left the optimal 1 ("b" is typed
+    # with one wrong call: ratio 1, so it flips final_state but not step_ratio)
+    assert ratio.mean_b < ratio.mean_a and ratio.better == "A"
+    assert (ratio.measure.direction, ratio.measure.target) == ("target", 1.0)
     assert [e for e, _, _ in ratio.flipped] == [e for e, _, _ in steps.flipped] == [
         "tw-01-aa", "tw-02-aaa", "tw-03-aaaa", "tw-05-hi",
     ]

@@ -24,7 +24,7 @@ def test_a_run_writes_a_versioned_record_with_measures_and_sources(tmp_path):
     assert isinstance(record, RunRecord) and record.schema_version == RUN_SCHEMA_VERSION == 2
     assert record.extensions["env"].source == "suite typewriter"
     assert record.extensions["agent"].spec == "oracle"
-    assert record.measures["step_ratio"].pass_if == "==" and record.measures["step_ratio"].direction == "lower"
+    assert record.measures["step_ratio"].pass_if == "==" and record.measures["step_ratio"].direction == "target"
     assert record.measures["final_state"].kind == "binary"
 
 

@@ -394,4 +394,4 @@ def test_import_without_gymnasium_names_the_extra(tmp_path):
     probe = subprocess.run([sys.executable, "-c", "import toolgym.gym"], capture_output=True, text=True,
                            env={**os.environ, "PYTHONPATH": path})
     assert probe.returncode != 0
-    assert "pip install 'toolgym[gym]'" in probe.stderr
+    assert "pip install -e '.[gym]'" in probe.stderr

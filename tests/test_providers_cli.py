@@ -67,6 +67,7 @@ def test_run_json_accounting_and_errors_outside_denominators(tmp_path, monkeypat
     assert f"cost ${acc['cost_usd']:.4f}" in printed
 
 
+@pytest.mark.slow  # end-to-end: run by .ci/run (-m slow), skipped by the default command
 def test_no_api_key_in_any_output_or_log(tmp_path):
     """A subprocess run whose server echoes the key in a 401 answer (as real APIs echo part of
     it); the key must appear in no file of the run directory and not in stdout/stderr."""
@@ -106,6 +107,7 @@ def test_bad_provider_options_are_clear_errors(tmp_path, monkeypatch, capsys, ar
     assert message in capsys.readouterr().err
 
 
+@pytest.mark.slow  # end-to-end: run by .ci/run (-m slow), skipped by the default command
 def test_anthropic_run_end_to_end(tmp_path, monkeypatch):
     monkeypatch.setenv("ANTHROPIC_API_KEY", "ak-test")
     out = tmp_path / "run"

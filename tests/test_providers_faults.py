@@ -16,6 +16,7 @@ HARSH = {
 }
 
 
+@pytest.mark.slow  # end-to-end: run by .ci/run (-m slow), skipped by the default command
 @pytest.mark.parametrize(("provider", "n"), [("openai", 40), ("anthropic", 24)])
 def test_faulty_run_loses_nothing_and_counts_nothing_twice(tmp_path, provider, n):
     f = fault_run(n, tmp_path, rates=HARSH, provider=provider, max_retries=2, timeout_s=2.5, slow_s=6.0)

@@ -13,6 +13,8 @@ import warnings
 from collections import Counter
 from pathlib import Path
 
+import pytest
+
 from benchmarks.faults import write_dataset
 from tests.fakeserver import FakeModelServer, Request
 from toolgym.cli import main
@@ -45,6 +47,7 @@ def score_table(out: Path) -> dict:
     return {(s.example_id, s.trial, s.grader): s.value for s in read_scores(out)}
 
 
+@pytest.mark.slow  # end-to-end: run by .ci/run (-m slow), skipped by the default command
 def test_sigkill_then_resume_equals_an_uninterrupted_run(tmp_path):
     dataset = tmp_path / "data.jsonl"
     write_dataset(dataset, 40, seed=3)

@@ -101,6 +101,7 @@ def test_no_vllm_on_path_is_a_clear_error(tmp_path, monkeypatch, capsys):
 @pytest.mark.parametrize(
     ("sig", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 130), (signal.SIGKILL, -signal.SIGKILL)]
 )
+@pytest.mark.slow  # end-to-end: run by .ci/run (-m slow), skipped by the default command
 def test_ctrl_c_sigterm_or_sigkill_stops_the_server(tmp_path, fake_vllm, monkeypatch, sig, code):
     """SIGINT and SIGTERM stop it through the run's cleanup; after SIGKILL (no cleanup) the
     kernel's parent-death signal does.

@@ -21,6 +21,7 @@ import pytest
 
 os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
 ray = pytest.importorskip("ray")
+pytestmark = pytest.mark.slow  # a local Ray cluster per module: run by .ci/run (-m slow)
 
 from ray.cluster_utils import Cluster  # noqa: E402
 

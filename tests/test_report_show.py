@@ -76,7 +76,7 @@ def test_run_label_uses_file_name_of_model_paths():
 def test_failures_follow_the_measures_and_status(runs):
     run = RunView(load_run(runs["scripted"]))
     assert run.measures["step_ratio"] == Measure(
-        kind="continuous", direction="lower", pass_if="==", threshold=1.0,
+        kind="continuous", direction="target", target=1.0, pass_if="==", threshold=1.0,
         reference="LangChain tool-usage benchmark, '# steps / # expected steps'",
     )
     assert run.pass_fail_graders() == ["final_state", "steps_exact", "step_ratio"]
@@ -120,7 +120,7 @@ def test_measure_for_prefers_the_record_then_the_grader_class_then_the_values():
     assert (inferred.kind, inferred.direction, inferred.pass_fail) == ("continuous", "higher", False)
     # an old run of step_ratio: the installed grader class says what it measures
     ratio = measure_for(run_with([1.0, 0.0], graders=("step_ratio",)), "step_ratio")
-    assert (ratio.direction, ratio.pass_if, ratio.threshold) == ("lower", "==", 1.0)
+    assert (ratio.direction, ratio.target, ratio.pass_if, ratio.threshold) == ("target", 1.0, "==", 1.0)
 
 
 def test_show_prints_steps_arguments_results_divergence_and_scores(runs):
@@ -153,8 +153,9 @@ def test_show_failed_with_grader_and_payload_printed_verbatim(runs):
 
 def test_show_failed_of_oracle_is_empty_and_bad_names_exit_2(runs):
     console, buf = plain_console()
-    assert show(runs["oracle"], console=console, failed=True) == 1
+    assert show(runs["oracle"], console=console, failed=True) == 0  # nothing failed is no error
     assert buf.getvalue().startswith("0 failed trajectories")
+    assert "nothing failed" in buf.getvalue()
     assert show(runs["oracle"], console=console, example="nope") == 2
     assert show(runs["oracle"], console=console, grader="nope") == 2
     assert "no grader 'nope'" in buf.getvalue()

@@ -163,4 +163,4 @@ def test_one_example_with_several_trials_prints_no_nan(tmp_path, capsys):
                  "--out", str(out), "--no-progress"]) == 0
     assert main(["grade", str(out)]) == 0
     printed = capsys.readouterr().out
-    assert "nan" not in printed and "1.000 ± n/a" in printed
+    assert "nan" not in printed and "1.000 (n=1)" in printed

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow  # copies of the repository, each tested: run by .ci/run (-m slow)
+
 ROOT = Path(__file__).resolve().parents[1]
 SUITES = sorted(p.name for p in (ROOT / "toolgym" / "suites").iterdir() if (p / "__init__.py").exists())
 
@@ -30,7 +32,7 @@ def copies(tmp_path_factory):
     def copy_without(suite: str) -> Path:
         if suite not in made:
             dest = tmp_path_factory.mktemp(f"without-{suite}")
-            for part in ("toolgym", "tests", "benchmarks", "examples", "run_agent.py", "pyproject.toml", "README.md"):
+            for part in ("toolgym", "tests", "benchmarks", "examples", "docs", "run_agent.py", "pyproject.toml", "README.md"):
                 source = ROOT / part
                 if source.is_dir():
                     shutil.copytree(source, dest / part, ignore=shutil.ignore_patterns("__pycache__"))
@@ -62,7 +64,6 @@ def test_without_a_suite_the_rest_imports_and_lists(copies, suite):
     assert all(f"suite {s}" in listed.stdout for s in others), listed.stdout
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("suite", ["jmultiwoz_tc", "vietnamese"])
 def test_without_a_suite_every_other_test_passes(copies, suite):
     """The whole test suite but this file and the wheel test, on a copy without ``suite``

@@ -128,7 +128,7 @@ def make_executor(name: str | Executor, options: dict[str, Any] | None = None) -
     Raises:
         UnknownNameError: for an unknown name ("did you mean" included).
         ExtensionError: when its module cannot be imported (for ``ray``: Ray is not installed;
-            ``pip install 'toolgym[ray]'``).
+            ``pip install -e '.[ray]'``).
         TypeError: for options the executor does not take.
     """
     if not isinstance(name, str):

@@ -40,7 +40,7 @@ try:
     from gymnasium import spaces
 except ModuleNotFoundError as exc:  # pragma: no cover - exercised in a subprocess test
     raise ModuleNotFoundError(
-        f"toolgym.gym needs gymnasium ({exc}): install the extra: pip install 'toolgym[gym]'", name=exc.name
+        f"toolgym.gym needs gymnasium ({exc}): install the extra in the toolgym clone: pip install -e '.[gym]'", name=exc.name
     ) from exc
 import numpy as np
 

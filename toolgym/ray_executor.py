@@ -29,7 +29,7 @@ How a run goes (``toolgym run --executor ray`` or ``toolgym.evaluate(..., execut
    second trajectory of a key it has already passed on. When the driver dies, the actors die
    with it (they are owned by it) and ``--resume`` plays what is missing.
 
-Requires the ``ray`` extra: ``pip install 'toolgym[ray]'``, on the driver and on every node.
+Requires the ``ray`` extra: ``pip install -e '.[ray]'`` from a clone of the same revision, on the driver and on every node.
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ try:
     import ray
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
-    raise ExtensionError("the ray executor needs Ray on the driver and every node: pip install 'toolgym[ray]'") from exc
+    raise ExtensionError("the ray executor needs Ray on the driver and every node: pip install -e '.[ray]' in the toolgym clone") from exc
 
 from langchain_core.rate_limiters import BaseRateLimiter
 
@@ -286,7 +286,7 @@ class RayExecutor:
                     f"ray executor: a worker on node {node_id[:12]} cannot build this run's environment, agent "
                     f"or model: {_short(cause)}. Everything the run names (environment, agent, model provider "
                     "and their packages) must be importable on every node: install the same packages there "
-                    "(README, 'Running on a Ray cluster')"
+                    "(docs/ray.md, 'What each node needs')"
                 ) from None
 
     def _drive(self, episodes: Episodes, on_done: Callable[[Trajectory], None]) -> None:

@@ -273,7 +273,10 @@ class Measure(BaseModel):
     Attributes:
         kind: ``binary`` (values 0 or 1), ``continuous`` (any real, e.g. a ratio or a
             log-likelihood) or ``categorical`` (a small set of coded outcomes).
-        direction: ``higher`` or ``lower`` is better.
+        direction: ``higher`` or ``lower`` is better, or ``target``: a two-sided measure whose
+            best value is ``target`` and which is worse the farther a value lies from it on
+            either side (a ratio of steps taken to steps expected is best at 1).
+        target: The best value of a ``target`` measure (required then, and only then).
         pass_if: The pass rule: the value compared with ``threshold`` by ``>=``, ``<=`` or
             ``==``; ``None`` when the grader has no pass/fail reading (a log-likelihood).
         threshold: The number ``pass_if`` compares with.
@@ -286,11 +289,20 @@ class Measure(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     kind: Literal["binary", "continuous", "categorical"] = "binary"
-    direction: Literal["higher", "lower"] = "higher"
+    direction: Literal["higher", "lower", "target"] = "higher"
+    target: float | None = None
     pass_if: Literal[">=", "<=", "=="] | None = ">="
     threshold: float = 1.0
     aggregation: str = "mean"
     reference: str = ""
+
+    @model_validator(mode="after")
+    def _target_iff_two_sided(self) -> Measure:
+        if self.direction == "target" and (self.target is None or not math.isfinite(self.target)):
+            raise ValueError("a measure with direction 'target' needs a finite target (its best value)")
+        if self.direction != "target" and self.target is not None:
+            raise ValueError(f"target={self.target:g} only goes with direction 'target' (got {self.direction!r})")
+        return self
 
     @property
     def pass_fail(self) -> bool:
@@ -309,8 +321,16 @@ class Measure(BaseModel):
         return value == self.threshold
 
     def better(self, a: float, b: float) -> bool:
-        """Whether ``a`` is strictly better than ``b`` in this grader's direction."""
+        """Whether ``a`` is strictly better than ``b`` in this grader's direction (for a
+        ``target`` measure: strictly closer to the target)."""
+        if self.direction == "target":
+            return abs(a - self.target) < abs(b - self.target)
         return a > b if self.direction == "higher" else a < b
+
+    @property
+    def direction_text(self) -> str:
+        """Which values are better, in words: ``"higher"``, ``"lower"`` or ``"best at 1"``."""
+        return f"best at {self.target:g}" if self.direction == "target" else self.direction
 
 
 BINARY = Measure()

@@ -717,6 +717,10 @@ def run(config: RunConfig, progress: bool = True) -> RunResult:
 
     executor = make_executor(config.executor, config.executor_options)
     workers = max(1, min(config.workers, len(jobs), concurrency))
+    if workers < config.workers and jobs:  # said once, so the recorded workers never surprise
+        why = f"--concurrency {concurrency}" if concurrency <= len(jobs) else f"{len(jobs)} episode(s) to play"
+        print(f"note: --workers {config.workers} lowered to {workers}: each worker needs an episode ({why})",
+              file=sys.stderr)
     settings = config.settings
     if workers > 1 and settings.rps is not None and executor.in_process:  # the limit holds for the run, not per worker
         settings = dataclasses.replace(settings, rps=settings.rps / workers)

@@ -38,12 +38,12 @@ class Estimate:
     n_unscored: int = 0
 
     def format(self, digits: int = 3) -> str:
-        """``"0.750 ± 0.097"``; ``"0.714 ± n/a"`` when the standard error is undefined (all
-        values from one example: clustered by example, one cluster has no spread to measure)."""
+        """``"0.750 ± 0.097"``; ``"0.667 (n=1)"`` when no standard error can be estimated (the
+        trials of a single example: one cluster); ``"n/a"`` when nothing was scored."""
         if self.n == 0:
             return "n/a"
         if math.isnan(self.stderr):
-            return f"{self.mean:.{digits}f} ± n/a"
+            return f"{self.mean:.{digits}f} (n=1)"
         return f"{self.mean:.{digits}f} ± {self.stderr:.{digits}f}"
 
 

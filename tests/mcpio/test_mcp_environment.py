@@ -173,7 +173,7 @@ def test_without_the_mcp_sdk_the_extra_is_named_at_once(tmp_path):
                           env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert time.monotonic() - started < 30
     assert proc.returncode == 2
-    assert proc.stderr.strip().endswith("install the extra: pip install 'toolgym[mcp]'"), proc.stderr
+    assert proc.stderr.strip().endswith("install the extra in the toolgym clone: pip install -e '.[mcp]'"), proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
 
 

@@ -24,8 +24,11 @@ subclass. The graph is driven unchanged; toolgym only observes it:
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import inspect
+import logging
 import time
+import warnings
 from collections.abc import Callable
 from typing import Any, ClassVar
 from uuid import UUID
@@ -58,6 +61,19 @@ class _Stop(Exception):
     def __init__(self, status: Status) -> None:
         super().__init__(f"episode stopped ({status})")
         self.status = status
+
+
+class _HideStops(logging.Filter):
+    """Drops langchain-core's ``Error in EpisodeRecorder.on_chat_model_start callback:
+    _Stop(...)`` warning: a :class:`_Stop` is how toolgym ends a graph at its turn budget (the
+    trajectory records the status), not an error. Every other callback error is kept."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        args = record.args if isinstance(record.args, tuple) else ()
+        return not (len(args) == 3 and args[0] == "EpisodeRecorder" and str(args[2]).startswith("_Stop("))
+
+
+logging.getLogger("langchain_core.callbacks.manager").addFilter(_HideStops())
 
 
 class EpisodeRecorder(BaseCallbackHandler):
@@ -335,7 +351,12 @@ class GraphAgent(Agent):
                     if keyword in signature.parameters:
                         args, kwargs = (self.model, tools), {keyword: instructions or None}
                         break
-        graph = factory(*args, **kwargs)
+        with warnings.catch_warnings():
+            if importlib.util.find_spec("langchain") is None:
+                # langgraph 1.x deprecates create_react_agent in favour of langchain.agents, a
+                # package toolgym does not install: a pointer the user cannot follow, once per episode
+                warnings.filterwarnings("ignore", message="create_react_agent has been moved")
+            graph = factory(*args, **kwargs)
         if not hasattr(graph, "ainvoke") and hasattr(graph, "compile"):
             graph = graph.compile()
         return graph

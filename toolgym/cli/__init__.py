@@ -9,7 +9,6 @@ import warnings
 from pathlib import Path
 
 from rich.console import Console
-from rich.table import Table
 
 from toolgym.benchmark import ReportTable
 from toolgym.cli.providers import add_provider_arguments, record_accounting, serve_for, settings_from_args
@@ -32,37 +31,43 @@ console = Console()
 
 
 def print_summary(rows: list[SummaryRow], title: str = "summary") -> None:
-    """Print the grader table: mean ± stderr, n, errors, unscored."""
-    table = Table(title=title)
-    for col in ("env", "grader", "mean ± stderr", "n", "errors", "unscored"):
-        table.add_column(col, justify="left" if col in ("env", "grader") else "right")
-    for row in rows:
-        e = row.estimate
-        table.add_row(row.env, row.grader, e.format(), str(e.n), str(e.n_errors), str(e.n_unscored))
-    console.print(table)
+    """Print the grader table: mean ± stderr, n, errors, unscored (fitted to the terminal:
+    :func:`toolgym.views.fit.print_fitted`)."""
+    from rich.text import Text
+
+    from toolgym.views.fit import Col, print_fitted
+
+    cols = [Col("env", "left"), Col("grader", "left"), Col("mean ± stderr"), Col("n"), Col("errors"), Col("unscored")]
+    cells = [[row.env, row.grader, row.estimate.format(), str(row.estimate.n), str(row.estimate.n_errors),
+              str(row.estimate.n_unscored)] for row in rows]
+    print_fitted(console, cols, cells, keys=2, title=Text(title))
 
 
 def cmd_list(args: argparse.Namespace) -> int:
     from toolgym.plugins import registries, suite_problems
 
     regs = registries()
-    table = Table(title="toolgym: what can be named (NAME, module.path:Name or path/file.py:Name)")
-    for col in ("kind", "name", "from", "notes"):
-        table.add_column(col, no_wrap=col != "notes")
+    from rich.text import Text
+
+    from toolgym.views.fit import Col, print_fitted
+
+    rows = []
     environments = regs["environments"]
     for name, source in environments.sources():
         notes = ""
         if not source.startswith("entry point"):
             benchmark = environments.get(name)
             notes = f"datasets: {', '.join(benchmark.builtin_datasets()) or '-'}"
-        table.add_row("environment", name, source, notes)
+        rows.append(["environment", name, source, notes])
     for form in environments.forms():
-        table.add_row("environment", form, "spec form", "an MCP server's tools; give --dataset")
+        rows.append(["environment", form, "spec form", "an MCP server's tools; give --dataset"])
     for kind in ("agents", "graders", "models"):
         for name, source in regs[kind].sources():
-            table.add_row(kind[:-1] if kind != "models" else "model", name, source,
-                          "spec: NAME[:MODEL]" if kind == "models" else "")
-    Console(width=max(console.width, 140), file=console.file).print(table)
+            rows.append([kind[:-1] if kind != "models" else "model", name, source,
+                         "spec: NAME[:MODEL]" if kind == "models" else ""])
+    cols = [Col("kind", "left"), Col("name", "left"), Col("from", "left"), Col("notes", "left", wrap=True)]
+    print_fitted(console, cols, rows, keys=2,
+                 title=Text("toolgym: what can be named (NAME, module.path:Name or path/file.py:Name)"))
     for problem in suite_problems():
         print(f"warning: {problem}", file=sys.stderr)
     return 0
@@ -70,15 +75,18 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 def print_report_tables(tables: list[ReportTable]) -> None:
     """Print an environment's own tables (published metrics, ...) and their notes."""
+    from rich.text import Text
+
+    from toolgym.views.fit import Col, print_fitted
+
     for t in tables:
-        table = Table(title=t.title)
         columns = list(t.rows[0]) if t.rows else []
-        for i, col in enumerate(columns):
-            table.add_column(col, justify="left" if i == 0 else "right", no_wrap=True)
-        for row in t.rows:
-            table.add_row(*("—" if row.get(c) is None else str(row.get(c)) for c in columns))
-        wide = Console(width=max(console.width, 160), file=console.file)  # Japanese headers are wide
-        wide.print(table)
+        cols = [Col(str(c), "left" if i == 0 else "right") for i, c in enumerate(columns)]
+        rows = [["—" if row.get(c) is None else str(row.get(c)) for c in columns] for row in t.rows]
+        if cols:  # stacked, the first column repeated, when wider than the terminal (Japanese headers are wide)
+            print_fitted(console, cols, rows, keys=1, title=Text(t.title))
+        else:
+            console.print(Text(t.title))
         for note in t.notes:
             print(f"note: {note}", file=sys.stderr)  # plain: never wrapped, easy to grep
 
@@ -155,10 +163,11 @@ def cmd_grade(args: argparse.Namespace) -> int:
 
 def cmd_summary(args: argparse.Namespace) -> int:
     from toolgym.views.rundata import load_runs
-    from toolgym.views.summary import rich_summary, summary_cells
+    from toolgym.views.summary import print_summary as print_cells
+    from toolgym.views.summary import summary_cells
 
     runs = load_runs([Path(d) for d in args.dirs], with_examples=False)
-    console.print(rich_summary(summary_cells(runs), title="summary: mean ± standard error per grader"))
+    print_cells(summary_cells(runs), console, title="summary: mean ± standard error per grader")
     if args.suite_tables:
         from toolgym.views.rundata import suite_tables
 
@@ -315,7 +324,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--executor", default="local",
-        help="where episodes are played: local (this machine) or ray (a Ray cluster; pip install 'toolgym[ray]')",
+        help="where episodes are played: local (this machine) or ray (a Ray cluster; pip install -e '.[ray]' in the clone, on every node)",
     )
     p.add_argument(
         "--ray-address", metavar="auto|ray://HOST:PORT",
@@ -406,7 +415,28 @@ def build_parser() -> argparse.ArgumentParser:
 
     serve.add_parser(sub)
     export.add_parser(sub)
+    parser.set_defaults(subcommands=dict(sub.choices))
     return parser
+
+
+def parse_args(parser: argparse.ArgumentParser, argv: list[str] | None) -> argparse.Namespace:
+    """Parse ``argv``; an unknown option is reported with its subcommand's usage (``run
+    --limt 5`` prints ``run``'s usage, not the top-level one) and the closest options of that
+    subcommand (:func:`difflib.get_close_matches`). Exits with status 2 as argparse does."""
+    import difflib
+
+    args, extras = parser.parse_known_args(argv)
+    subcommands = args.__dict__.pop("subcommands")
+    if not extras:
+        return args
+    sub = subcommands[args.command]
+    options = [o for action in sub._actions for o in action.option_strings]  # argparse has no public list
+    hints = []
+    for extra in extras:
+        close = difflib.get_close_matches(extra.split("=", 1)[0], options, n=3, cutoff=0.6) if extra.startswith("-") else []
+        if close:
+            hints.append(f"{extra}: did you mean {' or '.join(close)}?")
+    sub.error(f"unrecognized arguments: {' '.join(extras)}" + (f" ({'; '.join(hints)})" if hints else ""))
 
 
 def os_error_text(exc: OSError) -> str:
@@ -421,7 +451,7 @@ def os_error_text(exc: OSError) -> str:
 def main(argv: list[str] | None = None) -> int:
     """Entry point; returns the exit status (2 for bad input, 1 when a worker process died or
     too many episodes ended in error, 130 on Ctrl-C)."""
-    args = build_parser().parse_args(argv)
+    args = parse_args(build_parser(), argv)
     warnings.simplefilter("default")
     warnings.formatwarning = lambda message, category, *rest, **kw: f"warning: {message}\n"
     try:

@@ -78,7 +78,7 @@ class StepRatio:
 
     name = "step_ratio"
     measure: ClassVar[Measure] = Measure(
-        kind="continuous", direction="lower", pass_if="==", threshold=1.0,
+        kind="continuous", direction="target", target=1.0, pass_if="==", threshold=1.0,
         reference="LangChain tool-usage benchmark, '# steps / # expected steps'",
     )
 

@@ -6,5 +6,5 @@
 * :mod:`toolgym.mcp.environment`: ``--env mcp:"COMMAND ARGS"`` and ``--env
   mcp+http://HOST:PORT/PATH`` make an outside MCP server's tools an environment.
 
-Both need the ``mcp`` extra (``pip install 'toolgym[mcp]'``).
+Both need the ``mcp`` extra (``pip install -e '.[mcp]'`` in the toolgym clone).
 """

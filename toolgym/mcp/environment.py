@@ -56,14 +56,14 @@ the server afresh."""
 STDERR_SHOWN = 500
 """Characters of a failing stdio server's stderr quoted in the error (its last ones)."""
 
-INSTALL_HINT = "install the extra: pip install 'toolgym[mcp]'"
+INSTALL_HINT = "install the extra in the toolgym clone: pip install -e '.[mcp]'"
 
 
 def require_mcp() -> None:
     """Check that the MCP SDK can be imported.
 
     Raises:
-        ValueError: ``install the extra: pip install 'toolgym[mcp]'`` when it cannot.
+        ValueError: ``install the extra in the toolgym clone: pip install -e '.[mcp]'`` when it cannot.
     """
     try:
         import mcp  # noqa: F401
@@ -439,7 +439,7 @@ def benchmark_for_spec(spec: str) -> Benchmark:
 
     Raises:
         ValueError: for a malformed spec (see :func:`parse_spec`), or when the MCP SDK is not
-            installed (``install the extra: pip install 'toolgym[mcp]'``).
+            installed (``install the extra in the toolgym clone: pip install -e '.[mcp]'``).
     """
     server = parse_spec(spec)
     require_mcp()

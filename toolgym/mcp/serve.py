@@ -103,6 +103,19 @@ class _ClosedStream(logging.Filter):
 
 logging.getLogger("mcp.server.streamable_http").addFilter(_ClosedStream())
 
+
+class _ShutdownNoise(logging.Filter):
+    """Drops uvicorn's ``ASGI callable returned without completing response`` once the server
+    is shutting down (Ctrl-C, SIGTERM): the open streams it names are the sessions being closed
+    on purpose, their episodes recorded as ``aborted``. The same line while serving is kept."""
+
+    def __init__(self, server: Any) -> None:
+        super().__init__()
+        self.server = server
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (self.server.should_exit and record.getMessage().startswith("ASGI callable returned without"))
+
 START, END = "start_episode", "end_episode"
 CONTROL_TOOLS = (START, END)
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
@@ -766,10 +779,13 @@ def serve_http(served: ServedRun, settings: HttpSettings) -> RunResult:
         port = sock.getsockname()[1]
         config = uvicorn.Config(app, log_level="warning", lifespan="on", timeout_graceful_shutdown=3)
         server = uvicorn.Server(config)
+        quiet = _ShutdownNoise(server)
+        logging.getLogger("uvicorn.error").addFilter(quiet)
         print(f"listening on http://{_bracket(settings.host)}:{port}{settings.path} (run directory {served.out})",
               file=sys.stderr, flush=True)
         try:
             server.run(sockets=[sock])
         finally:
+            logging.getLogger("uvicorn.error").removeFilter(quiet)
             served.finish()
     return served.finish()

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import math
 import operator
 import re
 from collections import defaultdict
@@ -38,6 +39,7 @@ from toolgym.openai_format import prompt_messages, step_messages, tool_schemas, 
 from toolgym.records import BINARY, Example, Measure, Trajectory
 from toolgym.runio import Run, RunDirError
 from toolgym.runner import benchmark_of
+from toolgym.views.rundata import measure_for
 
 __all__ = ["FORMATS", "Condition", "ExportResult", "conversation", "export_runs", "parse_condition"]
 
@@ -47,21 +49,39 @@ _OPS: dict[str, Callable[[float, float], bool]] = {
     ">=": operator.ge, "<=": operator.le, "==": operator.eq, "!=": operator.ne, ">": operator.gt, "<": operator.lt,
 }
 _CONDITION = re.compile(r"^\s*([\w.:-]+)\s*(>=|<=|==|!=|>|<)\s*(-?[\d.]+(?:e-?\d+)?)\s*$")
+_RULE = re.compile(r"^\s*([\w.-]+):(pass|fail)\s*$")
 
 
 @dataclass(frozen=True)
 class Condition:
-    """A filter on one grader's value: ``GRADER OP VALUE`` (``steps_exact>=1``).
+    """A filter on one grader's value: ``GRADER OP VALUE`` (``steps_exact>=1``), or
+    ``GRADER:pass`` / ``GRADER:fail``, which read the grader's declared measure (its pass rule:
+    ``step_ratio:pass`` keeps ratios of exactly 1, the best value of that two-sided measure).
 
     A trajectory without a value for the grader (not graded, not applicable, unscored) never
     satisfies it."""
 
     grader: str
     op: str
-    value: float
+    value: float = math.nan
 
-    def holds(self, value: float | None) -> bool:
-        """Whether ``value`` satisfies the condition."""
+    @property
+    def text(self) -> str:
+        """The condition as written: ``steps_exact>=1``, ``step_ratio:pass``."""
+        return f"{self.grader}:{self.op}" if self.op in ("pass", "fail") else f"{self.grader}{self.op}{self.value:g}"
+
+    def holds(self, value: float | None, measure: Measure = BINARY) -> bool:
+        """Whether ``value`` satisfies the condition (``measure``: the grader's, for
+        ``:pass`` and ``:fail``).
+
+        Raises:
+            ValueError: for ``:pass`` / ``:fail`` on a measure without a pass rule.
+        """
+        if self.op in ("pass", "fail"):
+            if not measure.pass_fail:
+                raise ValueError(f"--where {self.text}: grader {self.grader} has no pass rule ({measure.direction_text})")
+            passed = measure.passed(value)
+            return passed is not None and passed == (self.op == "pass")
         return value is not None and _OPS[self.op](value, self.value)
 
 
@@ -71,9 +91,15 @@ def parse_condition(text: str) -> Condition:
     Raises:
         ValueError: naming the text when it is not of that form.
     """
+    rule = _RULE.match(text)
+    if rule:
+        return Condition(rule.group(1), rule.group(2))
     m = _CONDITION.match(text)
     if not m:
-        raise ValueError(f"--where {text!r}: expected GRADER>=VALUE (operators >= <= == != > <)")
+        hint = " (quote it: the shell reads > as a redirection)" if text.strip() and not re.search(r"[<>=!]", text) else ""
+        raise ValueError(
+            f"--where {text!r}: expected 'GRADER>=VALUE' (operators >= <= == != > <) or GRADER:pass / GRADER:fail{hint}"
+        )
     return Condition(m.group(1), m.group(2), float(m.group(3)))
 
 
@@ -242,6 +268,7 @@ def export_runs(
         values = {(s.example_id, s.trial, s.grader): s.value for s in run.scores}
         judge = pass_grader or (run.graders[0] if run.graders else None)
         measure = _measure(run, judge)
+        measures = {c.grader: _measure(run, c.grader) for c in where}
         for traj in run.trajectories:
             result.trajectories += 1
             if env_set and traj.env not in env_set:
@@ -250,9 +277,12 @@ def export_runs(
             if traj.status not in statuses:
                 result.skip(f"status {traj.status}", traj)
                 continue
-            failed = next((c for c in where if not c.holds(values.get((traj.example_id, traj.trial, c.grader)))), None)
+            failed = next(
+                (c for c in where if not c.holds(values.get((traj.example_id, traj.trial, c.grader)), measures[c.grader])),
+                None,
+            )
             if failed is not None:
-                result.skip(f"not {failed.grader}{failed.op}{failed.value:g}", traj)
+                result.skip(f"not {failed.text}", traj)
                 continue
             example = run.examples.get(traj.example_id)
             if example is None:
@@ -374,7 +404,7 @@ def _unique_call_ids(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def _measure(run: Run, grader: str | None) -> Measure:
     if grader is None:
         return BINARY
-    return run.record.measures.get(grader, BINARY)
+    return measure_for(run, grader)  # recorded, else the installed grader's, else inferred
 
 
 def _problems(record: dict[str, Any]) -> list[str]:

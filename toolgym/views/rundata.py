@@ -73,7 +73,8 @@ def pass_rule_text(measure: Measure) -> str | None:
 
 
 def rule_text(measure: Measure) -> str:
-    """The measure in a few words: ``"higher, pass ≥ 1"``, ``"lower, pass ≤ 0"``, ``"higher"``.
+    """The measure in a few words: ``"higher, pass ≥ 1"``, ``"lower, pass ≤ 0"``, ``"higher"``,
+    ``"best at 1, pass = 1"``.
 
     Args:
         measure (Measure): A grader's measure.
@@ -82,7 +83,7 @@ def rule_text(measure: Measure) -> str:
         str: Its better direction and pass rule.
     """
     rule = pass_rule_text(measure)
-    return measure.direction if rule is None else f"{measure.direction}, pass {rule}"
+    return measure.direction_text if rule is None else f"{measure.direction_text}, pass {rule}"
 
 
 @dataclass

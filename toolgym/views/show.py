@@ -8,6 +8,7 @@ the console: off when the output is not a terminal (or ``NO_COLOR`` is set).
 
 from __future__ import annotations
 
+import difflib
 import json
 from pathlib import Path
 from typing import Any
@@ -59,8 +60,8 @@ def show(
         limit (int | None): Show at most this many trajectories.
 
     Returns:
-        int: Exit status: 0; 1 when ``failed`` and nothing failed; 2 when the example or grader
-        is not in the run.
+        int: Exit status: 0 (also when ``failed`` and nothing failed, which is said); 2 when the
+        example or grader is not in the run (the closest example ids are listed).
 
     Raises:
         RunDirError: for a missing or invalid run directory.
@@ -74,8 +75,10 @@ def show(
         return 2
     chosen = [t for t in run.trajectories if example is None or t.example_id == example]
     if not chosen:
-        what = f"for example {example!r} " if example is not None else ""
-        console.print(Text(f"error: no trajectory {what}in {directory}"))
+        if example is None:
+            console.print(Text(f"error: no trajectory in {directory}"))
+            return 2
+        console.print(Text(f"error: no trajectory for example {example!r} in {directory}{_closest_ids(run, example)}"))
         return 2
     if failed:
         chosen = [t for t in chosen if run.failed(t, grader)]
@@ -89,7 +92,8 @@ def show(
             )
         )
         if not chosen:
-            return 1
+            console.print(Text("nothing failed; drop --failed to see the first trajectory, or --example ID for one"))
+            return 0
     elif example is None:
         chosen = chosen[:1]
     for traj in chosen[:limit] if limit else chosen:
@@ -97,6 +101,16 @@ def show(
     if limit and len(chosen) > limit:
         console.print(Text(f"... {len(chosen) - limit} more (raise --limit)"))
     return 0
+
+
+def _closest_ids(run: RunView, example: str, n: int = 3) -> str:
+    """``"; closest ids: a, b"`` (by :func:`difflib.get_close_matches`), else the first ids."""
+    ids = list(dict.fromkeys(t.example_id for t in run.trajectories))
+    close = difflib.get_close_matches(example, ids, n=n, cutoff=0.6)
+    if close:
+        return f"; closest ids: {', '.join(close)}"
+    more = f", ... ({len(ids)} in all)" if len(ids) > n else ""
+    return f"; ids are {', '.join(ids[:n])}{more}"
 
 
 def _json(value: Any, max_chars: int = SHOWN_CHARS) -> str:
@@ -137,7 +151,8 @@ def print_trajectory(
         highlight_grader (str | None): A grader whose score is printed in bold.
     """
     status_style = {"completed": "green", "step_limit": "yellow", "error": "bold red", "aborted": "magenta"}[traj.status]
-    console.rule(
+    console.rule()  # the header below wraps at spaces: a rule's title would be cut at the width
+    console.print(
         Text.assemble(
             _safe(f"{run.env} · {run.label} · example {traj.example_id} · trial {traj.trial} · "),
             (traj.status, status_style),

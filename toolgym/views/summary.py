@@ -148,3 +148,35 @@ def rich_summary(cells: Sequence[SummaryCell], title: str = "summary"):
         previous = (cell.env, cell.run)
         table.add_row(*(Text(visible(v)) for v in record))  # control characters shown, not obeyed
     return table
+
+
+def print_summary(cells: Sequence[SummaryCell], console, title: str = "summary") -> None:
+    """Print the summary so that it fits ``console`` (a ``rich.console.Console``) without
+    cutting a name: one table of every row when it fits; otherwise, per environment and run, a
+    heading line naming both in full and a table of its graders, stacked in parts by
+    :func:`toolgym.views.fit.fitted_tables` if still too wide. Only the measure column wraps.
+
+    Args:
+        cells (Sequence[SummaryCell]): From :func:`summary_cells`.
+        console (rich.console.Console): Where to print.
+        title (str): Title above the table(s).
+    """
+    from rich.text import Text
+
+    from toolgym.views.fit import Col, fitted_tables
+
+    stats = [Col(c.header, "right" if c.numeric else "left", wrap=not c.numeric) for c in COLUMNS]
+    records = [[visible(v) for v in r] for r in summary_records(cells)]  # control characters shown, not obeyed
+    keys = [Col(h, "left") for h in KEY_HEADERS]
+    starts = [i for i, c in enumerate(cells) if i == 0 or (cells[i - 1].env, cells[i - 1].run) != (c.env, c.run)]
+    whole = fitted_tables(console, [*keys, *stats], records, keys=3, title=Text(visible(title)), sections=starts)
+    if len(whole) == 1:
+        console.print(whole[0])
+        return
+    console.print(Text(visible(title), style="bold"))
+    for n, start in enumerate(starts):
+        end = starts[n + 1] if n + 1 < len(starts) else len(cells)
+        cell = cells[start]
+        console.print(Text(visible(f"{cell.env} · run {cell.run} · {cell.directory}")))
+        for table in fitted_tables(console, [keys[2], *stats], [r[2:] for r in records[start:end]], keys=1):
+            console.print(table)

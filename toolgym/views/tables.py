@@ -7,9 +7,10 @@ import math
 from rich import box
 from rich.console import Console
 from rich.markup import escape
-from rich.table import Table
+from rich.text import Text
 
 from toolgym.views.analysis import Comparison, RunReport
+from toolgym.views.fit import Col, print_fitted
 from toolgym.views.rundata import rule_text
 
 TEST_NAMES = {"mcnemar_exact": "exact", "mcnemar_chi2": "χ²", "paired_bootstrap": "boot"}
@@ -39,45 +40,46 @@ def print_run_report(report: RunReport, console: Console | None = None) -> None:
     console = console or Console()
     trials = max((s.trials for s in report.stats), default=0)
     ks = _ks(trials) if trials > 1 else []
-    table = Table(title=f"{report.env}: per grader (SE clustered by example)", box=box.SIMPLE_HEAD)
-    for col in ("grader", "measure", "mean ± SE", "pass rate [95% Wilson]", "examples", "trials"):
-        table.add_column(col, justify="left" if col in ("grader", "measure") else "right", no_wrap=col == "grader")
+    cols = [Col("grader", "left"), Col("measure", "left", wrap=True), Col("mean ± SE"), Col("pass [95% Wilson]"),
+            Col("examples"), Col("trials")]
+    rows = []
     for s in report.stats:
         rate = "-"
         if s.pass_rate is not None and s.wilson is not None:
             rate = f"{s.pass_rate:.3f} [{s.wilson[0]:.3f}, {s.wilson[1]:.3f}]"
-        table.add_row(s.grader, rule_text(s.measure), s.estimate.format(), rate, str(s.n_examples), str(s.trials))
-    console.print(table)
+        rows.append([s.grader, rule_text(s.measure), s.estimate.format(), rate, str(s.n_examples), str(s.trials)])
+    print_fitted(console, cols, rows, keys=1, title=Text(f"{report.env}: per grader (SE clustered by example)"),
+                 box=box.SIMPLE_HEAD, collapse_padding=True, pad_edge=False)
     binary = [s for s in report.stats if s.pass_rate is not None and s.trials > 1]
     if ks and binary:
-        table = Table(title=f"{report.env}: repeated trials (pass@k: any of k succeeds; pass^k: all k)", box=box.SIMPLE_HEAD)
-        table.add_column("grader")
-        table.add_column(f"pass@{trials}", justify="right")
-        for k in ks:
-            table.add_column(f"pass^{k}", justify="right")
-        for s in binary:
-            table.add_row(
-                s.grader, _num(s.pass_at_k.get(trials, math.nan)),
-                *(_num(s.pass_hat_k.get(k, math.nan)) for k in ks),
-            )
-        console.print(table)
+        cols = [Col("grader", "left"), Col(f"pass@{trials}"), *(Col(f"pass^{k}") for k in ks)]
+        rows = [
+            [s.grader, _num(s.pass_at_k.get(trials, math.nan)), *(_num(s.pass_hat_k.get(k, math.nan)) for k in ks)]
+            for s in binary
+        ]
+        print_fitted(console, cols, rows, keys=1, box=box.SIMPLE_HEAD,
+                     title=Text(f"{report.env}: repeated trials (pass@k: any of k succeeds; pass^k: all k)"))
     titles = {"n_steps": "by number of expected steps", "difficulty": "by difficulty level"}
     for by, per_grader in report.breakdowns.items():
         groups = sorted(
             {r.group for rows in per_grader.values() for r in rows},
             key=lambda k: (not isinstance(k, (int, float)), k if isinstance(k, (int, float)) else str(k)),
         )
-        table = Table(title=f"{report.env}: {titles[by]} (mean ± SE, examples)", box=box.SIMPLE_HEAD)
-        table.add_column(by)
-        for grader in per_grader:
-            table.add_column(grader, justify="right")
+        cols = [Col(by, "left"), *(Col(grader) for grader in per_grader)]
+        rows = []
         for group in groups:
             cells = []
-            for rows in per_grader.values():
-                found = next((r for r in rows if r.group == group), None)
-                cells.append(f"{found.estimate.format()} ({found.n_examples})" if found else "-")
-            table.add_row(escape(str(group)), *cells)
-        console.print(table)
+            for grader_rows in per_grader.values():
+                found = next((r for r in grader_rows if r.group == group), None)
+                if found is None:
+                    cells.append("-")
+                elif math.isnan(found.estimate.stderr):  # one example: "0.667 (n=1)" says it all
+                    cells.append(found.estimate.format())
+                else:
+                    cells.append(f"{found.estimate.format()} ({found.n_examples})")
+            rows.append([str(group), *cells])
+        print_fitted(console, cols, rows, keys=1, box=box.SIMPLE_HEAD,
+                     title=Text(f"{report.env}: {titles[by]} (mean ± SE, examples)"))
     for a in report.agreements:
         console.print(
             f"judge {a.judge} vs checker {a.checker}: agree on {a.both_pass + a.both_fail}/{a.n}"
@@ -107,30 +109,32 @@ def print_comparison(comp: Comparison, console: Console | None = None, max_flips
     for label, ids in (("A", comp.examples_only_a), ("B", comp.examples_only_b)):
         if ids:
             console.print(f"[yellow]note:[/] {len(ids)} example(s) only in run {label}: {escape(', '.join(ids[:10]))}{' ...' if len(ids) > 10 else ''}")
-    table = Table(
-        title=f"A = {escape(str(comp.dir_a))}   B = {escape(str(comp.dir_b))}", box=box.SIMPLE_HEAD,
-        collapse_padding=True, pad_edge=False,
-        caption="test: exact = McNemar exact binomial, χ² = McNemar with continuity correction "
+    caption = Text(
+        "test: exact = McNemar exact binomial, χ² = McNemar with continuity correction "
         "(a binary grader with one score per example in both runs); boot = paired bootstrap over examples. "
         "CI: bootstrap 95% interval of B − A, or the discordant pairs b (A only) and c (B only). "
-        "better: the run whose mean is better in the grader's direction; flips: examples that "
-        "changed between pass and fail under the grader's pass rule.",
+        "better: the run whose mean is better in the grader's direction (higher, lower, or the one "
+        "closer to the best value of a two-sided measure); flips: examples that changed between pass "
+        "and fail under the grader's pass rule."
     )
-    for col in ("grader", "A", "B", "B − A", "better", "95% CI", "test", "p", "n", "flips"):
-        table.add_column(
-            col, justify="left" if col in ("grader", "test", "better") else "right", no_wrap=col != "grader"
-        )
+    cols = [Col("grader", "left"), Col("A"), Col("B"), Col("B − A"), Col("better", "left"), Col("95% CI"),
+            Col("test", "left"), Col("p"), Col("n"), Col("flips")]
+    rows = []
     for g in comp.graders:
         t = g.test
         ci = f"[{t.low:+.2f}, {t.high:+.2f}]" if not math.isnan(t.low) else f"b={t.b} c={t.c}"
         p = "<1e-4" if t.p_value < 1e-4 else f"{t.p_value:.4f}"
-        table.add_row(
+        rows.append([
             g.grader, _num(g.mean_a), _num(g.mean_b), f"{g.mean_b - g.mean_a:+.3f}",
-            f"{g.better or '='} ({g.measure.direction})", ci,
+            f"{g.better or '='} ({g.measure.direction_text})", ci,
             TEST_NAMES.get(t.method, t.method), p, str(g.n_paired),
             str(len(g.flipped)) if g.measure.pass_fail else "-",
-        )
-    console.print(table)
+        ])
+    print_fitted(
+        console, cols, rows, keys=1, title=Text(f"A = {comp.dir_a}   B = {comp.dir_b}"),
+        box=box.SIMPLE_HEAD, collapse_padding=True, pad_edge=False,
+    )
+    console.print(caption)  # below every part, at the console's width
     for g in comp.graders:
         if not g.flipped:
             continue

@@ -200,6 +200,7 @@ def test_irrelevance_official_and_strict_columns(irrelevance, tmp_path):
     assert any("multi-turn and agentic" in n for n in tables["bfcl: accuracy by category"].notes)
 
 
+@pytest.mark.slow  # end-to-end: run by .ci/run (-m slow), skipped by the default command
 @needs_data
 def test_oracle_on_all_13_categories_passes_every_satisfiable_entry():
     listed = {

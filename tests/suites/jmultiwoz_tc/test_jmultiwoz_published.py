@@ -269,6 +269,7 @@ def perturbed(i: int, data_id: str, gold: list) -> dict:
     return result_row(data_id, calls)
 
 
+@pytest.mark.slow  # end-to-end: run by .ci/run (-m slow), skipped by the default command
 @needs_reference
 @pytest.mark.skipif(not REAL_ZIP.exists(), reason="JMultiWOZ-TC data not present at ../shared/data")
 def test_real_release_rows_equal_the_published_script(tmp_path):

@@ -103,6 +103,7 @@ def test_a_dead_worker_loses_nothing_and_resume_finishes(tmp_path, monkeypatch, 
     assert all(t.final_state == {"paper": t.example_id} for t in trajectories)
 
 
+@pytest.mark.slow  # end-to-end: run by .ci/run (-m slow), skipped by the default command
 def test_ctrl_c_stops_every_worker_and_resume_finishes(tmp_path):
     """SIGINT to the process group (a terminal's Ctrl-C) during a run with two workers: exit
     status 130, no process left, every finished episode saved once; --resume plays the rest."""
@@ -132,6 +133,7 @@ def test_workers_are_never_more_than_the_concurrency(tmp_path):
     assert len(read_trajectories(out)) == 5
 
 
+@pytest.mark.slow  # end-to-end: run by .ci/run (-m slow), skipped by the default command
 def test_workers_end_when_the_run_process_is_killed(tmp_path):
     """kill -9 of the run process: its workers end too (none keeps playing or holds the run
     directory's lock), and --resume finishes the run."""

@@ -99,8 +99,11 @@ def grader_chart(grader: str, cells: Sequence[SummaryCell], colours: dict[str, s
                     ax.text(x, y + e, f"{y:.2f}", ha="center", va="bottom", fontsize=7)
         ax.set_xticks(range(len(envs)), envs)
         ax.set_xlim(-0.6, len(envs) - 0.4)
-        better = "lower" if cells[0].measure.direction == "lower" else "higher"
+        measure = cells[0].measure
+        better = f"closest to {measure.target:g}" if measure.direction == "target" else measure.direction
         ax.set_ylabel(f"{grader} (mean ± s.e.; {better} is better)")
+        if measure.direction == "target":
+            ax.axhline(measure.target, color="#888", linewidth=0.8, linestyle="--")
         ax.set_title(grader)
         if means and all(0.0 <= m <= 1.0 for m in means):
             ax.set_ylim(0, 1.12)
