@@ -26,6 +26,7 @@ Prints Markdown tables for BENCHMARKS.md. Both runtimes read the same cached GGU
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import os
 import subprocess
@@ -92,7 +93,8 @@ def main() -> None:
     parser.add_argument("--xcopa", type=int, default=30)
     parser.add_argument("--exam", type=int, default=20)
     parser.add_argument("--out", type=Path, default=ROOT / "runs" / "bench-runtime")
-    parser.add_argument("--reuse", action="store_true", help="read runs already in --out instead of playing them again")
+    parser.add_argument("--reuse", action="store_true",
+                        help="read finished runs in --out (with their bench.json) instead of playing them again")
     args = parser.parse_args()
     vi = args.data / "vietnamese"
     runtimes = {"llama-cpp-python 0.3.36 (compiled)": (args.baseline_python, args.baseline_repo.resolve()),
@@ -108,12 +110,14 @@ def main() -> None:
     for job, job_args in jobs.items():  # the runtimes alternate, job by job, on the same machine state
         for label, (python, repo) in runtimes.items():
             out = args.out / f"{job.split(',')[0]}-{'new' if repo == ROOT else 'old'}"
-            if args.reuse and (out / "trajectories.jsonl").exists():
-                result = {"wall_s": math.nan, "rss_mib": math.nan}
+            measures = out / "bench.json"
+            if args.reuse and measures.exists():
+                result = json.loads(measures.read_text())
             elif out.exists():
                 raise SystemExit(f"{out} exists: remove it, give another --out, or --reuse it")
             else:
                 result = play(python, repo, job_args, out)
+                measures.write_text(json.dumps(result))
             result["out"] = out
             measured[job, label] = result
             print(f"{job} / {label}: {result['wall_s']:.0f} s", file=sys.stderr, flush=True)
@@ -124,7 +128,8 @@ def main() -> None:
     for (job, label), r in measured.items():
         speed = generation_speed(r["out"]) if job.startswith("typewriter") else math.nan
         speed_text = f"{speed:.1f}" if not math.isnan(speed) else "—"
-        print(f"| {job} | {label} | {r['wall_s']:.0f} s | {r['rss_mib']:.0f} MiB | {speed_text} |")
+        rss = f"{r['rss_mib']:.0f} MiB" if r.get("rss_mib") is not None else "not recorded"
+        print(f"| {job} | {label} | {r['wall_s']:.0f} s | {rss} | {speed_text} |")
     print()
     job = next(iter(jobs))
     calls_old, calls_new = tool_calls(measured[job, old]["out"]), tool_calls(measured[job, new]["out"])
