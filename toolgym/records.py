@@ -9,7 +9,10 @@ from __future__ import annotations
 import math
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
+
+from toolgym.matchers import SpecError
+from toolgym.milestones import Plan, compile_plan
 
 SCHEMA_VERSION = 1
 
@@ -40,6 +43,13 @@ class Example(BaseModel):
         reference: The reference answer (string or number), if the task has one.
         expected_state: The environment state the reference solution reaches, if graded.
         metadata: Free-form; ``n_steps`` and ``difficulty`` are used by the breakdowns.
+        milestones: The steps a trajectory must take, as a partial order with argument
+            matchers (:mod:`toolgym.milestones`); graded by ``trajectory_match`` and its
+            companions. Kept as written; the compiled form is :attr:`plan`.
+        minefields: Calls and states that fail a trajectory.
+        read_only: Glob patterns of the tools that only read.
+        extra_calls: ``forbid`` (default), ``allow_read_only`` or ``allow``: whether calls
+            matched to no milestone are errors.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -53,6 +63,18 @@ class Example(BaseModel):
     reference: str | float | int | None = None
     expected_state: dict[str, JSONValue] | None = None
     metadata: dict[str, JSONValue] = Field(default_factory=dict)
+    milestones: list[JSONValue] | None = None
+    minefields: list[JSONValue] | None = None
+    read_only: list[str] | None = None
+    extra_calls: Literal["forbid", "allow_read_only", "allow"] | None = None
+
+    _plan: Plan | None = PrivateAttr(default=None)
+
+    @property
+    def plan(self) -> Plan | None:
+        """The compiled milestones, minefields and extra-call policy, or ``None`` when the
+        example has no ``milestones``."""
+        return self._plan
 
     @field_validator("id", mode="before")
     @classmethod
@@ -69,6 +91,14 @@ class Example(BaseModel):
                 self.expected_steps = names
             elif names != self.expected_steps:
                 raise ValueError("expected_calls names must equal expected_steps")
+        if self.milestones is not None:
+            try:
+                self._plan = compile_plan(self.milestones, self.minefields, self.read_only, self.extra_calls)
+            except SpecError as exc:
+                raise ValueError(f"field {exc}") from None
+        elif self.minefields is not None or self.read_only is not None or self.extra_calls is not None:
+            given = [k for k in ("minefields", "read_only", "extra_calls") if getattr(self, k) is not None]
+            raise ValueError(f"field {given[0]}: only meaningful with milestones (give 'milestones', even [])")
         return self
 
 
