@@ -5,9 +5,9 @@ import json
 
 import pytest
 
-from toolgym.plugins import get_benchmark
 from toolgym.data import DatasetError, check_tools, load_examples
 from toolgym.milestones import CallPattern, StatePattern
+from toolgym.plugins import get_benchmark
 
 ISSUE_EXAMPLE = {
     "id": "kwame",

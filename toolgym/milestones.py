@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from typing import Any, Literal
 
-from toolgym.matchers import EMPTY_CONTEXT, Matcher, MatchContext, SpecError, compile_matcher
+from toolgym.matchers import EMPTY_CONTEXT, MatchContext, Matcher, SpecError, compile_matcher
 
 __all__ = [
     "ARGS_MODES",
