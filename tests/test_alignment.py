@@ -110,7 +110,7 @@ def problems(draw):
                 stack.extend(milestones[a]["_after"])
         kind = draw(st.sampled_from(["call", "call", "call", "state", "any_of"]))
 
-        def a_call():
+        def a_call(ancestors=ancestors):
             spec = {"name": draw(st.sampled_from(NAMES))}
             how = draw(st.sampled_from(["none", "value", "from"] if ancestors else ["none", "value"]))
             if how == "value":

@@ -428,8 +428,7 @@ def _explain_unmatched(
         argument = call.wrong_argument(s.arguments, context)
         label.type, label.milestone, label.argument = "wrong_arguments", m.id, argument or None
         label.expected = call.expected()
-        what = f"argument {argument!r} " if argument else "arguments "
-        label.note = f"{what}do not match {m.id}"
+        label.note = f"argument {argument!r} does not match {m.id}" if argument else f"arguments do not match {m.id}"
         return
     for mid in missing:
         m = by_id[mid]

@@ -1,0 +1,248 @@
+"""trajectory_match, milestone_progress, step_precision and step_recall, end to end: a real
+environment, a scripted model, a dataset in the milestone format."""
+
+from __future__ import annotations
+
+import pytest
+
+import toolgym
+from toolgym.graders.trajectory import TrajectoryMatch
+from toolgym.providers.scripted import ScriptedChatModel
+from toolgym.records import Example, Score, ToolStep, Trajectory
+
+USERS = [{"id": 21, "name": "Kwame"}, {"id": 22, "name": "Ada"}]
+
+
+class Directory(toolgym.Environment):
+    """Users with emails, places with weather, and a sheet of paper."""
+
+    instructions = "Answer with the tools."
+
+    def reset(self, example):
+        self.paper = ""
+        self.users = {u["id"]: dict(u) for u in USERS}
+
+    @toolgym.tool
+    def find_users_by_name(self, name: str) -> list:
+        """Users whose name contains ``name``.
+
+        Args:
+            name: Part of a name.
+        """
+        return [u for u in self.users.values() if name.lower() in u["name"].lower()]
+
+    @toolgym.tool
+    def get_user_email(self, user_id: int) -> str:
+        """A user's email.
+
+        Args:
+            user_id: The user's id.
+        """
+        if user_id not in self.users:
+            raise toolgym.ToolError(f"no user {user_id}")
+        return f"{self.users[user_id]['name'].lower()}@example.org"
+
+    @toolgym.tool
+    def get_user_favorite_foods(self, user_id: int) -> list:
+        """A user's favourite foods.
+
+        Args:
+            user_id: The user's id.
+        """
+        return ["soup"]
+
+    @toolgym.tool
+    def get_city_for_location(self, location_id: int) -> str:
+        """A city.
+
+        Args:
+            location_id: The location.
+        """
+        return "Accra"
+
+    @toolgym.tool
+    def get_current_weather_for_location(self, location_id: int) -> str:
+        """The weather.
+
+        Args:
+            location_id: The location.
+        """
+        return "sunny"
+
+    @toolgym.tool
+    def write(self, text: str) -> str:
+        """Write on the paper.
+
+        Args:
+            text: What to write.
+        """
+        self.paper += text
+        return "ok"
+
+    @toolgym.tool
+    def delete_user(self, user_id: int) -> str:
+        """Delete a user.
+
+        Args:
+            user_id: The user's id.
+        """
+        self.users.pop(user_id, None)
+        return "deleted"
+
+    def read_state(self):
+        return {"paper": self.paper, "users": len(self.users)}
+
+
+PLAN = {
+    "milestones": [
+        {"id": "find", "call": {"name": "find_users_by_name", "arguments": {"name": {"$lenient": "kwame"}}}},
+        {"id": "email", "after": ["find"], "call": {"name": "get_user_email",
+                                                   "arguments": {"user_id": {"$from": "find", "path": "/0/id"}}}},
+        {"id": "foods", "after": ["find"], "optional": True, "call": {"name": "get_user_favorite_foods"}},
+        {"id": "city", "after": ["email"], "any_of": [{"call": {"name": "get_city_for_location"}},
+                                                      {"call": {"name": "get_current_weather_for_location"}}]},
+        {"id": "typed", "after": ["city"], "state": {"paper": "ab"}},
+        # a state milestone matches a state, not a step: the call that writes is a milestone of
+        # its own (or extra_calls must allow it)
+        {"id": "write", "after": ["city"], "optional": True, "call": {"name": "write"}},
+    ],
+    "minefields": [{"call": {"name": "delete_user"}}, {"state": {"paper": {"$contains": "zz"}}}],
+    "read_only": ["find_*", "get_*", "list_*"],
+    "extra_calls": "allow_read_only",
+}
+
+
+def c(tool, **args):
+    return {"tool_calls": [{"name": tool, "args": args}]}
+
+
+SCRIPTS = {
+    "pass": [c("find_users_by_name", name="KWAME"), c("get_user_email", user_id=21),
+             c("get_current_weather_for_location", location_id=3), c("write", text="ab"), "done"],
+    "extra_read": [c("find_users_by_name", name="Kwame"), c("get_user_favorite_foods", user_id=21),
+                   c("get_user_email", user_id=21), c("get_user_email", user_id=21),
+                   c("get_city_for_location", location_id=3), c("write", text="ab"), "done"],
+    "wrong_id": [c("find_users_by_name", name="Kwame"), c("get_user_email", user_id=22),
+                 c("get_city_for_location", location_id=3), c("write", text="ab"), "done"],
+    "memory": [c("get_user_email", user_id=21), c("find_users_by_name", name="Kwame"),
+               c("get_city_for_location", location_id=3), c("write", text="ab"), "done"],
+    "mine": [c("find_users_by_name", name="Kwame"), c("get_user_email", user_id=21), c("delete_user", user_id=22),
+             c("get_city_for_location", location_id=3), c("write", text="ab"), "done"],
+    "stopped": [c("find_users_by_name", name="Kwame"), "done"],
+    "extra_write": [c("find_users_by_name", name="Kwame"), c("get_user_email", user_id=21),
+                    c("get_city_for_location", location_id=3), c("write", text="a"), c("write", text="b"), "done"],
+}
+
+GRADERS = ["trajectory_match", "milestone_progress", "step_precision", "step_recall", "steps_exact"]
+
+
+@pytest.fixture(scope="module")
+def result():
+    dataset = [{"id": k, "input": k, "expected_steps": ["find_users_by_name"], **PLAN} for k in SCRIPTS]
+    dataset.append({"id": "plain", "input": "plain", "expected_calls": [{"name": "write", "arguments": {"text": "ab"}}]})
+    model = ScriptedChatModel(by_input={**SCRIPTS, "plain": [c("write", text="ab"), "done"]})
+    return toolgym.evaluate(Directory, model=model, dataset=dataset, graders=GRADERS)
+
+
+def scores(result, grader):
+    return {s.example_id: s for s in result.scores if s.grader == grader}
+
+
+def test_verdicts_and_first_errors(result):
+    match = scores(result, "trajectory_match")
+    assert {k: s.value for k, s in match.items()} == {
+        "pass": 1.0, "extra_read": 1.0, "wrong_id": 0.0, "memory": 0.0, "mine": 0.0, "stopped": 0.0, "extra_write": 0.0,
+    }  # "plain" has no milestones: trajectory_match does not apply
+    first = {k: s.details["first_error"] for k, s in match.items()}
+    assert first["pass"] is None and first["extra_read"] is None
+    assert first["wrong_id"] == {"step": 2, "type": "wrong_arguments", "milestone": "email", "argument": "user_id"}
+    assert first["memory"] == {"step": 1, "type": "out_of_order", "milestone": "email", "argument": None}
+    assert first["mine"] == {"step": 3, "type": "forbidden", "milestone": None, "argument": None}
+    assert first["stopped"] == {"step": None, "type": "missing", "milestone": "email", "argument": None}
+    # "ab" is on the paper, but the second write is an extra call that changes state
+    assert first["extra_write"]["type"] == "extra_call" and first["extra_write"]["step"] in (4, 5)
+    assert "wrong arguments (email, argument 'user_id')" in match["wrong_id"].explanation
+
+
+def test_the_alignment_names_each_step(result):
+    rows = scores(result, "trajectory_match")["extra_read"].details["alignment"]
+    assert [(r["tool"], r.get("milestone"), r.get("type"), r.get("allowed")) for r in rows] == [
+        ("find_users_by_name", "find", None, None),
+        ("get_user_favorite_foods", "foods", None, None),
+        ("get_user_email", "email", None, None),
+        ("get_user_email", "email", "extra_call", "read-only"),
+        ("get_city_for_location", "city", None, None),
+        ("write", "write", None, None),
+    ]
+    details = scores(result, "trajectory_match")["extra_read"].details
+    assert details["matched"]["typed"] == {"kind": "state", "at": 6} and details["exact"] is True
+
+
+def test_progress_precision_recall(result):
+    progress = {k: s.value for k, s in scores(result, "milestone_progress").items()}
+    assert progress == {"pass": 1.0, "extra_read": 1.0, "wrong_id": 0.25, "memory": 0.25, "mine": 0.0,
+                        "stopped": 0.25, "extra_write": 1.0}
+    recall = {k: s.value for k, s in scores(result, "step_recall").items()}
+    assert recall["mine"] == 1.0 and recall["stopped"] == 0.25 and recall["wrong_id"] == 0.25  # city and typed wait for email
+    precision = {k: s.value for k, s in scores(result, "step_precision").items()}
+    # extra_read: 6 steps, 5 matched, the repeated read is allowed and left out
+    assert precision["pass"] == 1.0 and precision["extra_read"] == 1.0
+    assert precision["extra_write"] == pytest.approx(4 / 5)  # the second write matches nothing
+    assert "plain" not in precision
+
+
+def test_steps_exact_is_unchanged(result):
+    exact = {k: s.value for k, s in scores(result, "steps_exact").items()}
+    assert exact["stopped"] == 1.0 and exact["pass"] == 0.0 and exact["plain"] == 1.0
+
+
+def traj(*calls, state=None):
+    steps = [ToolStep(call_id=str(i), name=n, arguments=a) for i, (n, a) in enumerate(calls)]
+    return Trajectory(example_id="e", env="x", agent="y", status="completed", steps=steps, final_state=state or {})
+
+
+CALLS = [{"name": "f", "arguments": {"x": 1}}, {"name": "g", "arguments": {"y": 2}}]
+
+
+@pytest.mark.parametrize(
+    "mode, args, calls, passed",
+    [
+        ("strict", "exact", [("f", {"x": 1}), ("g", {"y": 2})], True),
+        ("strict", "exact", [("g", {"y": 2}), ("f", {"x": 1})], False),
+        ("unordered", "exact", [("g", {"y": 2}), ("f", {"x": 1})], True),
+        ("unordered", "exact", [("g", {"y": 2}), ("f", {"x": 1}), ("f", {"x": 1})], False),
+        ("superset", "exact", [("h", {}), ("g", {"y": 2}), ("f", {"x": 1})], True),
+        ("superset", "exact", [("g", {"y": 2})], False),
+        ("subset", "exact", [("g", {"y": 2})], True),
+        ("subset", "exact", [("g", {"y": 2}), ("h", {})], False),
+        ("strict", "ignore", [("f", {"x": 9}), ("g", {})], True),
+        ("strict", "superset", [("f", {"x": 1, "z": 0}), ("g", {"y": 2})], True),
+        ("strict", "superset", [("f", {}), ("g", {"y": 2})], False),
+        ("strict", "subset", [("f", {}), ("g", {"y": 2})], True),
+        ("strict", "subset", [("f", {"x": 1, "z": 0}), ("g", {"y": 2})], False),
+    ],
+)
+def test_agentevals_modes_on_expected_calls(mode, args, calls, passed):
+    example = Example(id="e", input="x", expected_calls=CALLS)
+    score = TrajectoryMatch(trajectory_mode=mode, args_mode=args).grade(example, traj(*calls))
+    assert isinstance(score, Score) and score.value == float(passed), score.explanation
+    assert TrajectoryMatch().grade(example, traj(*calls)) is None  # no mode, no milestones: not applicable
+
+
+def test_superset_where_agentevals_greedy_fails_a_valid_trajectory():
+    example = Example(id="e", input="x", expected_calls=[{"name": "f", "arguments": {"x": 1}}, {"name": "f", "arguments": {"x": 1, "y": 2}}])
+    # args superset: the call holds at least the reference's arguments. A greedy first fit gives
+    # the first reference call f(x=1) the first output call f(x=1, y=2) and finds nothing for f(x=1, y=2)
+    score = TrajectoryMatch("superset", "superset").grade(example, traj(("f", {"x": 1, "y": 2}), ("f", {"x": 1})))
+    assert score.value == 1.0
+
+
+def test_a_judge_operator_without_a_judge_is_refused_clearly():
+    example = Example(id="e", input="x", milestones=[{"id": "a", "call": {"name": "f", "arguments": {"x": {"$judge": "polite"}}}}])
+    with pytest.raises(Exception, match="needs a judge model"):
+        TrajectoryMatch().grade(example, traj(("f", {"x": "hi"})))
+
+
+def test_unknown_modes_are_refused():
+    with pytest.raises(ValueError, match="trajectory_mode 'loose'"):
+        TrajectoryMatch(trajectory_mode="loose")
