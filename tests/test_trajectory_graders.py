@@ -246,3 +246,31 @@ def test_a_judge_operator_without_a_judge_is_refused_clearly():
 def test_unknown_modes_are_refused():
     with pytest.raises(ValueError, match="trajectory_mode 'loose'"):
         TrajectoryMatch(trajectory_mode="loose")
+
+
+def test_show_draws_the_alignment(tmp_path):
+    import io
+
+    from rich.console import Console
+
+    from toolgym.views.show import show
+
+    dataset = [{"id": k, "input": k, **PLAN} for k in ("wrong_id", "extra_read", "mine")]
+    out = tmp_path / "run"
+    toolgym.evaluate(Directory, model=ScriptedChatModel(by_input=SCRIPTS), dataset=dataset, graders=GRADERS, out=out)
+    text = {}
+    for example in ("wrong_id", "extra_read", "mine"):
+        buffer = io.StringIO()
+        assert show(out, example=example, console=Console(file=buffer, width=240)) == 0
+        text[example] = buffer.getvalue()
+    wrong = text["wrong_id"]
+    assert "✓ milestone find" in wrong
+    assert "✗ wrong arguments (email, argument user_id)" in wrong and '"$from": "find"' in wrong
+    assert "milestones never reached: email, city, typed" in wrong
+    assert "first error: step 2: wrong arguments (email, argument user_id)" in wrong
+    assert wrong.index("✓ milestone find") < wrong.index("✗ wrong arguments") < wrong.index("milestones never reached")
+    extra = text["extra_read"]
+    assert "· extra call (email): repeats email (matched at another step) [allowed extra: read-only]" in extra
+    assert "first error" not in extra
+    assert "never reached" not in extra
+    assert "✗ forbidden" in text["mine"] and "first error: step 3: forbidden" in text["mine"]
