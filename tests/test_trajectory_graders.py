@@ -274,3 +274,37 @@ def test_show_draws_the_alignment(tmp_path):
     assert "first error" not in extra
     assert "never reached" not in extra
     assert "✗ forbidden" in text["mine"] and "first error: step 3: forbidden" in text["mine"]
+
+
+def test_run_and_grade_from_the_command_line_add_the_milestone_graders(tmp_path):
+    import json
+
+    from toolgym.cli import main
+
+    # typewriter: "ba" and "ab" are both fine as long as the paper ends as a letter multiset {a, b}
+    record = {
+        "id": "ab", "input": "Type a and b, in any order.",
+        "milestones": [
+            {"id": "a", "call": {"name": "type_letter", "arguments": {"letter": "a"}}},
+            {"id": "b", "call": {"name": "type_letter", "arguments": {"letter": {"$in": ["b", "B"]}}}},
+            {"id": "paper", "after": ["a", "b"], "state": {"paper": {"$in": ["ab", "ba", "aB", "Ba"]}}},
+        ],
+    }
+    dataset = tmp_path / "d.jsonl"
+    dataset.write_text(json.dumps(record) + "\n", encoding="utf-8")
+    script = tmp_path / "s.json"
+    script.write_text(json.dumps({"turns": [
+        {"content": "", "tool_calls": [{"name": "type_letter", "args": {"letter": "B"}}]},
+        {"content": "", "tool_calls": [{"name": "type_letter", "args": {"letter": "a"}}]},
+        {"content": "done"},
+    ]}))
+    out = tmp_path / "run"
+    assert main(["run", "--env", "typewriter_1", "--dataset", str(dataset), "--model", f"scripted:{script}",
+                 "--out", str(out), "--no-progress"]) == 0
+    scores = {json.loads(line)["grader"]: json.loads(line) for line in (out / "scores.jsonl").read_text().splitlines()}
+    assert scores["trajectory_match"]["value"] == 1.0 and scores["milestone_progress"]["value"] == 1.0
+    assert scores["trajectory_match"]["details"]["matched"]["paper"] == {"kind": "state", "at": 2}
+    (out / "scores.jsonl").unlink()
+    assert main(["grade", str(out)]) == 0
+    again = {json.loads(line)["grader"]: json.loads(line) for line in (out / "scores.jsonl").read_text().splitlines()}
+    assert again["trajectory_match"] == scores["trajectory_match"]
