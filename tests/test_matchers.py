@@ -151,3 +151,21 @@ def test_every_operator_has_a_test_here():
 def test_json_equal_on_nested_values():
     assert json_equal({"a": [1, {"b": 2.0}]}, {"a": [1.0, {"b": 2}]})
     assert not json_equal({"a": [True]}, {"a": [1]})
+
+
+def test_json_key_agrees_with_json_equal():
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from toolgym.matchers import json_key
+
+    scalars = st.one_of(st.none(), st.booleans(), st.integers(-2, 2), st.sampled_from([0.0, 1.0, 2.5]), st.sampled_from(["", "a", "1"]))
+    values = st.recursive(scalars, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.sampled_from("ab"), inner, max_size=2), max_leaves=6)
+
+    @settings(max_examples=400, deadline=None)
+    @given(values, values)
+    def check(a, b):
+        assert (json_key(a) == json_key(b)) == json_equal(a, b)
+
+    check()
+    assert json_key({"a": [1, True]}) != json_key({"a": [1, 1]}) and json_key(1) == json_key(1.0)

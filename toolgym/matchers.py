@@ -51,6 +51,8 @@ __all__ = [
     "SpecError",
     "compile_matcher",
     "json_equal",
+    "json_key",
+    "literal",
     "lenient_text",
 ]
 
@@ -88,6 +90,53 @@ def json_equal(a: Any, b: Any) -> bool:
             and all(json_equal(x, y) for x, y in zip(a, b, strict=True))
         )
     return a is None and b is None
+
+
+class _Bool:
+    """A boolean in a :func:`json_key` (so it never equals the number 0 or 1)."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: bool) -> None:
+        self.value = value
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Bool) and other.value == self.value
+
+    def __hash__(self) -> int:
+        return hash((_Bool, self.value))
+
+
+_TRUE, _FALSE = _Bool(True), _Bool(False)
+
+
+def json_key(value: Any) -> Any:
+    """A hashable key of a JSON value such that ``json_key(a) == json_key(b)`` exactly when
+    :func:`json_equal` holds: objects become frozensets of items, lists tuples, booleans a
+    marker that never equals a number (numbers compare by value, as in Python: ``1 == 1.0``).
+
+    Raises:
+        TypeError: for a value that is not JSON (a set, an object).
+    """
+    kind = type(value)
+    if kind in _SCALARS:
+        return value
+    if kind is dict:
+        return frozenset([(k, v if type(v) in _SCALARS else json_key(v)) for k, v in value.items()])
+    if value is True:
+        return _TRUE
+    if value is False:
+        return _FALSE
+    if kind is list or kind is tuple:
+        return tuple([v if type(v) in _SCALARS else json_key(v) for v in value])
+    if isinstance(value, dict):
+        return frozenset((k, json_key(v)) for k, v in value.items())
+    if isinstance(value, (str, int, float)) and not isinstance(value, bool):
+        return value
+    raise TypeError(f"not a JSON value: {type(value).__name__}")
+
+
+_SCALARS = frozenset({str, int, float, type(None)})
 
 
 _SPACE = re.compile(r"\s+")
@@ -513,6 +562,12 @@ def compile_matcher(spec: Any, where: str = "") -> Matcher:
     if isinstance(spec, float) and not math.isfinite(spec):
         raise SpecError(where, f"{spec} is not a JSON number")
     return Equal(spec)
+
+
+def literal(value: Any) -> Matcher:
+    """The matcher of ``{"$literal": value}``: plain equality by value, without compiling
+    ``value`` (a reference call's argument)."""
+    return Literal(value)
 
 
 def _children(m: Matcher) -> tuple[Matcher, ...]:

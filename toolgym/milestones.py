@@ -40,9 +40,19 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
+from functools import cached_property
 from typing import Any, Literal
 
-from toolgym.matchers import EMPTY_CONTEXT, MatchContext, Matcher, SpecError, compile_matcher
+from toolgym.matchers import (
+    EMPTY_CONTEXT,
+    Equal,
+    MatchContext,
+    Matcher,
+    SpecError,
+    compile_matcher,
+    json_key,
+)
+from toolgym.matchers import Literal as LiteralValue
 
 __all__ = [
     "ARGS_MODES",
@@ -104,6 +114,16 @@ class CallPattern:
                 return key
         return None
 
+    @cached_property
+    def exact_key(self) -> Any:
+        """For ``exact`` arguments that are all plain values: :func:`json_key` of them (a call
+        fits exactly when its arguments have this key); else ``None``."""
+        if self.args != "exact" or self.arguments is None:
+            return None
+        if not all(type(m) in (Equal, LiteralValue) for _, m in self.arguments):
+            return None
+        return json_key({k: m.value for k, m in self.arguments})  # type: ignore[attr-defined]
+
     def expected(self) -> dict[str, Any]:
         """The pattern as JSON (for explanations)."""
         out: dict[str, Any] = {"name": self.name}
@@ -150,13 +170,14 @@ class Milestone:
     optional: bool = False
     refs: frozenset[str] = frozenset()
 
-    @property
-    def calls(self) -> tuple[CallPattern, ...]:
-        return tuple(a for a in self.alternatives if isinstance(a, CallPattern))
+    calls: tuple[CallPattern, ...] = field(init=False, repr=False)
+    """The call alternatives."""
+    states: tuple[StatePattern, ...] = field(init=False, repr=False)
+    """The state alternatives."""
 
-    @property
-    def states(self) -> tuple[StatePattern, ...]:
-        return tuple(a for a in self.alternatives if isinstance(a, StatePattern))
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "calls", tuple(a for a in self.alternatives if isinstance(a, CallPattern)))
+        object.__setattr__(self, "states", tuple(a for a in self.alternatives if isinstance(a, StatePattern)))
 
 
 @dataclass(frozen=True, eq=False)
@@ -179,6 +200,34 @@ class Plan:
     extra_calls: ExtraCalls = "forbid"
     ancestors: Mapping[str, frozenset[str]] = field(default_factory=dict)
     source: str = "milestones"
+
+    @cached_property
+    def call_index(self) -> tuple[dict[Any, list[tuple[int, tuple[CallPattern, ...]]]], dict[str, list[tuple[int, tuple[CallPattern, ...]]]]]:
+        """Where a step's candidate milestones are found: ``(exact, by_name)``. ``exact`` maps
+        ``(tool name, json_key(arguments))`` to the milestones (index, alternatives) whose
+        exact plain-valued call it is; ``by_name`` maps a tool name to the milestones with any
+        other call of that name, whose arguments must be matched."""
+        exact: dict[Any, list[tuple[int, tuple[CallPattern, ...]]]] = {}
+        by_name: dict[str, list[tuple[int, tuple[CallPattern, ...]]]] = {}
+        for j, m in enumerate(self.milestones):
+            for c in m.calls:
+                key = c.exact_key
+                if key is not None:
+                    exact.setdefault((c.name, key), []).append((j, (c,)))
+                else:
+                    by_name.setdefault(c.name, []).append((j, (c,)))
+        return exact, by_name
+
+    @cached_property
+    def names(self) -> dict[str, list[int]]:
+        """Tool name → the milestones with a call of that name."""
+        out: dict[str, list[int]] = {}
+        for j, m in enumerate(self.milestones):
+            for c in m.calls:
+                row = out.setdefault(c.name, [])
+                if not row or row[-1] != j:
+                    row.append(j)
+        return out
 
     def is_read_only(self, name: str) -> bool:
         """Whether tool ``name`` matches a ``read_only`` pattern."""

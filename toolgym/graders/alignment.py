@@ -31,9 +31,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
-from toolgym.matchers import MatchContext
+from toolgym.matchers import MatchContext, json_key
 from toolgym.milestones import CallPattern, Milestone, Plan, StatePattern
 
 __all__ = ["EXACT_LIMIT", "Alignment", "StepLabel", "StepView", "align", "diagnose"]
@@ -47,8 +47,7 @@ ErrorType = Literal[
 ]
 
 
-@dataclass(frozen=True)
-class StepView:
+class StepView(NamedTuple):
     """A tool step as the alignment sees it.
 
     Attributes:
@@ -93,6 +92,11 @@ class Alignment:
     exact: bool = True
     method: str = "exact search"
     states_explored: int = 0
+    candidates: list[list[int]] = field(default_factory=list)
+    """For each step, the milestones it may match by name and arguments (those reading
+    ``$from`` by name only)."""
+    allowed: list[bool] = field(default_factory=list)
+    """For each step, whether the policy allows it unmatched (:func:`step_allowed`)."""
 
 
 def step_allowed(plan: Plan, step: StepView) -> bool:
@@ -119,6 +123,12 @@ def align(
 ) -> Alignment:
     """The optimal alignment of ``steps`` with ``plan`` (see the module docstring).
 
+    The problem splits into independent parts: milestones joined by ``after`` or ``$from``, or
+    able to match the same step, are solved together, with only the steps they can match. A
+    part that is a plain chain (each milestone after the one before, no ``$from``, no state) is
+    solved by a sparse dynamic programme linear in its (step, milestone) pairs; any other part by
+    the search over matched sets.
+
     Args:
         plan: The example's compiled plan.
         steps: The trajectory's tool steps, in order.
@@ -137,121 +147,275 @@ def align(
     ms = plan.milestones
     n, m_count = len(steps), len(ms)
     index = {m.id: i for i, m in enumerate(ms)}
-    after_mask = [sum(1 << index[a] for a in m.after) for m in ms]
-    refs = tuple(sorted({r for m in ms for r in m.refs}))
-    ref_slot = {r: j for j, r in enumerate(refs)}
     w_f = n + 1
     w_o = w_f * (n + 1)
     w_r = w_o * (m_count + 1)
     weight = [w_o if m.optional else w_r for m in ms]
-    penalty = [1 + (0 if step_allowed(plan, s) else w_f) for s in steps]
-
-    # candidates[i]: (milestone index, its call alternatives of this step's name)
+    allowed_names: dict[str, bool] = {}
+    allowed = []
+    for s in steps:
+        if not s.executed or plan.extra_calls != "allow_read_only":
+            allowed.append(step_allowed(plan, s))
+        else:
+            if s.name not in allowed_names:
+                allowed_names[s.name] = step_allowed(plan, s)
+            allowed.append(allowed_names[s.name])
+    penalty = [1 if ok else 1 + w_f for ok in allowed]
+    exact_index, by_name = plan.call_index
+    context = MatchContext(judge=judge)
+    # candidates[i]: the milestones step i may match (the name fits; the arguments fit, unless
+    # they read $from and are checked during the search)
     candidates: list[list[tuple[int, tuple[CallPattern, ...]]]] = []
     for s in steps:
-        row = []
+        row: list[tuple[int, tuple[CallPattern, ...]]] = []
         if s.executed:
-            for j, m in enumerate(ms):
-                calls = tuple(c for c in m.calls if c.name == s.name)
-                if calls:
+            if exact_index:
+                try:
+                    row.extend(exact_index.get((s.name, json_key(s.arguments)), ()))
+                except TypeError:  # arguments that are not JSON match no plain value
+                    pass
+            for j, calls in by_name.get(s.name, ()):
+                if ms[j].refs or calls[0].wrong_argument(s.arguments, context) is None:
                     row.append((j, calls))
+            if len(row) > 1:
+                merged: dict[int, tuple[CallPattern, ...]] = {}
+                for j, calls in row:
+                    merged[j] = merged.get(j, ()) + calls
+                row = sorted(merged.items())
         candidates.append(row)
-    static: dict[tuple[int, int], bool] = {}
-    dynamic: dict[tuple[int, int, tuple[int, ...]], bool] = {}
 
-    def call_fits(i: int, j: int, calls: tuple[CallPattern, ...], ref_steps: tuple[int, ...]) -> bool:
-        m = ms[j]
-        if not m.refs:
-            key = (i, j)
-            if key not in static:
-                context = MatchContext(judge=judge)
-                static[key] = any(c.wrong_argument(steps[i].arguments, context) is None for c in calls)
-            return static[key]
-        mine = tuple(ref_steps[ref_slot[r]] for r in sorted(m.refs))
-        dkey = (i, j, mine)
-        if dkey not in dynamic:
-            context = MatchContext(results=_results(refs, ref_steps, steps), judge=judge)
-            dynamic[dkey] = any(c.wrong_argument(steps[i].arguments, context) is None for c in calls)
-        return dynamic[dkey]
+    parent = list(range(m_count))
 
-    state_milestones = [j for j, m in enumerate(ms) if m.states]
+    def find(x: int) -> int:
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
 
-    def close(mask: int, ref_steps: tuple[int, ...], position: int) -> tuple[int, int, tuple[int, ...]]:
-        """Match every state milestone the state after ``position`` steps satisfies, repeatedly
-        (one may make another ready). Returns the new mask, the value gained, the ids added."""
-        if position not in states or not state_milestones:
-            return mask, 0, ()
-        state = states[position]
-        gained, added = 0, []
-        changed = True
-        while changed:
-            changed = False
-            for j in state_milestones:
-                if mask >> j & 1 or after_mask[j] & ~mask:
-                    continue
-                context = MatchContext(results=_results(refs, ref_steps, steps), judge=judge)
-                if any(p.wrong_key(state, context) is None for p in ms[j].states):
-                    mask |= 1 << j
-                    gained += weight[j]
-                    added.append(j)
-                    changed = True
-        return mask, gained, tuple(added)
+    def union(a: int, b: int) -> None:
+        ra, rb = find(a), find(b)
+        if ra != rb:
+            parent[max(ra, rb)] = min(ra, rb)
 
-    # a node: (parent node, step index or -1, milestone index or -1, state milestones added, position)
-    start_refs = tuple(-1 for _ in refs)
-    mask0, gain0, added0 = close(0, start_refs, 0)
-    layer: dict[tuple[int, tuple[int, ...]], tuple[int, Any]] = {
-        (mask0, start_refs): (gain0, (None, -1, -1, added0, 0))
-    }
-    explored, exact = 1, True
-    for i in range(n):
-        nxt: dict[tuple[int, tuple[int, ...]], tuple[int, Any]] = {}
-        for (mask, ref_steps), (score, node) in layer.items():
-            for j, calls in candidates[i]:
-                if mask >> j & 1 or after_mask[j] & ~mask or not call_fits(i, j, calls, ref_steps):
-                    continue
-                new_refs = ref_steps
-                if ms[j].id in ref_slot:
-                    slot = ref_slot[ms[j].id]
-                    new_refs = ref_steps[:slot] + (i,) + ref_steps[slot + 1:]
-                new_mask, gained, added = close(mask | 1 << j, new_refs, i + 1)
-                value = score + weight[j] + gained
-                key = (new_mask, new_refs)
-                if key not in nxt or nxt[key][0] < value:
-                    nxt[key] = (value, (node, i, j, added, i + 1))
-            new_mask, gained, added = close(mask, ref_steps, i + 1)
-            value = score - penalty[i] + gained
-            key = (new_mask, ref_steps)
-            if key not in nxt or nxt[key][0] < value:
-                nxt[key] = (value, (node, i, -1, added, i + 1))
-        explored += len(nxt)
-        if len(nxt) > limit:
-            exact = False
-            nxt = dict(sorted(nxt.items(), key=lambda kv: -kv[1][0])[:limit])
-        layer = nxt
-    _, (_, node) = max(layer.items(), key=lambda kv: kv[1][0])
+    for j, m in enumerate(ms):
+        for a in (*m.after, *m.refs):
+            union(j, index[a])
+    for row in candidates:
+        for j, _ in row[1:]:
+            union(row[0][0], j)
+    groups: dict[int, list[int]] = {}
+    for j in range(m_count):
+        groups.setdefault(find(j), []).append(j)
+    group_steps: dict[int, list[int]] = {}
+    for i, row in enumerate(candidates):
+        if row:
+            group_steps.setdefault(find(row[0][0]), []).append(i)
+
     step_milestone: list[str | None] = [None] * n
     matched: dict[str, tuple[str, int]] = {}
-    while node is not None:
-        parent, i, j, added, position = node
-        if j >= 0:
-            step_milestone[i] = ms[j].id
-            matched[ms[j].id] = ("step", i)
-        for a in added:
-            matched[ms[a].id] = ("state", position)
-        node = parent
+    exact, explored = True, 0
+    for root, members in groups.items():
+        part_steps = group_steps.get(root, [])
+        if _is_chain(ms, members, index):
+            found, work = _chain(ms, members, part_steps, candidates, weight, penalty)
+            ok = True
+        else:
+            found, work, ok = _search(ms, members, part_steps, candidates, weight, penalty, steps, states,
+                                      index, judge, limit)
+        exact &= ok
+        explored += work
+        for mid, where in found.items():
+            matched[mid] = where
+            if where[0] == "step":
+                step_milestone[where[1]] = mid
     unmatched = [i for i in range(n) if step_milestone[i] is None]
     return Alignment(
         step_milestone=step_milestone,
         matched=dict(sorted(matched.items(), key=lambda kv: index[kv[0]])),
         required_matched=sum(1 for mid in matched if not ms[index[mid]].optional),
         optional_matched=sum(1 for mid in matched if ms[index[mid]].optional),
-        forbidden_unmatched=sum(1 for i in unmatched if not step_allowed(plan, steps[i])),
+        forbidden_unmatched=sum(1 for i in unmatched if not allowed[i]),
         unmatched=len(unmatched),
         exact=exact,
         method="exact search" if exact else f"beam search keeping the best {limit} states per step (not exact)",
         states_explored=explored,
+        candidates=[[j for j, _ in row] for row in candidates],
+        allowed=allowed,
     )
+
+
+def _is_chain(ms: tuple[Milestone, ...], members: list[int], index: Mapping[str, int]) -> bool:
+    """Whether the part is a plain chain in the order written: each milestone after exactly
+    the one before it, no ``$from``, no state alternative."""
+    for k, j in enumerate(members):
+        m = ms[j]
+        if m.refs or m.states:
+            return False
+        if k == 0 and m.after:
+            return False
+        if k > 0 and (len(m.after) != 1 or index[m.after[0]] != members[k - 1]):
+            return False
+    return True
+
+
+def _chain(
+    ms: tuple[Milestone, ...],
+    members: list[int],
+    part_steps: list[int],
+    candidates: list[list[tuple[int, tuple[CallPattern, ...]]]],
+    weight: list[int],
+    penalty: list[int],
+) -> tuple[dict[str, tuple[str, int]], int]:
+    """A chain c_0 < c_1 < ... solved as a weighted longest common subsequence over the
+    (step, milestone) pairs that fit: ``best(k, i)`` (c_k matched at step i, c_0..c_k matched)
+    is ``weight(c_k) - P(i) + max over i' < i of (best(k-1, i') + P(i'+1))``, with ``P`` the
+    penalties of the part's steps before a position, kept as a running maximum per ``k``;
+    linear in the pairs."""
+    position = {j: k for k, j in enumerate(members)}
+    count = len(members)
+    neg = None
+    run: list[Any] = [neg] * count  # run[k]: (best(k, i') + P(i'+1), node)
+    prefix = 0  # P(i): penalties of the part's steps before step i
+    best_total, best_node = 0, None  # nothing matched: every part step unmatched (added below)
+    pairs = 0
+    for i in part_steps:
+        updates = []
+        for j, _ in candidates[i]:
+            k = position[j]
+            pairs += 1
+            if k == 0:
+                value, node = weight[j] - prefix, (None, i, j)
+            elif run[k - 1] is not None:
+                value, node = weight[j] - prefix + run[k - 1][0], (run[k - 1][1], i, j)
+            else:
+                continue
+            updates.append((k, value, node))
+        prefix += penalty[i]
+        for k, value, node in updates:
+            key = value + prefix
+            if run[k] is None or run[k][0] < key:
+                run[k] = (key, node)
+            if key > best_total:
+                best_total, best_node = key, node
+    found: dict[str, tuple[str, int]] = {}
+    node = best_node
+    while node is not None:
+        parent, i, j = node
+        found[ms[j].id] = ("step", i)
+        node = parent
+    return found, pairs
+
+
+def _search(
+    ms: tuple[Milestone, ...],
+    members: list[int],
+    part_steps: list[int],
+    candidates: list[list[tuple[int, tuple[CallPattern, ...]]]],
+    weight: list[int],
+    penalty: list[int],
+    steps: list[StepView],
+    states: Mapping[int, Mapping[str, Any]],
+    index: Mapping[str, int],
+    judge: Callable[[str, Any], bool] | None,
+    limit: int,
+) -> tuple[dict[str, tuple[str, int]], int, bool]:
+    """The search over matched sets for one part (see the module docstring). Returns the
+    matches, the states created and whether it stayed exact."""
+    local = {j: b for b, j in enumerate(members)}
+    after_mask = {j: sum(1 << local[index[a]] for a in ms[j].after) for j in members}
+    refs = tuple(sorted({r for j in members for r in ms[j].refs}))
+    ref_slot = {r: k for k, r in enumerate(refs)}
+    own_refs = {j: tuple(ref_slot[r] for r in sorted(ms[j].refs)) for j in members}
+    state_milestones = [j for j in members if ms[j].states]
+    dynamic: dict[tuple[int, int, tuple[int, ...]], bool] = {}
+
+    def results(ref_steps: tuple[int, ...]) -> dict[str, Any]:
+        return {mid: steps[i].result for mid, i in zip(refs, ref_steps, strict=True) if i >= 0}
+
+    def call_fits(i: int, j: int, calls: tuple[CallPattern, ...], ref_steps: tuple[int, ...]) -> bool:
+        if not ms[j].refs:
+            return True  # checked when the candidates were listed
+        mine = tuple(ref_steps[k] for k in own_refs[j])
+        key = (i, j, mine)
+        if key not in dynamic:
+            context = MatchContext(results=results(ref_steps), judge=judge)
+            dynamic[key] = any(c.wrong_argument(steps[i].arguments, context) is None for c in calls)
+        return dynamic[key]
+
+    def close(mask: int, ref_steps: tuple[int, ...], position: int) -> tuple[int, int, tuple[int, ...]]:
+        """Match every state milestone the state after ``position`` steps satisfies, repeatedly
+        (one may make another ready). Returns the new mask, the value gained, the ones added."""
+        state = states[position]
+        gained, added = 0, []
+        changed = True
+        while changed:
+            changed = False
+            for j in state_milestones:
+                bit = 1 << local[j]
+                if mask & bit or after_mask[j] & ~mask:
+                    continue
+                context = MatchContext(results=results(ref_steps), judge=judge)
+                if any(p.wrong_key(state, context) is None for p in ms[j].states):
+                    mask |= bit
+                    gained += weight[j]
+                    added.append(j)
+                    changed = True
+        return mask, gained, tuple(added)
+
+    # events in time order: step i at 2i + 1, the state after k steps at 2k
+    events = [(2 * i + 1, i) for i in part_steps]
+    if state_milestones:
+        events += [(2 * k, -1 - k) for k in states]
+    events.sort()
+    # a node: (parent node, step index or -1, milestone or -1, state milestones added, position)
+    start = tuple(-1 for _ in refs)
+    layer: dict[tuple[int, tuple[int, ...]], tuple[int, Any]] = {(0, start): (0, None)}
+    explored, exact = 1, True
+    for _, event in events:
+        nxt: dict[tuple[int, tuple[int, ...]], tuple[int, Any]] = {}
+        if event < 0:  # a known state
+            position = -1 - event
+            for (mask, ref_steps), (score, node) in layer.items():
+                new_mask, gained, added = close(mask, ref_steps, position)
+                new_node = (node, -1, -1, added, position) if added else node
+                key = (new_mask, ref_steps)
+                if key not in nxt or nxt[key][0] < score + gained:
+                    nxt[key] = (score + gained, new_node)
+            layer = nxt
+            continue
+        i = event
+        for (mask, ref_steps), (score, node) in layer.items():
+            for j, calls in candidates[i]:
+                bit = 1 << local[j]
+                if mask & bit or after_mask[j] & ~mask or not call_fits(i, j, calls, ref_steps):
+                    continue
+                new_refs = ref_steps
+                if ms[j].id in ref_slot:
+                    slot = ref_slot[ms[j].id]
+                    new_refs = ref_steps[:slot] + (i,) + ref_steps[slot + 1:]
+                value = score + weight[j]
+                key = (mask | bit, new_refs)
+                if key not in nxt or nxt[key][0] < value:
+                    nxt[key] = (value, (node, i, j, (), -1))
+            value = score - penalty[i]
+            key = (mask, ref_steps)
+            if key not in nxt or nxt[key][0] < value:
+                nxt[key] = (value, node)
+        explored += len(nxt)
+        if len(nxt) > limit:
+            exact = False
+            nxt = dict(sorted(nxt.items(), key=lambda kv: -kv[1][0])[:limit])
+        layer = nxt
+    _, (_, node) = max(layer.items(), key=lambda kv: kv[1][0])
+    found: dict[str, tuple[str, int]] = {}
+    while node is not None:
+        parent, i, j, added, position = node
+        if j >= 0:
+            found[ms[j].id] = ("step", i)
+        for a in added:
+            found[ms[a].id] = ("state", position)
+        node = parent
+    return found, explored, exact
 
 
 @dataclass
@@ -365,9 +529,9 @@ def diagnose(
             label.type = "malformed" if s.malformed else "rejected"
             label.note = "malformed call, never executed" if s.malformed else "rejected by the environment, never executed"
         else:
-            _explain_unmatched(label, s, i, ms, by_id, alignment, context, time_of, missing)
+            _explain_unmatched(label, s, i, ms, plan.names, by_id, alignment, context, time_of, missing)
         if mid is None:
-            allowed = step_allowed(plan, s)
+            allowed = alignment.allowed[i] if alignment.allowed else step_allowed(plan, s)
             label.error = not allowed
             if allowed:
                 label.allowed = (
@@ -379,8 +543,9 @@ def diagnose(
             label.note = f"minefield {mine_steps[i + 1]['minefield']} hit"
         labels.append(label)
     first: dict[str, Any] | None = None
+    absent = set(missing)
     for label in labels:
-        names_missing = label.milestone in missing and label.type is not None
+        names_missing = label.type is not None and label.milestone in absent
         if label.error or names_missing:
             first = {"step": label.step, "type": label.type, "milestone": label.milestone, "argument": label.argument}
             break
@@ -396,14 +561,19 @@ def _explain_unmatched(
     s: StepView,
     i: int,
     ms: tuple[Milestone, ...],
+    names: Mapping[str, list[int]],
     by_id: Mapping[str, Milestone],
     alignment: Alignment,
     context: MatchContext,
     time_of: Callable[[str], float | None],
     missing: list[str],
 ) -> None:
-    named = [m for m in ms if any(c.name == s.name for c in m.calls)]
-    fits = [m for m in named if any(c.name == s.name and c.wrong_argument(s.arguments, context) is None for c in m.calls)]
+    named = [ms[j] for j in names.get(s.name, ())]
+    fits = [
+        ms[j] for j in (alignment.candidates[i] if alignment.candidates else names.get(s.name, ()))
+        if not (ms[j].refs or not alignment.candidates)
+        or any(c.name == s.name and c.wrong_argument(s.arguments, context) is None for c in ms[j].calls)
+    ]
 
     def ready(m: Milestone) -> bool:
         return all((t := time_of(a)) is not None and t < i for a in m.after)
@@ -422,7 +592,8 @@ def _explain_unmatched(
             return
     if named:
         # the milestone it most likely meant: a missing one first, then one ready at that point
-        named.sort(key=lambda m: (m.id not in missing, not ready(m), m.index))
+        absent = set(missing)
+        named.sort(key=lambda m: (m.id not in absent, not ready(m), m.index))
         m = named[0]
         call = next(c for c in m.calls if c.name == s.name)
         argument = call.wrong_argument(s.arguments, context)

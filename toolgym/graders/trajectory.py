@@ -12,12 +12,13 @@ of agentevals' modes when given ``trajectory_mode``.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
 from toolgym.graders import make_score, register_grader
 from toolgym.graders.alignment import Alignment, Diagnosis, StepView, align, diagnose, step_allowed
-from toolgym.milestones import ARGS_MODES, Plan, compile_plan
+from toolgym.matchers import literal
+from toolgym.milestones import ARGS_MODES, CallPattern, Milestone, Plan
 from toolgym.records import BINARY, Example, Measure, Score, ToolCallSpec, Trajectory
 
 __all__ = [
@@ -34,6 +35,9 @@ __all__ = [
 TrajectoryMode = Literal["strict", "unordered", "subset", "superset"]
 TRAJECTORY_MODES: tuple[str, ...] = ("strict", "unordered", "subset", "superset")
 
+PLAN_CACHE = 4096
+"""Plans built from ``expected_calls`` kept by one ``trajectory_match`` (by example)."""
+
 AGENTEVALS = "agentevals (langchain-ai/agentevals) README, 'Trajectory match'"
 
 
@@ -44,15 +48,15 @@ def _result(output: str) -> Any:
         return output
 
 
-def step_views(trajectory: Trajectory) -> list[StepView]:
+def step_views(trajectory: Trajectory, results: bool = True) -> list[StepView]:
     """The trajectory's tool steps as the alignment reads them: the output parsed as JSON
-    (else kept as text) is the result ``$from`` reads; a malformed or rejected call was never
-    executed."""
+    (else kept as text) is the result ``$from`` reads (parsed only when ``results``); a
+    malformed or rejected call was never executed."""
     return [
         StepView(
             name=s.name,
             arguments=s.arguments,
-            result=_result(s.output),
+            result=_result(s.output) if results else None,
             executed=not (s.malformed or s.rejected),
             malformed=s.malformed,
             rejected=s.rejected,
@@ -85,20 +89,15 @@ def agentevals_plan(calls: list[ToolCallSpec], trajectory_mode: str, args_mode: 
         raise ValueError(f"trajectory_mode {trajectory_mode!r}: expected one of {', '.join(TRAJECTORY_MODES)}")
     if args_mode not in ARGS_MODES:
         raise ValueError(f"args_mode {args_mode!r}: expected one of {', '.join(ARGS_MODES)}")
-    milestones: list[dict[str, Any]] = []
+    milestones = []
+    ids = [f"call{i + 1}" for i in range(len(calls))]
     for i, c in enumerate(calls):
-        spec: dict[str, Any] = {
-            "id": f"call{i + 1}",
-            "call": {"name": c.name, "arguments": {k: {"$literal": v} for k, v in c.arguments.items()}, "args": args_mode},
-        }
-        if trajectory_mode == "strict" and i:
-            spec["after"] = [f"call{i}"]
-        if trajectory_mode == "subset":
-            spec["optional"] = True
-        milestones.append(spec)
-    plan = compile_plan(milestones, extra_calls="allow" if trajectory_mode == "superset" else "forbid")
+        pattern = CallPattern(c.name, tuple((k, literal(v)) for k, v in c.arguments.items()), args_mode)
+        after = (ids[i - 1],) if trajectory_mode == "strict" and i else ()
+        milestones.append(Milestone(ids[i], i, (pattern,), after, optional=trajectory_mode == "subset"))
+    ancestors = {mid: frozenset(ids[:i]) if trajectory_mode == "strict" else frozenset() for i, mid in enumerate(ids)}
     return Plan(
-        plan.milestones, plan.minefields, plan.read_only, plan.extra_calls, plan.ancestors,
+        tuple(milestones), (), (), "allow" if trajectory_mode == "superset" else "forbid", ancestors,
         source=f"agentevals {trajectory_mode} match, arguments {args_mode}",
     )
 
@@ -129,7 +128,7 @@ def analyse(example: Example, trajectory: Trajectory, plan: Plan | None = None) 
         return None
     if _LAST and _LAST[0][0] is example and _LAST[0][1] is trajectory and _LAST[0][2] is plan:
         return _LAST[0][3]
-    steps = step_views(trajectory)
+    steps = step_views(trajectory, results=any(m.refs for m in plan.milestones))
     states = {len(steps): trajectory.final_state}
     alignment = align(plan, steps, states)
     diagnosis = diagnose(plan, steps, alignment, trajectory.final_state)
@@ -180,6 +179,7 @@ class TrajectoryMatch:
 
     trajectory_mode: TrajectoryMode | None = None
     args_mode: Literal["exact", "ignore", "subset", "superset"] = "exact"
+    _plans: dict[int, tuple[Example, Plan]] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     name: ClassVar[str] = "trajectory_match"
     measure: ClassVar[Measure] = BINARY.model_copy(
@@ -194,11 +194,19 @@ class TrajectoryMatch:
             raise ValueError(f"trajectory_match: args_mode {self.args_mode!r} is not one of {', '.join(ARGS_MODES)}")
 
     def plan_for(self, example: Example) -> Plan | None:
-        """The plan this grader applies to ``example``, or ``None``."""
+        """The plan this grader applies to ``example``, or ``None`` (the plan built from
+        ``expected_calls`` is kept for the example's next trajectory)."""
         if example.plan is not None:
             return example.plan
         if self.trajectory_mode is not None and example.expected_calls is not None:
-            return agentevals_plan(example.expected_calls, self.trajectory_mode, self.args_mode)
+            cached = self._plans.get(id(example))
+            if cached is not None and cached[0] is example:
+                return cached[1]
+            plan = agentevals_plan(example.expected_calls, self.trajectory_mode, self.args_mode)
+            if len(self._plans) >= PLAN_CACHE:
+                self._plans.clear()
+            self._plans[id(example)] = (example, plan)
+            return plan
         return None
 
     def grade(self, example: Example, trajectory: Trajectory) -> Score | None:
