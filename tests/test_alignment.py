@@ -227,3 +227,35 @@ def test_the_search_equals_brute_force(problem):
                 assert there < here or (pk == kind == "state" and there == here)
     d = diagnose(plan, steps, result, final_state=final)
     assert d.passed == (not d.missing and result.forbidden_unmatched == 0)
+
+
+@st.composite
+def chains(draw):
+    n_m = draw(st.integers(1, 5))
+    milestones = []
+    for j in range(n_m):
+        spec = {"id": f"m{j}", "call": {"name": draw(st.sampled_from(NAMES))}}
+        if draw(st.booleans()):
+            spec["call"]["arguments"] = {"x": draw(st.integers(0, 1))}
+        if j:
+            spec["after"] = [f"m{j - 1}"]
+        if draw(st.integers(0, 3)) == 0:
+            spec["optional"] = True
+        milestones.append(spec)
+    steps = [StepView(draw(st.sampled_from(NAMES)), draw(st.sampled_from([{}, {"x": 0}, {"x": 1}])), None,
+                      executed=draw(st.integers(0, 5)) > 0) for _ in range(draw(st.integers(0, 7)))]
+    return milestones, steps, draw(st.sampled_from(["forbid", "allow_read_only", "allow"]))
+
+
+@settings(max_examples=300, deadline=None)
+@given(chains())
+def test_the_chain_programme_equals_brute_force(problem):
+    milestones, steps, policy = problem
+    plan = compile_plan(milestones, read_only=["a"], extra_calls=policy)
+    result = align(plan, steps)
+    n = len(steps)
+    w_f = n + 1
+    w_o = w_f * (n + 1)
+    w_r = w_o * (len(plan.milestones) + 1)
+    score = result.required_matched * w_r + result.optional_matched * w_o - result.forbidden_unmatched * w_f - result.unmatched
+    assert score == brute_force(plan, steps, {})
