@@ -163,7 +163,7 @@ def main() -> None:
         for i, (q, calls, rule, order) in enumerate(RELATIONAL, 1)
     ]
     mm = [
-        MultiverseMath.example_from_expression(f"mm-{i:02d}", q, expr, {"source": "hand-written"})
+        MultiverseMath.example_from_expression(f"mm-{i:02d}", q, expr, {"source": "hand-written"}, milestones=True)
         for i, (q, expr) in enumerate(MULTIVERSE, 1)
     ]
     for env, examples in (("relational_data", rel), ("multiverse_math", mm)):
