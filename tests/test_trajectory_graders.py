@@ -308,3 +308,33 @@ def test_run_and_grade_from_the_command_line_add_the_milestone_graders(tmp_path)
     assert main(["grade", str(out)]) == 0
     again = {json.loads(line)["grader"]: json.loads(line) for line in (out / "scores.jsonl").read_text().splitlines()}
     assert again["trajectory_match"] == scores["trajectory_match"]
+
+
+def test_agentevals_modes_from_the_command_line(tmp_path):
+    import json
+
+    from toolgym.cli import main
+
+    # the scripted model types "a" whatever it is asked: "a" passes every mode, "aa" only superset
+    script = tmp_path / "s.json"
+    script.write_text(json.dumps({"turns": [
+        {"content": "", "tool_calls": [{"name": "type_letter", "args": {"letter": "a"}}]}, {"content": "done"}]}))
+    values = {}
+    for mode in ("strict", "superset", "subset"):
+        out = tmp_path / mode
+        assert main(["run", "--env", "typewriter_1", "--limit", "2", "--model", f"scripted:{script}", "--grader",
+                     "trajectory_match", "--trajectory-mode", mode, "--out", str(out), "--no-progress"]) == 0
+        lines = [json.loads(line) for line in (out / "scores.jsonl").read_text().splitlines()]
+        values[mode] = {s["example_id"]: s["value"] for s in lines}
+        assert all(s["details"]["plan"] == f"agentevals {mode} match, arguments exact" for s in lines)
+    assert values == {
+        "strict": {"tw-00-a": 1.0, "tw-01-aa": 0.0},
+        "superset": {"tw-00-a": 1.0, "tw-01-aa": 0.0},
+        "subset": {"tw-00-a": 1.0, "tw-01-aa": 1.0},
+    }
+    # grade again: the recorded mode is used
+    out = tmp_path / "subset"
+    (out / "scores.jsonl").unlink()
+    assert main(["grade", str(out)]) == 0
+    again = [json.loads(line) for line in (out / "scores.jsonl").read_text().splitlines()]
+    assert {s["example_id"]: s["value"] for s in again} == values["subset"]

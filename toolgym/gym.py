@@ -263,7 +263,7 @@ class ToolgymEnv(gymnasium.Env):
         dataset_path, examples = load_run_examples(self.benchmark, dataset, limit, env_options or {})
         self.examples: list[Example] = examples
         self._by_id = {ex.id: ex for ex in examples}
-        made = make_graders(self.benchmark, graders)
+        made = make_graders(self.benchmark, graders, examples=examples)
         self.graders = [g for g, _ in made]
         self.primary = self.graders[0] if self.graders else None
         self.reward_mode, self._reward_grader, self._reward_fn = self._reward(reward, made)

@@ -178,10 +178,14 @@ def cmd_report(args: argparse.Namespace) -> int:
     console.print(result.describe(), highlight=False)
     return 0
 def judge_settings(args: argparse.Namespace) -> dict[str, str | None]:
-    """Grader settings from ``--judge-model`` / ``--judge-cache`` / ``--no-judge-cache``
-    (``None`` keeps the grader's default or the run's recorded setting)."""
+    """Grader settings from ``--judge-model`` / ``--judge-cache`` / ``--no-judge-cache`` /
+    ``--trajectory-mode`` / ``--args-mode`` (``None`` keeps the grader's default or the run's
+    recorded setting)."""
     cache = "" if args.no_judge_cache else args.judge_cache
-    return {"judge_model": args.judge_model, "judge_cache": cache}
+    return {
+        "judge_model": args.judge_model, "judge_cache": cache,
+        "trajectory_mode": getattr(args, "trajectory_mode", None), "args_mode": getattr(args, "args_mode", None),
+    }
 
 
 def print_statistics(graded: Run) -> None:
@@ -201,7 +205,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 
 def add_judge_options(p: argparse.ArgumentParser) -> None:
-    """``--judge-model``, ``--judge-cache``, ``--no-judge-cache``."""
+    """``--judge-model``, ``--judge-cache``, ``--no-judge-cache``, and the settings of
+    ``trajectory_match``'s agentevals modes (``--trajectory-mode``, ``--args-mode``)."""
     p.add_argument(
         "--judge-model",
         help="PROVIDER[:MODEL] of the LLM judge; switches on the correctness graders of "
@@ -209,6 +214,15 @@ def add_judge_options(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--judge-cache", help="folder caching judge replies (default ~/.cache/toolgym/judge)")
     p.add_argument("--no-judge-cache", action="store_true", help="always call the judge")
+    p.add_argument(
+        "--trajectory-mode", choices=("strict", "unordered", "subset", "superset"),
+        help="trajectory_match on examples with expected_calls and no milestones, as agentevals' "
+        "trajectory match mode (docs/stepwise-grader.md)",
+    )
+    p.add_argument(
+        "--args-mode", choices=("exact", "ignore", "subset", "superset"),
+        help="argument comparison of --trajectory-mode (agentevals' tool_args_match_mode; default exact)",
+    )
 
 
 def add_answers_option(p: argparse.ArgumentParser) -> None:
