@@ -338,3 +338,39 @@ def test_agentevals_modes_from_the_command_line(tmp_path):
     assert main(["grade", str(out)]) == 0
     again = [json.loads(line) for line in (out / "scores.jsonl").read_text().splitlines()]
     assert {s["example_id"]: s["value"] for s in again} == values["subset"]
+
+
+def test_check_reports_an_example_whose_reference_misses_its_milestones(tmp_path, capsys):
+    import json
+
+    from toolgym.cli import main
+
+    good = {"id": "good", "input": "ab", "expected_calls": [{"name": "type_letter", "arguments": {"letter": "a"}},
+                                                            {"name": "type_letter", "arguments": {"letter": "b"}}],
+            "milestones": [{"id": "a", "call": {"name": "type_letter", "arguments": {"letter": "a"}}},
+                           {"id": "paper", "after": ["a"], "state": {"paper": "ab"}}],
+            "extra_calls": "allow"}
+    broken = {**good, "id": "broken", "milestones": [{"id": "a", "call": {"name": "type_letter", "arguments": {"letter": "A"}}}]}
+    dataset = tmp_path / "d.jsonl"
+    dataset.write_text(json.dumps(good) + "\n", encoding="utf-8")
+    assert main(["check", "--env", "typewriter_1", "--dataset", str(dataset)]) == 0
+    dataset.write_text(json.dumps(good) + "\n" + json.dumps(broken) + "\n", encoding="utf-8")
+    assert main(["check", "--env", "typewriter_1", "--dataset", str(dataset)]) == 1
+    err = capsys.readouterr().err
+    assert ("problem: broken: its expected calls do not satisfy its milestones "
+            "(step 1: wrong arguments (a, argument 'letter'); 0/1 required milestones matched)") in err
+    assert "good" not in err
+
+
+def test_every_builtin_example_with_milestones_is_solved_by_its_reference():
+    from toolgym.data import load_examples
+    from toolgym.graders.trajectory import milestone_problems
+    from toolgym.plugins import get_benchmark
+
+    checked = 0
+    for env in ("relational_data", "multiverse_math"):
+        bench = get_benchmark(env)
+        for ex in load_examples(bench.datasets / "test.jsonl"):
+            assert milestone_problems(bench, ex) == []
+            checked += ex.milestones is not None
+    assert checked == 14

@@ -262,6 +262,10 @@ def cmd_check(args: argparse.Namespace) -> int:
     path = resolve_dataset(benchmark, args.dataset)
     examples = load_examples(path, benchmark)
     problems = check_dataset(benchmark, examples, path)
+    if not problems:
+        from toolgym.graders.trajectory import milestone_problems
+
+        problems = [p for ex in examples for p in milestone_problems(benchmark, ex)]
     for problem in problems:
         print(f"problem: {problem}", file=sys.stderr)
     console.print(f"{path}: {len(examples)} examples, {len(problems)} problem(s)", highlight=False, soft_wrap=True)

@@ -29,6 +29,7 @@ __all__ = [
     "TrajectoryMatch",
     "agentevals_plan",
     "analyse",
+    "milestone_problems",
     "step_views",
 ]
 
@@ -322,3 +323,39 @@ class StepRecall:
         matched = a.alignment.required_matched
         return make_score(self, trajectory, matched / required, f"{matched}/{required} required milestones matched",
                           matched=matched, required=required)
+
+
+def milestone_problems(benchmark: Any, example: Example) -> list[str]:
+    """Whether an example's reference solves its own milestones (``toolgym check``): its
+    ``expected_calls`` are replayed on a fresh environment of ``benchmark`` (a
+    :class:`toolgym.Benchmark`) and the replay is graded by ``trajectory_match``; a reference
+    that fails is a defect of the benchmark, not of a model. Examples without milestones or
+    without expected calls have nothing to check.
+
+    Returns:
+        One line per problem (empty when the reference passes).
+
+    Raises:
+        ToolBug: when a tool of the environment is broken.
+    """
+    if example.plan is None or example.expected_calls is None:
+        return []
+    from toolgym.records import ToolStep
+
+    env = benchmark.environment()
+    steps = []
+    try:
+        env.reset(example)
+        for k, call in enumerate(example.expected_calls):
+            result = env.call(call.name, call.arguments)
+            steps.append(ToolStep(call_id=f"ref{k}", name=call.name, arguments=call.arguments,
+                                  output=result.output, error=result.error))
+        state = env.read_state()
+    finally:
+        env.close()
+    replay = Trajectory(example_id=example.id, env=benchmark.name, agent="reference", status="completed",
+                        steps=steps, final_state=state)
+    score = TrajectoryMatch().grade(example, replay)
+    if score is None or score.value == 1.0:
+        return []
+    return [f"{example.id}: its expected calls do not satisfy its milestones ({score.explanation})"]
