@@ -374,3 +374,24 @@ def test_every_builtin_example_with_milestones_is_solved_by_its_reference():
             assert milestone_problems(bench, ex) == []
             checked += ex.milestones is not None
     assert checked == 14
+
+
+def test_judge_operator_with_a_scripted_judge(tmp_path):
+    example = Example(id="e", input="x", milestones=[
+        {"id": "greet", "call": {"name": "say", "arguments": {"text": {"$judge": "a polite greeting"}}}},
+    ])
+    judge = ScriptedChatModel(by_input={
+        'CRITERION: a polite greeting\nVALUE: "Good morning, madam"': ["VERDICT: CORRECT\nREASON: polite"],
+        'CRITERION: a polite greeting\nVALUE: "go away"': ["VERDICT: INCORRECT\nREASON: rude"],
+    })
+    grader = TrajectoryMatch(judge=judge, judge_cache=str(tmp_path / "cache"))
+    assert grader.grade(example, traj(("say", {"text": "Good morning, madam"}))).value == 1.0
+    rude = grader.grade(example, traj(("say", {"text": "go away"})))
+    assert rude.value == 0.0 and rude.details["first_error"]["type"] == "wrong_arguments"
+    calls = grader.value_judge().calls
+    assert {c["verdict"] for c in calls.values()} == {"CORRECT", "INCORRECT"}
+    # a second grader reads the replies from the disk cache: the scripted judge is not asked again
+    silent = ScriptedChatModel(turns=["VERDICT: INCORRECT"])
+    again = TrajectoryMatch(judge=silent, judge_cache=str(tmp_path / "cache"))
+    assert again.grade(example, traj(("say", {"text": "Good morning, madam"}))).value == 1.0
+    assert all(c["cached"] for c in again.value_judge().calls.values())

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 from toolgym.graders import make_score, register_grader
@@ -116,26 +117,133 @@ class Analysis:
 _LAST: list[tuple[Any, ...]] = []
 
 
-def analyse(example: Example, trajectory: Trajectory, plan: Plan | None = None) -> Analysis | None:
+def analyse(
+    example: Example, trajectory: Trajectory, plan: Plan | None = None, judge: Any = None
+) -> Analysis | None:
     """Align and diagnose ``trajectory`` against ``plan`` (default: the example's milestones);
-    ``None`` when there is no plan. The last analysis is kept, so the four graders of one
-    trajectory align it once.
+    ``None`` when there is no plan. ``judge(criterion, value) -> bool`` decides ``$judge``
+    matchers. The last analysis is kept, so the four graders of one trajectory align it once.
 
     Raises:
-        JudgeRequired: a ``$judge`` matcher had to be decided (no judge is configured yet).
+        JudgeRequired: a ``$judge`` matcher had to be decided and ``judge`` is ``None``.
     """
     plan = plan if plan is not None else example.plan
     if plan is None:
         return None
-    if _LAST and _LAST[0][0] is example and _LAST[0][1] is trajectory and _LAST[0][2] is plan:
-        return _LAST[0][3]
+    if _LAST and _LAST[0][0] is example and _LAST[0][1] is trajectory and _LAST[0][2] is plan and _LAST[0][3] is judge:
+        return _LAST[0][4]
     steps = step_views(trajectory, results=any(m.refs for m in plan.milestones))
     states = {len(steps): trajectory.final_state}
-    alignment = align(plan, steps, states)
-    diagnosis = diagnose(plan, steps, alignment, trajectory.final_state)
+    alignment = align(plan, steps, states, judge=judge)
+    diagnosis = diagnose(plan, steps, alignment, trajectory.final_state, judge=judge)
     result = Analysis(plan, steps, alignment, diagnosis)
-    _LAST[:] = [(example, trajectory, plan, result)]
+    _LAST[:] = [(example, trajectory, plan, judge, result)]
     return result
+
+
+VALUE_JUDGE_SYSTEM = """You check one value that an AI assistant gave as a tool argument (or \
+that an environment holds) against a criterion. Decide whether the value satisfies the \
+criterion. Reply with two lines:
+VERDICT: CORRECT or INCORRECT
+REASON: one sentence."""
+
+
+@dataclass(frozen=True)
+class ValueJudge:
+    """Decides ``$judge`` matchers with an LLM: ``judge(criterion, value) -> bool``.
+
+    The judge reads the criterion and the value (as JSON) and replies CORRECT or INCORRECT
+    (:func:`toolgym.graders.judge.parse_verdict`); an unparseable reply or a failing call
+    counts as not matching and is kept in ``calls``. Replies are cached on disk like the
+    ``correctness`` judge's (:class:`toolgym.graders.judge.JudgeCache`) and in memory per
+    (criterion, value), so the alignment asks once per distinct value.
+
+    Attributes:
+        model: A ready chat model (``invoke(messages)``).
+        model_id: Its identity in the cache key.
+        cache_dir: The reply cache folder, or ``None`` for none.
+    """
+
+    model: Any
+    model_id: str
+    cache_dir: str | None = None
+    calls: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict, compare=False)
+
+    def __call__(self, criterion: str, value: Any) -> bool:
+        from langchain_core.messages import HumanMessage, SystemMessage
+
+        from toolgym.graders.judge import JudgeCache, parse_verdict
+        from toolgym.parsing import message_text
+
+        shown = json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)
+        key = (criterion, shown)
+        if key in self.calls:
+            return self.calls[key]["verdict"] == "CORRECT"
+        messages = [SystemMessage(VALUE_JUDGE_SYSTEM), HumanMessage(f"CRITERION: {criterion}\nVALUE: {shown}")]
+        prompt = [{"role": "system", "content": VALUE_JUDGE_SYSTEM}, {"role": "user", "content": messages[1].content}]
+        cache = JudgeCache(Path(self.cache_dir)) if self.cache_dir else None
+        cache_key = JudgeCache.key(self.model_id, prompt, {"criterion": criterion, "value": shown})
+        reply = cache.get(cache_key) if cache else None
+        record: dict[str, Any] = {"criterion": criterion, "value": shown, "cached": reply is not None}
+        if reply is None:
+            try:
+                reply = message_text(self.model.invoke(messages))
+            except Exception as exc:  # noqa: BLE001 - a failing judge call is a non-match, recorded
+                record |= {"verdict": None, "error": f"{type(exc).__name__}: {exc}"}
+                self.calls[key] = record
+                return False
+            if cache:
+                cache.put(cache_key, reply, {"judge_model": self.model_id, "prompt": prompt})
+        verdict = parse_verdict(reply)
+        record |= {"verdict": verdict.verdict, "reason": verdict.reason}
+        self.calls[key] = record
+        return verdict.verdict == "CORRECT"
+
+
+@dataclass(frozen=True, kw_only=True)
+class _MilestoneGrader:
+    """Settings shared by the milestone graders: the judge of ``$judge`` matchers.
+
+    Attributes:
+        judge_model: Model spec of the judge (``--judge-model``); ``None``: no judge, and an
+            example using ``$judge`` is unscored with the reason.
+        judge_cache: Reply cache folder (default ``~/.cache/toolgym/judge``); ``""`` turns it off.
+        judge: A ready chat model (tests pass a scripted one), built from ``judge_model`` when
+            omitted.
+    """
+
+    judge_model: str | None = None
+    judge_cache: str | None = None
+    judge: Any = field(default=None, compare=False, repr=False)
+    _value_judge: list[ValueJudge] = field(default_factory=list, init=False, repr=False, compare=False)
+
+    def value_judge(self) -> ValueJudge | None:
+        """The ``$judge`` decider, built on first use; ``None`` without a judge."""
+        if self._value_judge:
+            return self._value_judge[0]
+        model = self.judge
+        if model is None and self.judge_model:
+            from toolgym.providers import ModelSettings, build_model
+
+            model = build_model(self.judge_model, ModelSettings(temperature=0.0))
+        if model is None:
+            return None
+        from toolgym.graders.judge import default_cache_dir
+
+        cache = None if self.judge_cache == "" else (self.judge_cache or str(default_cache_dir()))
+        model_id = self.judge_model or f"{type(model).__module__}.{type(model).__qualname__}"
+        self._value_judge.append(ValueJudge(model, model_id, cache))
+        return self._value_judge[0]
+
+    def analysis(self, example: Example, trajectory: Trajectory, plan: Plan | None = None) -> Analysis | None:
+        """:func:`analyse` with this grader's judge (asked only when a ``$judge`` is reached)."""
+        plan = plan if plan is not None else example.plan
+        if plan is None:
+            return None
+        judge = self.value_judge() if any(m.needs_judge for mi in plan.milestones for c in mi.calls
+                                          for _, m in (c.arguments or ())) or any(
+            m.needs_judge for mi in plan.milestones for st in mi.states for _, m in st.items) else None
+        return analyse(example, trajectory, plan, judge)
 
 
 def _alignment_rows(a: Analysis) -> list[dict[str, Any]]:
@@ -153,7 +261,7 @@ def _error_text(first: dict[str, Any]) -> str:
 
 @register_grader("trajectory_match")
 @dataclass(frozen=True)
-class TrajectoryMatch:
+class TrajectoryMatch(_MilestoneGrader):
     """1.0 when every required milestone is matched in an order the ``after`` graph allows, no
     minefield is hit and no extra call breaks the example's ``extra_calls`` policy, by the
     optimal alignment (:mod:`toolgym.graders.alignment`); else 0.0.
@@ -214,7 +322,7 @@ class TrajectoryMatch:
         plan = self.plan_for(example)
         if plan is None:
             return None
-        a = analyse(example, trajectory, plan)
+        a = self.analysis(example, trajectory, plan)
         assert a is not None
         d, al = a.diagnosis, a.alignment
         required = sum(1 for m in plan.milestones if not m.optional)
@@ -244,7 +352,7 @@ class TrajectoryMatch:
 
 @register_grader("milestone_progress")
 @dataclass(frozen=True)
-class MilestoneProgress:
+class MilestoneProgress(_MilestoneGrader):
     """The fraction of required milestones the optimal alignment matches (0..1); 0 when a
     minefield is hit. 1.0 for an example whose milestones are all optional (unless a
     minefield is hit). Applies to examples with ``milestones``."""
@@ -256,7 +364,7 @@ class MilestoneProgress:
     )
 
     def grade(self, example: Example, trajectory: Trajectory) -> Score | None:
-        a = analyse(example, trajectory)
+        a = self.analysis(example, trajectory)
         if a is None:
             return None
         required = sum(1 for m in a.plan.milestones if not m.optional)
@@ -271,7 +379,7 @@ class MilestoneProgress:
 
 @register_grader("step_precision")
 @dataclass(frozen=True)
-class StepPrecision:
+class StepPrecision(_MilestoneGrader):
     """Tool steps matched to a milestone divided by tool steps made, leaving out the unmatched
     steps the ``extra_calls`` policy allows (a harmless extra read is no error). Applies to
     examples with ``milestones`` and trajectories with at least one counted step."""
@@ -283,7 +391,7 @@ class StepPrecision:
     )
 
     def grade(self, example: Example, trajectory: Trajectory) -> Score | None:
-        a = analyse(example, trajectory)
+        a = self.analysis(example, trajectory)
         if a is None:
             return None
         made = len(a.steps)
@@ -302,7 +410,7 @@ class StepPrecision:
 
 @register_grader("step_recall")
 @dataclass(frozen=True)
-class StepRecall:
+class StepRecall(_MilestoneGrader):
     """Required milestones matched divided by required milestones (minefields do not change
     it; see ``milestone_progress``). Applies to examples with at least one required
     milestone."""
@@ -314,7 +422,7 @@ class StepRecall:
     )
 
     def grade(self, example: Example, trajectory: Trajectory) -> Score | None:
-        a = analyse(example, trajectory)
+        a = self.analysis(example, trajectory)
         if a is None:
             return None
         required = sum(1 for m in a.plan.milestones if not m.optional)
