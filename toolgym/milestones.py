@@ -229,6 +229,16 @@ class Plan:
                     row.append(j)
         return out
 
+    @cached_property
+    def needs_judge(self) -> bool:
+        """Whether a milestone uses ``$judge`` (an LLM judge must decide it)."""
+        return any(
+            m.needs_judge
+            for milestone in self.milestones
+            for pattern in milestone.alternatives
+            for _, m in (pattern.arguments or () if isinstance(pattern, CallPattern) else pattern.items)
+        )
+
     def is_read_only(self, name: str) -> bool:
         """Whether tool ``name`` matches a ``read_only`` pattern."""
         return any(fnmatchcase(name, pattern) for pattern in self.read_only)

@@ -240,10 +240,7 @@ class _MilestoneGrader:
         plan = plan if plan is not None else example.plan
         if plan is None:
             return None
-        judge = self.value_judge() if any(m.needs_judge for mi in plan.milestones for c in mi.calls
-                                          for _, m in (c.arguments or ())) or any(
-            m.needs_judge for mi in plan.milestones for st in mi.states for _, m in st.items) else None
-        return analyse(example, trajectory, plan, judge)
+        return analyse(example, trajectory, plan, self.value_judge() if plan.needs_judge else None)
 
 
 def _alignment_rows(a: Analysis) -> list[dict[str, Any]]:
