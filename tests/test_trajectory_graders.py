@@ -395,3 +395,28 @@ def test_judge_operator_with_a_scripted_judge(tmp_path):
     again = TrajectoryMatch(judge=silent, judge_cache=str(tmp_path / "cache"))
     assert again.grade(example, traj(("say", {"text": "Good morning, madam"}))).value == 1.0
     assert all(c["cached"] for c in again.value_judge().calls.values())
+
+
+def test_summary_counts_first_errors_and_progress_by_depth(tmp_path, capsys):
+    from toolgym.cli import main
+
+    dataset = [{"id": k, "input": k, **PLAN} for k in SCRIPTS]
+    out = tmp_path / "run"
+    toolgym.evaluate(Directory, model=ScriptedChatModel(by_input=SCRIPTS), dataset=dataset, graders=GRADERS, out=out)
+    capsys.readouterr()
+    assert main(["summary", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "┃ first error " in text and "┃ reached / required ┃" in text
+    rows = {line.split("│")[1].strip(): line for line in text.splitlines() if line.count("│") >= 3}
+    # pass, extra_read pass; wrong_id, memory (out of order), mine, stopped, extra_write fail
+    assert "2" in rows["(none: passed)"] and "1" in rows["wrong_arguments"] and "1" in rows["forbidden"]
+    assert "1" in rows["missing"] and "1" in rows["out_of_order"] and "1" in rows["extra_call"]
+    # depth 0 (find) is reached by all 7; email and what comes after it by 4
+    assert "7 / 7" in rows["0"] and "4 / 7" in rows["1"] and "4 / 7" in rows["3"]
+
+
+def test_milestone_depths():
+    from toolgym.views.summary import milestone_depths
+
+    example = Example(id="e", input="x", **PLAN)
+    assert milestone_depths(example) == {"find": 0, "email": 1, "foods": 1, "city": 2, "typed": 3, "write": 3}

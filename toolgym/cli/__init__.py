@@ -159,6 +159,12 @@ def cmd_summary(args: argparse.Namespace) -> int:
 
     runs = load_runs([Path(d) for d in args.dirs], with_examples=False)
     console.print(rich_summary(summary_cells(runs), title="summary: mean ± standard error per grader"))
+    if any(s.grader == "trajectory_match" for view in runs for s in view.run.scores):
+        from toolgym.views.summary import milestone_tables
+
+        for view in load_runs([Path(d) for d in args.dirs], with_examples=True):
+            for table in milestone_tables(view):
+                console.print(table)
     if args.suite_tables:
         from toolgym.views.rundata import suite_tables
 
