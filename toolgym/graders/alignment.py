@@ -569,11 +569,14 @@ def _explain_unmatched(
     missing: list[str],
 ) -> None:
     named = [ms[j] for j in names.get(s.name, ())]
-    fits = [
-        ms[j] for j in (alignment.candidates[i] if alignment.candidates else names.get(s.name, ()))
-        if not (ms[j].refs or not alignment.candidates)
-        or any(c.name == s.name and c.wrong_argument(s.arguments, context) is None for c in ms[j].calls)
-    ]
+
+    def fits_call(m: Milestone) -> bool:
+        return any(c.name == s.name and c.wrong_argument(s.arguments, context) is None for c in m.calls)
+
+    if alignment.candidates:  # the search's candidates: arguments already checked, but for $from
+        fits = [ms[j] for j in alignment.candidates[i] if not ms[j].refs or fits_call(ms[j])]
+    else:
+        fits = [m for m in named if fits_call(m)]
 
     def ready(m: Milestone) -> bool:
         return all((t := time_of(a)) is not None and t < i for a in m.after)
