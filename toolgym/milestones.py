@@ -189,7 +189,8 @@ class Plan:
         minefields: Calls and states that fail a trajectory.
         read_only: ``fnmatch`` patterns of the read-only tool names.
         extra_calls: ``forbid``, ``allow_read_only`` or ``allow``.
-        ancestors: Milestone id → every milestone that is always matched before it.
+        ancestors: Milestone id → every milestone that is always matched before it (what
+            ``$from`` is checked against; a plan built without ``$from`` may leave it empty).
         source: A note on where the plan comes from (``"milestones"``, or an agentevals mode
             built from ``expected_calls``).
     """

@@ -596,8 +596,8 @@ def _explain_unmatched(
     if named:
         # the milestone it most likely meant: a missing one first, then one ready at that point
         absent = set(missing)
-        named.sort(key=lambda m: (m.id not in absent, not ready(m), m.index))
-        m = named[0]
+        pool = [m for m in named if m.id in absent] or named
+        m = next((m for m in pool if ready(m)), pool[0])
         call = next(c for c in m.calls if c.name == s.name)
         argument = call.wrong_argument(s.arguments, context)
         label.type, label.milestone, label.argument = "wrong_arguments", m.id, argument or None

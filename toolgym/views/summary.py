@@ -164,9 +164,15 @@ def milestone_depths(example: Example) -> dict[str, int]:
         return {}
     after = {m.id: m.after for m in plan.milestones}
     depth: dict[str, int] = {}
-    for m in sorted(plan.milestones, key=lambda m: len(plan.ancestors.get(m.id, ()))):
-        depth[m.id] = 1 + max((depth[a] for a in after[m.id]), default=-1)
-    return depth
+
+    def of(mid: str) -> int:
+        if mid not in depth:
+            depth[mid] = 1 + max((of(a) for a in after[mid]), default=-1)
+        return depth[mid]
+
+    for m in plan.milestones:
+        of(m.id)
+    return {m.id: depth[m.id] for m in plan.milestones}
 
 
 def milestone_tables(view: RunView):
