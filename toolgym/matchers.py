@@ -185,7 +185,7 @@ class Matcher:
         raise NotImplementedError
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(eq=False)
 class Equal(Matcher):
     value: Any
 
@@ -196,13 +196,13 @@ class Equal(Matcher):
         return self.value
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(eq=False)
 class Literal(Equal):
     def expected(self) -> Any:
         return {"$literal": self.value}
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(eq=False)
 class ListOf(Matcher):
     """A plain list holding operators: same length, element by element."""
 
@@ -219,7 +219,7 @@ class ListOf(Matcher):
         return [m.expected() for m in self.items]
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(eq=False)
 class ObjectOf(Matcher):
     """A plain object holding operators (``exact`` keys) or ``$subset`` (at least these keys)."""
 
@@ -238,7 +238,7 @@ class ObjectOf(Matcher):
         return body if self.exact else {"$subset": body}
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(eq=False)
 class Lenient(Matcher):
     text: str
 
@@ -249,7 +249,7 @@ class Lenient(Matcher):
         return {"$lenient": self.text}
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(eq=False)
 class Num(Matcher):
     target: float
     rel: float
@@ -262,7 +262,7 @@ class Num(Matcher):
         return {"$num": self.target, "rel": self.rel, "abs": self.abs}
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(eq=False)
 class Regex(Matcher):
     pattern: re.Pattern[str]
 
@@ -273,7 +273,7 @@ class Regex(Matcher):
         return {"$regex": self.pattern.pattern}
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(eq=False)
 class OneOf(Matcher):
     options: tuple[Matcher, ...]
 
@@ -284,7 +284,7 @@ class OneOf(Matcher):
         return {"$in": [m.expected() for m in self.options]}
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(eq=False)
 class Anything(Matcher):
     def match(self, actual: Any, context: MatchContext = EMPTY_CONTEXT) -> bool:
         return True
@@ -293,7 +293,7 @@ class Anything(Matcher):
         return {"$any": True}
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(eq=False)
 class Contains(Matcher):
     part: Any
     element: Matcher
@@ -309,7 +309,7 @@ class Contains(Matcher):
         return {"$contains": self.part}
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(eq=False)
 class Prefix(Matcher):
     prefix: str
 
@@ -320,7 +320,7 @@ class Prefix(Matcher):
         return {"$prefix": self.prefix}
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(eq=False)
 class Unordered(Matcher):
     items: tuple[Matcher, ...]
 
@@ -355,7 +355,7 @@ def _perfect_matching(fits: list[list[int]], n: int) -> bool:
 _MISSING = object()
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(eq=False)
 class From(Matcher):
     milestone: str
     path: str
@@ -379,7 +379,7 @@ class From(Matcher):
         return {"$from": self.milestone, "path": self.path}
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(eq=False)
 class Judge(Matcher):
     criterion: str
     needs_judge = True

@@ -70,7 +70,7 @@ ExtraCalls = Literal["forbid", "allow_read_only", "allow"]
 EXTRA_CALLS: tuple[str, ...] = ("forbid", "allow_read_only", "allow")
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(eq=False)
 class CallPattern:
     """A tool call to match: ``name``, and ``arguments`` (``None``: any) compared by ``args``.
 
@@ -134,7 +134,7 @@ class CallPattern:
         return out
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(eq=False)
 class StatePattern:
     """A state to match: each named key of the environment's state matches its matcher (keys
     not named are not compared)."""
@@ -158,7 +158,7 @@ class StatePattern:
 Pattern = CallPattern | StatePattern
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(eq=False)
 class Milestone:
     """One milestone: its alternatives (one for ``call`` or ``state``, several for ``any_of``),
     the milestones that must come earlier, and whether it is optional."""
@@ -176,11 +176,15 @@ class Milestone:
     """The state alternatives."""
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "calls", tuple(a for a in self.alternatives if isinstance(a, CallPattern)))
-        object.__setattr__(self, "states", tuple(a for a in self.alternatives if isinstance(a, StatePattern)))
+        if len(self.alternatives) == 1:
+            only = self.alternatives[0]
+            self.calls, self.states = ((only,), ()) if only.kind == "call" else ((), (only,))  # type: ignore[assignment]
+        else:
+            self.calls = tuple(a for a in self.alternatives if isinstance(a, CallPattern))
+            self.states = tuple(a for a in self.alternatives if isinstance(a, StatePattern))
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(eq=False)
 class Plan:
     """An example's compiled milestones, minefields and extra-call policy.
 
