@@ -9,7 +9,8 @@ some in another order) among 10 extra calls. Then grades every trajectory
 * with agentevals' ``create_trajectory_match_evaluator`` in the same mode, on the same calls
   as OpenAI-format messages (one assistant message and one tool message per call),
 
-and reports trajectories per second and their ratio, and how many verdicts differ (agentevals'
+and reports trajectories per second and their ratio (the two alternate in chunks of 250, so a
+change in the machine's load falls on both), and how many verdicts differ (agentevals'
 greedy first fit can fail a valid trajectory; the toolgym alignment is optimal). It also
 grades graphs of 10 milestones (random ``after`` edges, ``$lenient`` and ``$from`` arguments)
 with toolgym alone (agentevals has no milestone graph), and chains of 5 to 80 milestones with
@@ -92,14 +93,27 @@ def best_rate(fn, items, repeat: int) -> tuple[float, list]:
     return max(rates), results
 
 
-def best_rate_split(fn, n: int, repeat: int) -> tuple[float, list]:
-    """Like :func:`best_rate` over ``range(n)``, repeat ``r`` calling ``fn(r * n + k)``."""
-    rates, results = [], []
-    for r in range(repeat):
-        start = time.perf_counter()
-        results = [fn(r * n + k) for k in range(n)]
-        rates.append(n / (time.perf_counter() - start))
-    return max(rates), results
+def interleaved(make_ours, theirs, n: int, repeat: int, chunk: int = 250) -> tuple[float, float, list, list]:
+    """Both harnesses over ``range(n)``, ``repeat`` times, alternating chunks of ``chunk``
+    trajectories so that a change in the machine's load falls on both alike. Returns each
+    one's items per second over all its chunks, and the last repeat's values.
+    ``make_ours()`` gives a fresh grading function per repeat."""
+    t_ours = t_theirs = 0.0
+    ours_values: list = []
+    theirs_values: list = []
+    for _ in range(repeat):
+        ours = make_ours()
+        ours_values, theirs_values = [], []
+        for start in range(0, n, chunk):
+            items = range(start, min(n, start + chunk))
+            t0 = time.perf_counter()
+            ours_values += [ours(k) for k in items]
+            t1 = time.perf_counter()
+            theirs_values += [theirs(k) for k in items]
+            t2 = time.perf_counter()
+            t_ours += t1 - t0
+            t_theirs += t2 - t1
+    return n * repeat / t_ours, n * repeat / t_theirs, ours_values, theirs_values
 
 
 def graph_example(rng: random.Random, n: int = 10) -> tuple[Example, Trajectory]:
@@ -155,21 +169,20 @@ def main() -> None:
     trajs = [trajectory(calls) for _, calls in cases]
     refs_msgs = [messages(ref) for ref, _ in cases]
     outs_msgs = [messages(calls) for _, calls in cases]
-    print(f"{args.n} trajectories of 20 tool steps against references of 10 calls; best of {args.repeat}")
+    print(f"{args.n} trajectories of 20 tool steps against references of 10 calls; {args.repeat} passes, interleaved")
     print("| mode | toolgym (traj/s) | agentevals (traj/s) | ratio | passed toolgym / agentevals | verdicts differ |")
     print("|---|---:|---:|---:|---:|---:|")
     for mode in MODES:
         evaluator = create_trajectory_match_evaluator(trajectory_match_mode=mode, tool_args_match_mode="exact")
-        graders = [TrajectoryMatch(trajectory_mode=mode, args_mode="exact") for _ in range(args.repeat)]
-
-        def ours_once(k, mode=mode, graders=graders):
+        def fresh(mode=mode):
             # a fresh grader per repeat, so every plan is built from expected_calls again
-            return graders[k // args.n].grade(examples[k % args.n], trajs[k % args.n]).value
+            grader = TrajectoryMatch(trajectory_mode=mode, args_mode="exact")
+            return lambda k: grader.grade(examples[k], trajs[k]).value
 
-        ours, our_scores = best_rate_split(ours_once, args.n, args.repeat)
-        theirs, their_scores = best_rate(
+        ours, theirs, our_scores, their_scores = interleaved(
+            fresh,
             lambda k, e=evaluator: float(e(outputs=outs_msgs[k], reference_outputs=refs_msgs[k])["score"]),
-            range(args.n), args.repeat,
+            args.n, args.repeat,
         )
         differ = sum(1 for a, b in zip(our_scores, their_scores, strict=True) if a != b)
         print(f"| {mode} | {ours:,.0f} | {theirs:,.0f} | {ours / theirs:.1f}× | "
