@@ -7,9 +7,10 @@ flows one way: Example → (environment + agent) → Trajectory → graders → 
 from __future__ import annotations
 
 import math
+import weakref
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from toolgym.matchers import SpecError
 from toolgym.milestones import Plan, compile_plan
@@ -26,6 +27,11 @@ class ToolCallSpec(BaseModel):
 
     name: str
     arguments: dict[str, JSONValue] = Field(default_factory=dict)
+
+
+_PLANS: dict[int, tuple[Any, Plan]] = {}
+"""id(example) → (its milestones list, their compiled plan), dropped when the example is
+collected (pydantic models take no private state that unvalidated construction keeps)."""
 
 
 class Example(BaseModel):
@@ -68,13 +74,28 @@ class Example(BaseModel):
     read_only: list[str] | None = None
     extra_calls: Literal["forbid", "allow_read_only", "allow"] | None = None
 
-    _plan: Plan | None = PrivateAttr(default=None)
-
     @property
     def plan(self) -> Plan | None:
         """The compiled milestones, minefields and extra-call policy, or ``None`` when the
-        example has no ``milestones``."""
-        return self._plan
+        example has no ``milestones`` (compiled when the example is validated, kept while it
+        lives; an example built without validation compiles on first use).
+
+        Raises:
+            ValueError: for a spec that does not compile (only for an example built without
+                validation; validation refuses it first).
+        """
+        if self.milestones is None:
+            return None
+        found = _PLANS.get(id(self))
+        if found is None or found[0] is not self.milestones:
+            self._keep_plan(compile_plan(self.milestones, self.minefields, self.read_only, self.extra_calls))
+            found = _PLANS[id(self)]
+        return found[1]
+
+    def _keep_plan(self, plan: Plan) -> None:
+        if id(self) not in _PLANS:
+            weakref.finalize(self, _PLANS.pop, id(self), None)
+        _PLANS[id(self)] = (self.milestones, plan)
 
     @field_validator("id", mode="before")
     @classmethod
@@ -93,7 +114,7 @@ class Example(BaseModel):
                 raise ValueError("expected_calls names must equal expected_steps")
         if self.milestones is not None:
             try:
-                self._plan = compile_plan(self.milestones, self.minefields, self.read_only, self.extra_calls)
+                self._keep_plan(compile_plan(self.milestones, self.minefields, self.read_only, self.extra_calls))
             except SpecError as exc:
                 raise ValueError(f"field {exc}") from None
         elif self.minefields is not None or self.read_only is not None or self.extra_calls is not None:
