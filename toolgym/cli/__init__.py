@@ -188,10 +188,11 @@ def judge_settings(args: argparse.Namespace) -> dict[str, str | None]:
     ``--trajectory-mode`` / ``--args-mode`` (``None`` keeps the grader's default or the run's
     recorded setting)."""
     cache = "" if args.no_judge_cache else args.judge_cache
-    return {
-        "judge_model": args.judge_model, "judge_cache": cache,
-        "trajectory_mode": getattr(args, "trajectory_mode", None), "args_mode": getattr(args, "args_mode", None),
-    }
+    settings: dict[str, str | None] = {"judge_model": args.judge_model, "judge_cache": cache}
+    for key in ("trajectory_mode", "args_mode"):  # recorded only when given
+        if getattr(args, key, None) is not None:
+            settings[key] = getattr(args, key)
+    return settings
 
 
 def print_statistics(graded: Run) -> None:
