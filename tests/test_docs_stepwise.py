@@ -12,6 +12,8 @@ import pytest
 from toolgym.matchers import MatchContext, compile_matcher
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "stepwise-grader.md"
+if not DOC.exists():  # a copy of the package and its tests without docs/ (tests/test_suites_removable.py)
+    pytest.skip("docs/ is not beside the tests", allow_module_level=True)
 ROWS = [line for line in DOC.read_text(encoding="utf-8").splitlines() if re.match(r"\| (plain value|`\$\w+`) \|", line)]
 
 
