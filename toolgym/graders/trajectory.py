@@ -130,14 +130,15 @@ def analyse(
     plan = plan if plan is not None else example.plan
     if plan is None:
         return None
-    if _LAST and _LAST[0][0] is example and _LAST[0][1] is trajectory and _LAST[0][2] is plan and _LAST[0][3] is judge:
-        return _LAST[0][4]
+    last = _LAST[0] if _LAST else None  # read once: graders may run in several threads
+    if last is not None and last[0] is example and last[1] is trajectory and last[2] is plan and last[3] is judge:
+        return last[4]
     steps = step_views(trajectory, results=any(m.refs for m in plan.milestones))
     states = {len(steps): trajectory.final_state}
     alignment = align(plan, steps, states, judge=judge)
     diagnosis = diagnose(plan, steps, alignment, trajectory.final_state, judge=judge)
     result = Analysis(plan, steps, alignment, diagnosis)
-    _LAST[:] = [(example, trajectory, plan, judge, result)]
+    _LAST[:1] = [(example, trajectory, plan, judge, result)]
     return result
 
 
