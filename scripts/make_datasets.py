@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from toolgym.data import DATASETS_DIR, write_examples
+from toolgym.data import write_examples
 from toolgym.generators import generate
 from toolgym.suites.multiverse_math.environment import MultiverseMath
 from toolgym.suites.relational_data.environment import make_example
@@ -145,23 +145,35 @@ MULTIVERSE = [
 ]
 
 
+SUITES = Path(__file__).resolve().parents[1] / "toolgym" / "suites"
+FOLDERS = {
+    "relational_data": SUITES / "relational_data" / "datasets" / "relational_data",
+    "multiverse_math": SUITES / "multiverse_math" / "datasets" / "multiverse_math",
+    "typewriter_1": SUITES / "typewriter" / "datasets" / "typewriter_1",
+    "typewriter_26": SUITES / "typewriter" / "datasets" / "typewriter_26",
+}
+
+
 def main() -> None:
+    # where several call orders are valid (order_matters false), the example also gets
+    # milestones: every call required, ordered by data flow only ($from where an id is looked up)
     rel = [
-        make_example(f"rd-{i:02d}", q, calls, rule, order, {"difficulty": len(calls), "source": "hand-written"})
+        make_example(f"rd-{i:02d}", q, calls, rule, order, {"difficulty": len(calls), "source": "hand-written"},
+                     milestones=not order)
         for i, (q, calls, rule, order) in enumerate(RELATIONAL, 1)
     ]
     mm = [
-        MultiverseMath.example_from_expression(f"mm-{i:02d}", q, expr, {"source": "hand-written"})
+        MultiverseMath.example_from_expression(f"mm-{i:02d}", q, expr, {"source": "hand-written"}, milestones=True)
         for i, (q, expr) in enumerate(MULTIVERSE, 1)
     ]
     for env, examples in (("relational_data", rel), ("multiverse_math", mm)):
-        folder = Path(DATASETS_DIR) / env
+        folder = FOLDERS[env]
         folder.mkdir(parents=True, exist_ok=True)
         write_examples(folder / "test.jsonl", examples)
         print(f"{env}/test.jsonl: {len(examples)} examples")
     for env in ("typewriter_1", "typewriter_26", "relational_data", "multiverse_math"):
         ladder = generate(env, seed=0, per_level=3)
-        write_examples(Path(DATASETS_DIR) / env / "ladder.jsonl", ladder)
+        write_examples(FOLDERS[env] / "ladder.jsonl", ladder)
         print(f"{env}/ladder.jsonl: {len(ladder)} examples")
 
 

@@ -395,3 +395,26 @@ def test_import_without_gymnasium_names_the_extra(tmp_path):
                            env={**os.environ, "PYTHONPATH": path})
     assert probe.returncode != 0
     assert "pip install -e '.[gym]'" in probe.stderr
+
+
+
+def test_stepwise_reward_follows_milestones_on_an_example_with_several_orders():
+    env = make("relational_data", reward="stepwise").unwrapped
+    example = next(ex for ex in env.examples if ex.id == "rd-18")  # two users looked up, then their locations
+    calls = example.expected_calls
+    order = [1, 3, 0, 2]  # Ana Sofia first: a valid order that is not the written one
+    env.reset(options={"example_id": example.id})
+    rewards = []
+    for i, k in enumerate(order):
+        _, r, *_ = env.step({"tool_calls": [call_dict(calls[k], f"c{i}")]})
+        rewards.append(r)
+    _, r, terminated, _, info = env.step({"content": str(example.reference)})
+    assert terminated
+    assert rewards == pytest.approx([0.25, 0.25, 0.25, 0.25])  # each required milestone paid as it is reached
+    assert info["scores"]["trajectory_match"] == 1.0
+    # the final reward is the first grader's (steps_exact: the multiset matches), so the return is 1
+    assert sum(rewards) + r == pytest.approx(info["scores"]["steps_exact"]) == 1.0
+    # a location looked up before its user earns nothing for it
+    env.reset(options={"example_id": example.id})
+    _, r_early, *_ = env.step({"tool_calls": [call_dict(calls[2], "x")]})
+    assert r_early == 0.0

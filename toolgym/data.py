@@ -141,7 +141,9 @@ def sha256_file(path: Path) -> str:
 
 def _describe(exc: ValidationError) -> str:
     return "; ".join(
-        f"field {'.'.join(map(str, e['loc'])) or '(record)'}: {e['msg']}" for e in exc.errors()
+        e["msg"].removeprefix("Value error, ") if not e["loc"] and e["msg"].startswith("Value error, field ")
+        else f"field {'.'.join(map(str, e['loc'])) or '(record)'}: {e['msg']}"
+        for e in exc.errors()
     )
 
 
@@ -249,7 +251,8 @@ def write_examples(path: str | Path, examples: list[Example]) -> None:
 
 
 def check_tools(benchmark: Benchmark, examples: list[Example], where: str | Path) -> None:
-    """Refuse examples whose ``expected_steps`` name tools the environment does not have.
+    """Refuse examples whose ``expected_steps`` or milestone calls name tools the environment
+    does not have (minefields may name any tool: a call of a missing tool is refused anyway).
 
     Raises:
         DatasetError: naming the file, the first such example and tool, and how many examples
@@ -267,6 +270,15 @@ def check_tools(benchmark: Benchmark, examples: list[Example], where: str | Path
             f"{where}: example {ex_id!r} expects tool {name!r}, which {benchmark.name} does not have "
             f"({n_examples} example(s) affected; is this a dataset of another environment?)"
         )
+    for ex in examples:
+        for milestone in ex.plan.milestones if ex.plan is not None else ():
+            for alt, call in enumerate(milestone.alternatives):
+                if getattr(call, "kind", "") == "call" and call.name not in tools:
+                    field = ".call" if len(milestone.alternatives) == 1 else f".any_of[{alt}].call"
+                    raise DatasetError(
+                        f"{where}: example {ex.id!r}: field milestones[{milestone.index}]{field}.name: "
+                        f"{benchmark.name} has no tool {call.name!r} (tools: {', '.join(sorted(tools))})"
+                    )
 
 
 def _decode(text: str) -> Any:

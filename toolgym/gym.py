@@ -48,7 +48,9 @@ from toolgym.agents import Episode
 from toolgym.data import write_examples
 from toolgym.environments import Environment, ToolBug
 from toolgym.graders import grader_name
+from toolgym.graders.alignment import align, diagnose
 from toolgym.graders.steps import first_divergence, step_names
+from toolgym.graders.trajectory import step_views
 from toolgym.openai_format import assistant_message, prompt_messages, step_messages, tool_schemas
 from toolgym.parsing import hermes_message, model_step, openai_assistant_message
 from toolgym.plugins import registries
@@ -199,6 +201,21 @@ def _schemas(env: Environment) -> list[dict[str, Any]]:
     return copy.deepcopy(_SCHEMA_CACHE[key])
 
 
+def milestone_potential(example: Example, steps: list[Any]) -> float:
+    """The stepwise reward's potential for an example with milestones: required milestones
+    matched by the optimal alignment of ``steps`` (the episode's steps so far) over required
+    milestones (1.0 when all are optional), 0.0 once a call hits a minefield. State milestones
+    count only at the end (the final grader's value), as the state is read then."""
+    plan = example.plan
+    assert plan is not None
+    required = sum(1 for m in plan.milestones if not m.optional)
+    views = step_views(Trajectory.model_construct(steps=steps), results=any(m.refs for m in plan.milestones))
+    alignment = align(plan, views)
+    if diagnose(plan, views, alignment).mines:
+        return 0.0
+    return alignment.required_matched / required if required else 1.0
+
+
 class ToolgymEnv(gymnasium.Env):
     """A toolgym environment and dataset as a Gymnasium environment (see the module
     docstring).
@@ -263,7 +280,7 @@ class ToolgymEnv(gymnasium.Env):
         dataset_path, examples = load_run_examples(self.benchmark, dataset, limit, env_options or {})
         self.examples: list[Example] = examples
         self._by_id = {ex.id: ex for ex in examples}
-        made = make_graders(self.benchmark, graders)
+        made = make_graders(self.benchmark, graders, examples=examples)
         self.graders = [g for g, _ in made]
         self.primary = self.graders[0] if self.graders else None
         self.reward_mode, self._reward_grader, self._reward_fn = self._reward(reward, made)
@@ -426,7 +443,10 @@ class ToolgymEnv(gymnasium.Env):
           therefore equals ``F``: for a perfect trajectory, the credit was paid step by step
           and the last term is 0; a trajectory that diverges gets its credit taken back at
           the end unless the final grader passes it anyway. Examples without expected steps
-          get ``F`` at the end only.
+          get ``F`` at the end only. For an example with ``milestones`` the potential is
+          :func:`milestone_potential` instead: the share of required milestones the optimal
+          alignment of the steps so far matches (0 once a minefield is hit), so a valid order
+          other than the written one, an optional or an allowed extra call earns the same.
         * a grader or callable: 0 until the end, then its value.
 
         Returns:
@@ -500,6 +520,10 @@ class ToolgymEnv(gymnasium.Env):
         """``Φ_after − Φ_before`` of :meth:`step`'s stepwise reward."""
         episode = self._episode
         assert episode is not None
+        if episode.example.plan is not None:
+            potential = milestone_potential(episode.example, episode.steps)
+            gained, self._potential = potential - self._potential, potential
+            return gained
         expected = episode.example.expected_steps
         if not expected or self._frozen:
             return 0.0

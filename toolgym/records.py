@@ -8,9 +8,13 @@ from __future__ import annotations
 
 import math
 import re
+import weakref
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from toolgym.matchers import SpecError
+from toolgym.milestones import Plan, compile_plan
 
 SCHEMA_VERSION = 1
 
@@ -55,6 +59,11 @@ class ToolCallSpec(BaseModel):
     arguments: dict[str, JSONValue] = Field(default_factory=dict)
 
 
+_PLANS: dict[int, tuple[Any, Plan]] = {}
+"""id(example) → (its milestones list, their compiled plan), dropped when the example is
+collected (pydantic models take no private state that unvalidated construction keeps)."""
+
+
 class Example(BaseModel):
     """One task instance, one line of a dataset's JSONL file.
 
@@ -70,6 +79,13 @@ class Example(BaseModel):
         reference: The reference answer (string or number), if the task has one.
         expected_state: The environment state the reference solution reaches, if graded.
         metadata: Free-form; ``n_steps`` and ``difficulty`` are used by the breakdowns.
+        milestones: The steps a trajectory must take, as a partial order with argument
+            matchers (:mod:`toolgym.milestones`); graded by ``trajectory_match`` and its
+            companions. Kept as written; the compiled form is :attr:`plan`.
+        minefields: Calls and states that fail a trajectory.
+        read_only: Glob patterns of the tools that only read.
+        extra_calls: ``forbid`` (default), ``allow_read_only`` or ``allow``: whether calls
+            matched to no milestone are errors.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -83,6 +99,33 @@ class Example(BaseModel):
     reference: str | float | int | None = None
     expected_state: dict[str, JSONValue] | None = None
     metadata: dict[str, JSONValue] = Field(default_factory=dict)
+    milestones: list[JSONValue] | None = None
+    minefields: list[JSONValue] | None = None
+    read_only: list[str] | None = None
+    extra_calls: Literal["forbid", "allow_read_only", "allow"] | None = None
+
+    @property
+    def plan(self) -> Plan | None:
+        """The compiled milestones, minefields and extra-call policy, or ``None`` when the
+        example has no ``milestones`` (compiled when the example is validated, kept while it
+        lives; an example built without validation compiles on first use).
+
+        Raises:
+            ValueError: for a spec that does not compile (only for an example built without
+                validation; validation refuses it first).
+        """
+        if self.milestones is None:
+            return None
+        found = _PLANS.get(id(self))
+        if found is None or found[0] is not self.milestones:
+            self._keep_plan(compile_plan(self.milestones, self.minefields, self.read_only, self.extra_calls))
+            found = _PLANS[id(self)]
+        return found[1]
+
+    def _keep_plan(self, plan: Plan) -> None:
+        if id(self) not in _PLANS:
+            weakref.finalize(self, _PLANS.pop, id(self), None)
+        _PLANS[id(self)] = (self.milestones, plan)
 
     @field_validator("id", mode="before")
     @classmethod
@@ -99,6 +142,14 @@ class Example(BaseModel):
                 self.expected_steps = names
             elif names != self.expected_steps:
                 raise ValueError("expected_calls names must equal expected_steps")
+        if self.milestones is not None:
+            try:
+                self._keep_plan(compile_plan(self.milestones, self.minefields, self.read_only, self.extra_calls))
+            except SpecError as exc:
+                raise ValueError(f"field {exc}") from None
+        elif self.minefields is not None or self.read_only is not None or self.extra_calls is not None:
+            given = [k for k in ("minefields", "read_only", "extra_calls") if getattr(self, k) is not None]
+            raise ValueError(f"field {given[0]}: only meaningful with milestones (give 'milestones', even [])")
         return self
 
 

@@ -357,8 +357,15 @@ def model_spec_ref(spec: str) -> tuple[str, ExtensionRef]:
     return spec, ExtensionRef(spec=spec, source=entry.source, distribution=entry.distribution, version=entry.version)
 
 
+MILESTONE_GRADERS = ("trajectory_match", "milestone_progress", "step_precision", "step_recall")
+"""Graders added to the defaults when a dataset has an example with ``milestones``."""
+
+
 def make_graders(
-    benchmark: Benchmark, names: Sequence[Any] | None, settings: dict[str, Any] | None = None
+    benchmark: Benchmark,
+    names: Sequence[Any] | None,
+    settings: dict[str, Any] | None = None,
+    examples: Sequence[Example] | None = None,
 ) -> list[tuple[Grader, ExtensionRef]]:
     """Instantiate the requested graders.
 
@@ -369,6 +376,8 @@ def make_graders(
         settings: Grader settings by field name; each grader (a dataclass) receives only the
             settings it declares as fields, so one ``--judge-model`` reaches every judge.
             ``None`` values are dropped (the grader's default applies).
+        examples: The dataset; without ``names``, :data:`MILESTONE_GRADERS` join the
+            defaults when one of its examples has ``milestones``.
 
     Raises:
         UnknownNameError / ExtensionError: for an unknown grader.
@@ -379,6 +388,8 @@ def make_graders(
         names = list(benchmark.graders)
         if settings.get("judge_model"):
             names += [n for n in benchmark.judge_graders if n not in names]
+        if examples is not None and any(ex.milestones is not None for ex in examples):
+            names += [n for n in MILESTONE_GRADERS if n not in names]
     graders = []
     for item in names:
         if isinstance(item, str) and in_process(item) is not None:  # a run of this process, read back
@@ -679,7 +690,7 @@ def run(config: RunConfig, progress: bool = True) -> RunResult:
             f"{where}: the {agent_cls.name} agent cannot play {len(missing)} of {len(examples)} examples "
             f"(first: {missing[0]!r}): they name expected steps without expected_calls (the arguments) to replay"
         )
-    graders = make_graders(benchmark, config.graders, config.grader_settings)
+    graders = make_graders(benchmark, config.graders, config.grader_settings, examples)
     concurrency = config.concurrency if config.concurrency is not None else benchmark.default_concurrency
     out = Path(config.out) if config.out is not None else None
     done: set[tuple[str, int]] = set()

@@ -156,7 +156,8 @@ def test_served_oracle_scores_equal_run_oracle(transport, oracle_run, tmp_path):
     assert record.agent["agent"] == "test-client" and record.agent["version"] == "1.2"
     assert record.agent["transport"] == transport
     served, expected = score_table(out), score_table(oracle_run)
-    assert len(served) == len(expected) == 3 * len(examples)
+    with_milestones = sum(1 for ex in examples if ex.milestones is not None)  # 4 milestone graders each
+    assert len(served) == len(expected) == 3 * len(examples) + 4 * with_milestones
     assert served == expected
     trajectories = read_trajectories(out)
     assert [t.example_id for t in trajectories] == [ex.id for ex in examples]

@@ -168,6 +168,12 @@ def cmd_summary(args: argparse.Namespace) -> int:
 
     runs = load_runs([Path(d) for d in args.dirs], with_examples=False)
     print_cells(summary_cells(runs), console, title="summary: mean ± standard error per grader")
+    if any(s.grader == "trajectory_match" for view in runs for s in view.run.scores):
+        from toolgym.views.summary import milestone_tables
+
+        for view in load_runs([Path(d) for d in args.dirs], with_examples=True):
+            for table in milestone_tables(view):
+                console.print(table)
     if args.suite_tables:
         from toolgym.views.rundata import suite_tables
 
@@ -187,10 +193,15 @@ def cmd_report(args: argparse.Namespace) -> int:
     console.print(result.describe(), highlight=False)
     return 0
 def judge_settings(args: argparse.Namespace) -> dict[str, str | None]:
-    """Grader settings from ``--judge-model`` / ``--judge-cache`` / ``--no-judge-cache``
-    (``None`` keeps the grader's default or the run's recorded setting)."""
+    """Grader settings from ``--judge-model`` / ``--judge-cache`` / ``--no-judge-cache`` /
+    ``--trajectory-mode`` / ``--args-mode`` (``None`` keeps the grader's default or the run's
+    recorded setting)."""
     cache = "" if args.no_judge_cache else args.judge_cache
-    return {"judge_model": args.judge_model, "judge_cache": cache}
+    settings: dict[str, str | None] = {"judge_model": args.judge_model, "judge_cache": cache}
+    for key in ("trajectory_mode", "args_mode"):  # recorded only when given
+        if getattr(args, key, None) is not None:
+            settings[key] = getattr(args, key)
+    return settings
 
 
 def print_statistics(graded: Run) -> None:
@@ -210,7 +221,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 
 def add_judge_options(p: argparse.ArgumentParser) -> None:
-    """``--judge-model``, ``--judge-cache``, ``--no-judge-cache``."""
+    """``--judge-model``, ``--judge-cache``, ``--no-judge-cache``, and the settings of
+    ``trajectory_match``'s agentevals modes (``--trajectory-mode``, ``--args-mode``)."""
     p.add_argument(
         "--judge-model",
         help="PROVIDER[:MODEL] of the LLM judge; switches on the correctness graders of "
@@ -218,6 +230,15 @@ def add_judge_options(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--judge-cache", help="folder caching judge replies (default ~/.cache/toolgym/judge)")
     p.add_argument("--no-judge-cache", action="store_true", help="always call the judge")
+    p.add_argument(
+        "--trajectory-mode", choices=("strict", "unordered", "subset", "superset"),
+        help="trajectory_match on examples with expected_calls and no milestones, as agentevals' "
+        "trajectory match mode (docs/stepwise-grader.md)",
+    )
+    p.add_argument(
+        "--args-mode", choices=("exact", "ignore", "subset", "superset"),
+        help="argument comparison of --trajectory-mode (agentevals' tool_args_match_mode; default exact)",
+    )
 
 
 def add_answers_option(p: argparse.ArgumentParser) -> None:
@@ -257,6 +278,10 @@ def cmd_check(args: argparse.Namespace) -> int:
     path = resolve_dataset(benchmark, args.dataset)
     examples = load_examples(path, benchmark)
     problems = check_dataset(benchmark, examples, path)
+    if not problems:
+        from toolgym.graders.trajectory import milestone_problems
+
+        problems = [p for ex in examples for p in milestone_problems(benchmark, ex)]
     for problem in problems:
         print(f"problem: {problem}", file=sys.stderr)
     console.print(f"{path}: {len(examples)} examples, {len(problems)} problem(s)", highlight=False, soft_wrap=True)

@@ -40,6 +40,10 @@ _BUILTIN = {
     "step_ratio": "toolgym.graders.steps",
     "answer_match": "toolgym.graders.answer",
     "correctness": "toolgym.graders.judge",
+    "trajectory_match": "toolgym.graders.trajectory",
+    "milestone_progress": "toolgym.graders.trajectory",
+    "step_precision": "toolgym.graders.trajectory",
+    "step_recall": "toolgym.graders.trajectory",
 }
 """Built-in grader name → the module that registers it (imported when the name is used)."""
 

@@ -162,7 +162,7 @@ class ServedRun:
         self.env_cls: type[Environment] = self.benchmark.environment
         dataset_path, self.examples = load_run_examples(self.benchmark, dataset, limit)
         self.by_id = {ex.id: ex for ex in self.examples}
-        graders_made = make_graders(self.benchmark, graders, grader_settings)
+        graders_made = make_graders(self.benchmark, graders, grader_settings, self.examples)
         self.graders = [g for g, _ in graders_made]
         self.tools = self._list_tools()
         self.out = Path(out)

@@ -165,7 +165,10 @@ def print_trajectory(
     expected = run.expected_for(traj)
     if expected is not None:
         console.print(Text.assemble(("expected calls: ", "bold"), expected_text(expected) or "(none)"))
-    divergence = suite_divergence(run, example, traj)
+    scores = run.scores_of(traj)
+    aligned = _alignment_score(scores)
+    divergence = suite_divergence(run, example, traj) if aligned is None else None
+    labels = list(aligned.details.get("alignment") or []) if aligned is not None else []
     tool_index = 0
     for number, step in enumerate(traj.steps, 1):
         if step.kind == "model":
@@ -206,6 +209,9 @@ def print_trajectory(
                 console.print(Text(f"      ▲ first divergence: {_safe(divergence.reason)}", style="bold yellow"))
             else:
                 console.print(line)
+            if tool_index < len(labels) and isinstance(labels[tool_index], dict):
+                first = aligned.details.get("first_error") if aligned is not None else None
+                console.print(alignment_line(labels[tool_index], first.get("step") if isinstance(first, dict) else None))
             tool_index += 1
     if divergence is not None and divergence.index >= tool_index:
         reason = divergence.reason.replace("the agent made no more calls", "the episode ended in error") if traj.status == "error" else divergence.reason
@@ -215,7 +221,9 @@ def print_trajectory(
     if traj.final_answer is not None:
         console.print(Text.assemble(("final answer: ", "bold"), _safe(traj.final_answer)))
     console.print(Text.assemble(("final state: ", "bold"), _json(traj.final_state)))
-    scores = run.scores_of(traj)
+    if aligned is not None:
+        for line in alignment_summary(aligned.details):
+            console.print(line)
     if not scores:
         reason = f"{traj.status} trajectories are not graded" if traj.status in ("error", "aborted") else "no scores"
         console.print(Text(f"scores: ({reason})", style="dim"))
@@ -232,6 +240,66 @@ def print_trajectory(
                 f": {_safe(s.explanation, SHOWN_CHARS)}",
             )
         )
+
+
+ALIGNMENT_GRADER = "trajectory_match"
+"""The grader whose details hold an alignment that ``show`` draws."""
+
+
+def _alignment_score(scores: list[Any]) -> Any:
+    for score in scores:
+        if score.grader == ALIGNMENT_GRADER and isinstance(score.details.get("alignment"), list):
+            return score
+    return None
+
+
+def alignment_line(label: dict[str, Any], first_error_step: int | None = None) -> Text:
+    """One tool step's place in the alignment of ``trajectory_match``: ``✓ milestone``, or why
+    it matched none (its error type, the milestone it names, the wrong argument and what was
+    expected), and whether the extra call is allowed (read-only, allowed, never executed). The
+    step of the first error is marked ✗ in red even when the policy allows the call itself (a
+    wrong read that the trajectory never corrected)."""
+    kind = label.get("type")
+    milestone = label.get("milestone")
+    if kind is None and milestone:
+        return Text.assemble(("      ✓ ", "green"), (f"milestone {_safe(str(milestone))}", "green"))
+    error = bool(label.get("error")) or (first_error_step is not None and label.get("step") == first_error_step)
+    style = "bold red" if error else "yellow"
+    text = Text.assemble(("      ✗ " if error else "      · ", style), (str(kind or "unmatched").replace("_", " "), style))
+    if milestone:
+        text.append(f" ({_safe(str(milestone))}" + (f", argument {_safe(str(label['argument']))}" if label.get("argument") else "") + ")")
+    if label.get("note"):
+        text.append(f": {_safe(str(label['note']))}", style="dim")
+    if label.get("allowed"):
+        text.append(f" [allowed extra: {label['allowed']}]", style="dim")
+    if label.get("expected") is not None and kind in ("wrong_arguments", "wrong_tool", "forbidden", "out_of_order"):
+        text.append(f"; expected {_json(label['expected'], 400)}", style="dim")
+    return text
+
+
+def alignment_summary(details: dict[str, Any]) -> list[Text]:
+    """The lines after the steps: milestones never reached (required, then optional),
+    minefield states hit, how the alignment was found, and the first error."""
+    lines = []
+    missing = [str(m) for m in details.get("missing") or []]
+    optional = [str(m) for m in details.get("missing_optional") or []]
+    if missing:
+        lines.append(Text.assemble(("milestones never reached: ", "bold red"), _safe(", ".join(missing))))
+    if optional:
+        lines.append(Text.assemble(("optional milestones not reached: ", "bold"), _safe(", ".join(optional))))
+    for hit in details.get("minefields_hit") or []:
+        if isinstance(hit, dict) and hit.get("step") is None:
+            lines.append(Text.assemble(("minefield state reached: ", "bold red"), _json(hit.get("expected"), 400)))
+    if details.get("exact") is False:
+        lines.append(Text(f"alignment: {_safe(str(details.get('method')))}", style="yellow"))
+    first = details.get("first_error")
+    if isinstance(first, dict):
+        where = f"step {first.get('step')}" if first.get("step") is not None else "end of trajectory"
+        what = str(first.get("type", "")).replace("_", " ")
+        if first.get("milestone"):
+            what += f" ({first['milestone']}" + (f", argument {first['argument']}" if first.get("argument") else "") + ")"
+        lines.append(Text.assemble(("first error: ", "bold red"), _safe(f"{where}: {what}")))
+    return lines
 
 
 def expected_text(expected: list[ToolCallSpec] | list[str] | None) -> str:

@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from toolgym.records import Measure, Score, Trajectory
+from toolgym.records import Example, Measure, Score, Trajectory
 from toolgym.stats import Estimate, summarize
 from toolgym.views.rundata import RunView, rule_text, visible
 
@@ -180,3 +180,80 @@ def print_summary(cells: Sequence[SummaryCell], console, title: str = "summary")
         console.print(Text(visible(f"{cell.env} · run {cell.run} · {cell.directory}")))
         for table in fitted_tables(console, [keys[2], *stats], [r[2:] for r in records[start:end]], keys=1):
             console.print(table)
+
+
+FIRST_ERROR_TYPES = (
+    "wrong_tool", "wrong_arguments", "missing", "out_of_order", "extra_call", "forbidden", "malformed", "rejected",
+)
+"""The error types of ``trajectory_match``'s ``first_error`` (docs/stepwise-grader.md)."""
+
+
+def milestone_depths(example: Example) -> dict[str, int]:
+    """Each milestone's depth in the ``after`` order: 0 without ``after``, else one more than
+    the deepest milestone it comes after (``{}`` without milestones)."""
+    plan = example.plan
+    if plan is None:
+        return {}
+    after = {m.id: m.after for m in plan.milestones}
+    depth: dict[str, int] = {}
+
+    def of(mid: str) -> int:
+        if mid not in depth:
+            depth[mid] = 1 + max((of(a) for a in after[mid]), default=-1)
+        return depth[mid]
+
+    for m in plan.milestones:
+        of(m.id)
+    return {m.id: depth[m.id] for m in plan.milestones}
+
+
+def milestone_tables(view: RunView):
+    """For a run graded by ``trajectory_match``: the first errors counted by type, and the
+    share of required milestones matched at each depth of the ``after`` order (the run's
+    examples must be loaded for the second). Returns a list of ``rich.table.Table`` (empty when
+    the run has no ``trajectory_match`` score with details)."""
+    from rich.table import Table
+    from rich.text import Text
+
+    scores = [s for s in view.run.scores if s.grader == "trajectory_match" and "first_error" in s.details]
+    if not scores:
+        return []
+    counts = {t: 0 for t in FIRST_ERROR_TYPES}
+    passed = 0
+    for s in scores:
+        first = s.details.get("first_error")
+        if isinstance(first, dict) and first.get("type") in counts:
+            counts[first["type"]] += 1
+        elif first is None:
+            passed += 1
+    errors = Table(title=Text(visible(f"{view.label} · trajectory_match: first error by type")))
+    errors.add_column("first error")
+    errors.add_column("trajectories", justify="right")
+    errors.add_column("share", justify="right")
+    for kind, n in [("(none: passed)", passed), *counts.items()]:
+        if n:
+            errors.add_row(kind, str(n), f"{n / len(scores):.3f}")
+    tables = [errors]
+    if view.examples:
+        reached: dict[int, list[int]] = {}
+        for s in scores:
+            example = view.examples.get(s.example_id)
+            if example is None or example.plan is None:
+                continue
+            depths = milestone_depths(example)
+            matched = s.details.get("matched") or {}
+            for m in example.plan.milestones:
+                if not m.optional:
+                    reached.setdefault(depths[m.id], [0, 0])
+                    reached[depths[m.id]][0] += m.id in matched
+                    reached[depths[m.id]][1] += 1
+        if reached:
+            progress = Table(title=Text(visible(f"{view.label} · required milestones reached by depth")))
+            progress.add_column("depth", justify="right")
+            progress.add_column("reached / required", justify="right")
+            progress.add_column("share", justify="right")
+            for d in sorted(reached):
+                hit, total = reached[d]
+                progress.add_row(str(d), f"{hit} / {total}", f"{hit / total:.3f}")
+            tables.append(progress)
+    return tables

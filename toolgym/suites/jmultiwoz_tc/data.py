@@ -520,6 +520,10 @@ def _load(files: DataFiles, tools_path: str, options: dict[str, Any]) -> list[Ex
                     "n_steps": len(calls),
                     "tools": tools_path,
                 },
+                "milestones": None,
+                "minefields": None,
+                "read_only": None,
+                "extra_calls": None,
             })
         )
     only_gold = [i for i in gold if i not in seen]

@@ -212,12 +212,18 @@ class MultiverseMath(Environment):
         question: str,
         expression: str,
         metadata: dict[str, Any] | None = None,
+        milestones: bool = False,
     ) -> Example:
         """An example whose expected calls and reference answer come from evaluating
         ``expression``; ``order_matters`` is true only when the calls form a chain (each call
-        uses at most one other call's result), the only case with a single valid order."""
+        uses at most one other call's result), the only case with a single valid order. With
+        ``milestones``, an example with several valid orders also gets the milestones of
+        :func:`milestones_from_expression` (extra calls allowed: every tool only computes)."""
         value, calls = cls.evaluate(expression)
         tree = _tree_shape(expression)
+        extra: dict[str, Any] = {}
+        if milestones and not tree["chain"]:
+            extra = {"milestones": milestones_from_expression(expression, calls), "extra_calls": "allow"}
         return Example(
             id=example_id,
             input=question,
@@ -231,6 +237,7 @@ class MultiverseMath(Environment):
                 "answer_expression": expression,
                 **(metadata or {}),
             },
+            **extra,
         )
 
     @classmethod
@@ -348,6 +355,41 @@ def _eval_node(node: ast.AST, env: MultiverseMath, calls: list[dict[str, Any]], 
         raise ValueError(f"{source!r}: {name}{tuple(arguments.values())} fails: {exc}") from None
     calls.append({"name": name, "arguments": arguments})
     return value
+
+
+def milestones_from_expression(expression: str, calls: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Milestones for the calls of ``expression`` (:meth:`MultiverseMath.evaluate`'s list,
+    ids ``c1``, ``c2``, ... in its post-order): a call's argument that is another call's result
+    is ``{"$from": that call}`` (the value must come from the tool, not from the model's own
+    arithmetic) and that call goes into ``after``; literal arguments are plain values. Calls
+    whose arguments do not depend on each other may come in any order."""
+    out: list[dict[str, Any]] = []
+
+    def walk(node: ast.AST) -> str | None:
+        if not isinstance(node, ast.Call):
+            return None
+        sources = [walk(a) for a in node.args] + [walk(k.value) for k in node.keywords]
+        k = len(out)
+        call = calls[k]
+        arguments: dict[str, Any] = {}
+        after: list[str] = []
+        for (param, value), source in zip(call["arguments"].items(), sources, strict=True):
+            if source is None:
+                arguments[param] = value
+            else:
+                arguments[param] = {"$from": source}
+                after.append(source)
+        milestone: dict[str, Any] = {"id": f"c{k + 1}"}
+        if after:
+            milestone["after"] = list(dict.fromkeys(after))
+        milestone["call"] = {"name": call["name"], "arguments": arguments}
+        out.append(milestone)
+        return milestone["id"]
+
+    walk(ast.parse(expression.strip(), mode="eval").body)
+    if len(out) != len(calls):
+        raise ValueError(f"{expression!r}: {len(out)} calls in the expression, {len(calls)} evaluated")
+    return out
 
 
 def _tree_shape(expression: str) -> dict[str, Any]:

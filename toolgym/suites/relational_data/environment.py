@@ -749,6 +749,59 @@ def replay(env: Environment, calls: list[dict[str, Any]]) -> list[tuple[str, Any
     return results
 
 
+def _pointers(value: Any, target: Any, path: str = "") -> list[str]:
+    """JSON pointers (RFC 6901) at which ``target`` (an id: an int, never a bool) sits in
+    ``value``, in document order."""
+    if type(value) is type(target) and value == target:
+        return [path]
+    if isinstance(value, list):
+        return [p for i, v in enumerate(value) for p in _pointers(v, target, f"{path}/{i}")]
+    if isinstance(value, dict):
+        return [p for k, v in value.items()
+                for p in _pointers(v, target, f"{path}/{str(k).replace('~', '~0').replace('/', '~1')}")]
+    return []
+
+
+def milestones_from_calls(calls: list[dict[str, Any]], results: list[tuple[str, Any]]) -> list[dict[str, Any]]:
+    """Milestones for reference ``calls`` whose order is free except where data flows: an id
+    argument (``*_id``) found in the result of an earlier call becomes ``{"$from": that call,
+    "path": where}`` and that call goes into ``after``; the other calls may come in any order.
+    Text arguments (names, cities, foods) are compared with ``$lenient``.
+
+    Args:
+        calls: The reference calls (``{"name", "arguments"}``).
+        results: Their decoded observations, in order (:func:`replay`).
+
+    Returns:
+        The milestones, one per call (ids ``c1``, ``c2``, ...), in the issue-25 format.
+    """
+    out = []
+    for k, call in enumerate(calls):
+        arguments: dict[str, Any] = {}
+        after: list[str] = []
+        for key, value in call.get("arguments", {}).items():
+            source = None
+            if key.endswith("_id") and isinstance(value, int) and not isinstance(value, bool):
+                for j in range(k):
+                    found = _pointers(results[j][1], value)
+                    if found:
+                        source = (j, found[0])
+                        break
+            if source is not None:
+                arguments[key] = {"$from": f"c{source[0] + 1}", "path": source[1]}
+                after.append(f"c{source[0] + 1}")
+            elif isinstance(value, str):
+                arguments[key] = {"$lenient": value}
+            else:
+                arguments[key] = value
+        milestone: dict[str, Any] = {"id": f"c{k + 1}"}
+        if after:
+            milestone["after"] = list(dict.fromkeys(after))
+        milestone["call"] = {"name": call["name"], "arguments": arguments}
+        out.append(milestone)
+    return out
+
+
 def make_example(
     example_id: str,
     question: str,
@@ -757,9 +810,13 @@ def make_example(
     order_matters: bool,
     metadata: dict[str, Any] | None = None,
     tables: Tables | None = None,
+    milestones: bool = False,
 ) -> Example:
     """Build an example whose reference is derived by replaying ``calls`` on a fresh
     environment over ``tables`` (default: built-in) with ``rule`` (see :func:`derive_answer`).
+    With ``milestones``, the example also gets the milestones of
+    :func:`milestones_from_calls` (every call required, ordered only by data flow; extra
+    read-only calls allowed: every tool here only reads).
 
     Raises:
         ValueError: if a call fails or the rule does not fit the observations.
@@ -767,9 +824,17 @@ def make_example(
     env = RelationalData(tables)
     env.reset(Example(id=example_id, input=question))
     try:
-        reference = derive_answer(rule, replay(env, calls))
+        results = replay(env, calls)
+        reference = derive_answer(rule, results)
     finally:
         env.close()
+    extra: dict[str, Any] = {}
+    if milestones:
+        extra = {
+            "milestones": milestones_from_calls(calls, results),
+            "read_only": ["get_*", "find_*", "list_*"],
+            "extra_calls": "allow_read_only",
+        }
     return Example(
         id=example_id,
         input=question,
@@ -778,6 +843,7 @@ def make_example(
         order_matters=order_matters,
         reference=reference,
         metadata={"n_steps": len(calls), **(metadata or {}), "answer_rule": rule},
+        **extra,
     )
 
 

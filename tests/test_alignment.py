@@ -1,0 +1,261 @@
+"""The alignment (toolgym.graders.alignment): worked cases, and a property test against brute
+force on random small graphs and trajectories."""
+
+import itertools
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from toolgym.graders.alignment import StepView, align, diagnose, step_allowed
+from toolgym.matchers import MatchContext
+from toolgym.milestones import compile_plan
+
+
+def call(name, **arguments):
+    return StepView(name, arguments, result=None)
+
+
+def test_superset_where_greedy_first_fit_fails():
+    # agentevals' superset pairs the reference call f(x=any) with the first f call and then finds
+    # no partner for f(x=1); the optimal matching pairs them the other way round
+    plan = compile_plan(
+        [{"id": "any", "call": {"name": "f", "args": "ignore"}}, {"id": "one", "call": {"name": "f", "arguments": {"x": 1}}}],
+        extra_calls="allow",
+    )
+    result = align(plan, [call("f", x=1), call("f", x=2)])
+    assert result.required_matched == 2 and result.step_milestone == ["one", "any"]
+
+
+def test_two_valid_orders_and_an_optional_step():
+    plan = compile_plan([
+        {"id": "find", "call": {"name": "find"}},
+        {"id": "a", "after": ["find"], "call": {"name": "a"}},
+        {"id": "b", "after": ["find"], "call": {"name": "b"}},
+        {"id": "opt", "optional": True, "call": {"name": "o"}},
+    ])
+    for order in (["find", "a", "b"], ["find", "b", "a"], ["find", "o", "b", "a"]):
+        result = align(plan, [call(n) for n in order])
+        assert result.required_matched == 3 and result.unmatched == 0, order
+    result = align(plan, [call("a"), call("find"), call("b")])
+    assert result.required_matched == 2 and result.step_milestone == [None, "find", "b"]
+    d = diagnose(plan, [call("a"), call("find"), call("b")], result)
+    assert d.first_error == {"step": 1, "type": "out_of_order", "milestone": "a", "argument": None}
+
+
+def test_from_uses_the_result_of_the_step_that_matched():
+    plan = compile_plan([
+        {"id": "find", "call": {"name": "find"}},
+        {"id": "email", "after": ["find"], "call": {"name": "email", "arguments": {"id": {"$from": "find", "path": "/0"}}}},
+    ], extra_calls="allow")
+    steps = [StepView("find", {}, [7]), StepView("find", {}, [9]), StepView("email", {"id": 9})]
+    result = align(plan, steps)
+    assert result.matched == {"find": ("step", 1), "email": ("step", 2)}
+    steps = [StepView("find", {}, [7]), StepView("email", {"id": 8})]
+    result = align(plan, steps)
+    d = diagnose(plan, steps, result)
+    assert d.first_error == {"step": 2, "type": "wrong_arguments", "milestone": "email", "argument": "id"}
+
+
+def test_state_milestone_against_the_final_state():
+    plan = compile_plan([{"id": "t", "call": {"name": "type"}}, {"id": "s", "after": ["t"], "state": {"paper": "ab"}}])
+    result = align(plan, [call("type")], states={1: {"paper": "ab"}})
+    assert result.matched == {"t": ("step", 0), "s": ("state", 1)}
+    result = align(plan, [call("type")], states={1: {"paper": "b"}})
+    assert "s" not in result.matched
+
+
+def test_the_policy_decides_which_extra_step_is_left_unmatched():
+    plan = compile_plan(
+        [{"id": "m", "any_of": [{"call": {"name": "get_a"}}, {"call": {"name": "set_b"}}]}],
+        read_only=["get_*"], extra_calls="allow_read_only",
+    )
+    steps = [call("get_a"), call("set_b")]
+    result = align(plan, steps)
+    assert result.step_milestone == [None, "m"] and result.forbidden_unmatched == 0
+    assert diagnose(plan, steps, result).passed
+
+
+def test_beyond_the_limit_it_says_so():
+    plan = compile_plan([{"id": f"m{i}", "call": {"name": "f"}} for i in range(6)])
+    exact = align(plan, [call("f")] * 6)
+    beam = align(plan, [call("f")] * 6, limit=3)
+    assert exact.exact and exact.required_matched == 6
+    assert not beam.exact and "beam search" in beam.method
+
+
+def test_sixteen_unordered_milestones_are_exact():
+    plan = compile_plan([{"id": f"m{i}", "call": {"name": f"t{i}"}} for i in range(16)])
+    steps = [call(f"t{i}") for i in reversed(range(16))]
+    result = align(plan, steps)
+    assert result.exact and result.required_matched == 16 and result.unmatched == 0
+
+
+# ---- property test: the search against brute force ------------------------------------------
+
+NAMES = ["a", "b"]
+
+
+@st.composite
+def problems(draw):
+    n_m = draw(st.integers(1, 5))
+    milestones = []
+    for j in range(n_m):
+        after = sorted(draw(st.sets(st.integers(0, j - 1), max_size=2))) if j else []
+        ancestors = set()
+        stack = list(after)
+        while stack:
+            a = stack.pop()
+            if a not in ancestors:
+                ancestors.add(a)
+                stack.extend(milestones[a]["_after"])
+        kind = draw(st.sampled_from(["call", "call", "call", "state", "any_of"]))
+
+        def a_call(ancestors=ancestors):
+            spec = {"name": draw(st.sampled_from(NAMES))}
+            how = draw(st.sampled_from(["none", "value", "from"] if ancestors else ["none", "value"]))
+            if how == "value":
+                spec["arguments"] = {"x": draw(st.integers(0, 1))}
+            elif how == "from":
+                calls = [a for a in ancestors if "state" not in milestones[a]]
+                if calls:
+                    spec["arguments"] = {"x": {"$from": f"m{draw(st.sampled_from(sorted(calls)))}", "path": "/v"}}
+            return spec
+
+        m = {"id": f"m{j}", "_after": after}
+        if after:
+            m["after"] = [f"m{a}" for a in after]
+        if draw(st.booleans()) and draw(st.booleans()):
+            m["optional"] = True
+        if kind == "call":
+            m["call"] = a_call()
+        elif kind == "state":
+            m["state"] = {"k": draw(st.integers(0, 1))}
+        else:
+            m["any_of"] = [{"call": a_call()}, {"call": a_call()}]
+        milestones.append(m)
+    for m in milestones:
+        del m["_after"]
+    steps = [
+        StepView(
+            draw(st.sampled_from(NAMES)),
+            draw(st.sampled_from([{}, {"x": 0}, {"x": 1}])),
+            {"v": draw(st.integers(0, 1))},
+            executed=draw(st.integers(0, 5)) > 0,
+        )
+        for _ in range(draw(st.integers(0, 6)))
+    ]
+    policy = draw(st.sampled_from(["forbid", "allow_read_only", "allow"]))
+    final = {"k": draw(st.integers(0, 1))}
+    return milestones, steps, policy, final
+
+
+def brute_force(plan, steps, final):
+    """The best score over every assignment, checked against the rules directly."""
+    ms = plan.milestones
+    n = len(steps)
+    states = {n: final}
+    w_f = n + 1
+    w_o = w_f * (n + 1)
+    w_r = w_o * (len(ms) + 1)
+    best = None
+    # each milestone: None, a step index (call) or a known position (state)
+    options = []
+    for m in ms:
+        opts = [None]
+        opts += [("step", i) for i in range(n) if steps[i].executed and any(c.name == steps[i].name for c in m.calls)]
+        opts += [("state", k) for k in states if m.states]
+        options.append(opts)
+    for choice in itertools.product(*options):
+        used = [c[1] for c in choice if c and c[0] == "step"]
+        if len(used) != len(set(used)):
+            continue
+        where = {m.id: c for m, c in zip(ms, choice, strict=True) if c}
+        results = {mid: steps[c[1]].result for mid, c in where.items() if c[0] == "step"}
+        context = MatchContext(results=results)
+
+        def t(c):
+            return 2 * c[1] + 1 if c[0] == "step" else 2 * c[1]
+
+        valid = True
+        for m, c in zip(ms, choice, strict=True):
+            if not c:
+                continue
+            for a in m.after:
+                p = where.get(a)
+                if p is None or not (t(p) < t(c) or (p[0] == c[0] == "state" and t(p) == t(c))):
+                    valid = False
+            if c[0] == "step":
+                s = steps[c[1]]
+                valid &= any(cp.name == s.name and cp.wrong_argument(s.arguments, context) is None for cp in m.calls)
+            else:
+                valid &= any(sp.wrong_key(states[c[1]], context) is None for sp in m.states)
+        if not valid:
+            continue
+        score = 0
+        for m, c in zip(ms, choice, strict=True):
+            if c:
+                score += w_o if m.optional else w_r
+        for i, s in enumerate(steps):
+            if i not in used:
+                score -= 1 + (0 if step_allowed(plan, s) else w_f)
+        best = score if best is None else max(best, score)
+    return best
+
+
+@settings(max_examples=300, deadline=None)
+@given(problems())
+def test_the_search_equals_brute_force(problem):
+    milestones, steps, policy, final = problem
+    plan = compile_plan(milestones, read_only=["a"], extra_calls=policy)
+    result = align(plan, steps, states={len(steps): final})
+    n = len(steps)
+    w_f = n + 1
+    w_o = w_f * (n + 1)
+    w_r = w_o * (len(plan.milestones) + 1)
+    score = result.required_matched * w_r + result.optional_matched * w_o - result.forbidden_unmatched * w_f - result.unmatched
+    assert score == brute_force(plan, steps, final)
+    # the alignment it returns is itself valid: each step at most once, `after` respected
+    steps_used = [pos for kind, pos in result.matched.values() if kind == "step"]
+    assert len(steps_used) == len(set(steps_used))
+    for m in plan.milestones:
+        if m.id in result.matched:
+            kind, pos = result.matched[m.id]
+            for a in m.after:
+                pk, pp = result.matched[a]
+                here = 2 * pos + 1 if kind == "step" else 2 * pos
+                there = 2 * pp + 1 if pk == "step" else 2 * pp
+                assert there < here or (pk == kind == "state" and there == here)
+    d = diagnose(plan, steps, result, final_state=final)
+    assert d.passed == (not d.missing and result.forbidden_unmatched == 0)
+
+
+@st.composite
+def chains(draw):
+    n_m = draw(st.integers(1, 5))
+    milestones = []
+    for j in range(n_m):
+        spec = {"id": f"m{j}", "call": {"name": draw(st.sampled_from(NAMES))}}
+        if draw(st.booleans()):
+            spec["call"]["arguments"] = {"x": draw(st.integers(0, 1))}
+        if j:
+            spec["after"] = [f"m{j - 1}"]
+        if draw(st.integers(0, 3)) == 0:
+            spec["optional"] = True
+        milestones.append(spec)
+    steps = [StepView(draw(st.sampled_from(NAMES)), draw(st.sampled_from([{}, {"x": 0}, {"x": 1}])), None,
+                      executed=draw(st.integers(0, 5)) > 0) for _ in range(draw(st.integers(0, 7)))]
+    return milestones, steps, draw(st.sampled_from(["forbid", "allow_read_only", "allow"]))
+
+
+@settings(max_examples=300, deadline=None)
+@given(chains())
+def test_the_chain_programme_equals_brute_force(problem):
+    milestones, steps, policy = problem
+    plan = compile_plan(milestones, read_only=["a"], extra_calls=policy)
+    result = align(plan, steps)
+    n = len(steps)
+    w_f = n + 1
+    w_o = w_f * (n + 1)
+    w_r = w_o * (len(plan.milestones) + 1)
+    score = result.required_matched * w_r + result.optional_matched * w_o - result.forbidden_unmatched * w_f - result.unmatched
+    assert score == brute_force(plan, steps, {})

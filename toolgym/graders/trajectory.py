@@ -1,0 +1,467 @@
+"""Stepwise trajectory graders over an example's milestones (:mod:`toolgym.milestones`): the
+binary ``trajectory_match`` with its alignment and first error, and ``milestone_progress``,
+``step_precision`` and ``step_recall``.
+
+They read the finished trajectory only: each tool step (name, arguments, output) and the final
+state, the only state a trajectory stores today, so a ``state`` milestone or minefield is
+checked against the state after the last tool step. All apply only to examples with
+``milestones``; ``trajectory_match`` also grades examples with ``expected_calls`` alone in one
+of agentevals' modes when given ``trajectory_mode``.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar, Literal
+
+from toolgym.graders import make_score, register_grader
+from toolgym.graders.alignment import Alignment, Diagnosis, StepView, align, diagnose, step_allowed
+from toolgym.matchers import literal
+from toolgym.milestones import ARGS_MODES, CallPattern, Milestone, Plan
+from toolgym.records import BINARY, Example, Measure, Score, ToolCallSpec, Trajectory
+
+__all__ = [
+    "TRAJECTORY_MODES",
+    "MilestoneProgress",
+    "StepPrecision",
+    "StepRecall",
+    "TrajectoryMatch",
+    "agentevals_plan",
+    "analyse",
+    "milestone_problems",
+    "step_views",
+]
+
+TrajectoryMode = Literal["strict", "unordered", "subset", "superset"]
+TRAJECTORY_MODES: tuple[str, ...] = ("strict", "unordered", "subset", "superset")
+
+PLAN_CACHE = 4096
+"""Plans built from ``expected_calls`` kept by one ``trajectory_match`` (by example)."""
+
+AGENTEVALS = "agentevals (langchain-ai/agentevals) README, 'Trajectory match'"
+
+
+def _result(output: str) -> Any:
+    try:
+        return json.loads(output)
+    except (json.JSONDecodeError, ValueError):
+        return output
+
+
+def step_views(trajectory: Trajectory, results: bool = True) -> list[StepView]:
+    """The trajectory's tool steps as the alignment reads them: the output parsed as JSON
+    (else kept as text) is the result ``$from`` reads (parsed only when ``results``); a
+    malformed or rejected call was never executed."""
+    return [
+        StepView(
+            name=s.name,
+            arguments=s.arguments,
+            result=_result(s.output) if results else None,
+            executed=not (s.malformed or s.rejected),
+            malformed=s.malformed,
+            rejected=s.rejected,
+        )
+        for s in trajectory.tool_steps
+    ]
+
+
+def agentevals_plan(calls: list[ToolCallSpec], trajectory_mode: str, args_mode: str = "exact") -> Plan:
+    """The plan that grades ``expected_calls`` the way one of agentevals' trajectory match
+    modes defines it (agentevals README, "Trajectory match"):
+
+    * ``strict``: "the same messages in the same order, with the same tool calls": a chain of
+      the reference calls, no other call allowed (the tool calls only; how they are grouped in
+      messages is not compared);
+    * ``unordered``: "the same tool calls in any order": every reference call, no other call;
+    * ``superset``: the trajectory holds at least the reference calls, extra calls allowed;
+    * ``subset``: every call of the trajectory is one of the reference calls ("did not call
+      any tools beyond the expected ones"), each reference call used at most once.
+
+    ``args_mode`` is agentevals' ``tool_args_match_mode``, always seen from the model's call:
+    ``exact`` (the same arguments), ``ignore``, ``superset`` (the call holds at least the
+    reference's arguments), ``subset`` (the call's arguments are among the reference's).
+    Unlike agentevals, the pairing of calls is a maximum matching, never a greedy first fit.
+
+    Raises:
+        ValueError: for an unknown mode.
+    """
+    if trajectory_mode not in TRAJECTORY_MODES:
+        raise ValueError(f"trajectory_mode {trajectory_mode!r}: expected one of {', '.join(TRAJECTORY_MODES)}")
+    if args_mode not in ARGS_MODES:
+        raise ValueError(f"args_mode {args_mode!r}: expected one of {', '.join(ARGS_MODES)}")
+    milestones = []
+    ids = [f"call{i + 1}" for i in range(len(calls))]
+    for i, c in enumerate(calls):
+        pattern = CallPattern(c.name, tuple((k, literal(v)) for k, v in c.arguments.items()), args_mode)
+        after = (ids[i - 1],) if trajectory_mode == "strict" and i else ()
+        milestones.append(Milestone(ids[i], i, (pattern,), after, optional=trajectory_mode == "subset"))
+    # no $from here, so no ancestor sets are needed (a chain's would be quadratic in its length)
+    return Plan(
+        tuple(milestones), (), (), "allow" if trajectory_mode == "superset" else "forbid", {},
+        source=f"agentevals {trajectory_mode} match, arguments {args_mode}",
+    )
+
+
+@dataclass
+class Analysis:
+    """An example's plan, the trajectory's alignment with it, and its diagnosis."""
+
+    plan: Plan
+    steps: list[StepView]
+    alignment: Alignment
+    diagnosis: Diagnosis
+
+
+_LAST: list[tuple[Any, ...]] = []
+
+
+def analyse(
+    example: Example, trajectory: Trajectory, plan: Plan | None = None, judge: Any = None
+) -> Analysis | None:
+    """Align and diagnose ``trajectory`` against ``plan`` (default: the example's milestones);
+    ``None`` when there is no plan. ``judge(criterion, value) -> bool`` decides ``$judge``
+    matchers. The last analysis is kept, so the four graders of one trajectory align it once.
+
+    Raises:
+        JudgeRequired: a ``$judge`` matcher had to be decided and ``judge`` is ``None``.
+    """
+    plan = plan if plan is not None else example.plan
+    if plan is None:
+        return None
+    last = _LAST[0] if _LAST else None  # read once: graders may run in several threads
+    if last is not None and last[0] is example and last[1] is trajectory and last[2] is plan and last[3] is judge:
+        return last[4]
+    steps = step_views(trajectory, results=any(m.refs for m in plan.milestones))
+    states = {len(steps): trajectory.final_state}
+    alignment = align(plan, steps, states, judge=judge)
+    diagnosis = diagnose(plan, steps, alignment, trajectory.final_state, judge=judge)
+    result = Analysis(plan, steps, alignment, diagnosis)
+    _LAST[:1] = [(example, trajectory, plan, judge, result)]
+    return result
+
+
+VALUE_JUDGE_SYSTEM = """You check one value that an AI assistant gave as a tool argument (or \
+that an environment holds) against a criterion. Decide whether the value satisfies the \
+criterion. Reply with two lines:
+VERDICT: CORRECT or INCORRECT
+REASON: one sentence."""
+
+
+@dataclass(frozen=True)
+class ValueJudge:
+    """Decides ``$judge`` matchers with an LLM: ``judge(criterion, value) -> bool``.
+
+    The judge reads the criterion and the value (as JSON) and replies CORRECT or INCORRECT
+    (:func:`toolgym.graders.judge.parse_verdict`); an unparseable reply or a failing call
+    counts as not matching and is kept in ``calls``. Replies are cached on disk like the
+    ``correctness`` judge's (:class:`toolgym.graders.judge.JudgeCache`) and in memory per
+    (criterion, value), so the alignment asks once per distinct value.
+
+    Attributes:
+        model: A ready chat model (``invoke(messages)``).
+        model_id: Its identity in the cache key.
+        cache_dir: The reply cache folder, or ``None`` for none.
+    """
+
+    model: Any
+    model_id: str
+    cache_dir: str | None = None
+    calls: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict, compare=False)
+
+    def __call__(self, criterion: str, value: Any) -> bool:
+        from langchain_core.messages import HumanMessage, SystemMessage
+
+        from toolgym.graders.judge import JudgeCache, parse_verdict
+        from toolgym.parsing import message_text
+
+        shown = json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)
+        key = (criterion, shown)
+        if key in self.calls:
+            return self.calls[key]["verdict"] == "CORRECT"
+        messages = [SystemMessage(VALUE_JUDGE_SYSTEM), HumanMessage(f"CRITERION: {criterion}\nVALUE: {shown}")]
+        prompt = [{"role": "system", "content": VALUE_JUDGE_SYSTEM}, {"role": "user", "content": messages[1].content}]
+        cache = JudgeCache(Path(self.cache_dir)) if self.cache_dir else None
+        cache_key = JudgeCache.key(self.model_id, prompt, {"criterion": criterion, "value": shown})
+        reply = cache.get(cache_key) if cache else None
+        record: dict[str, Any] = {"criterion": criterion, "value": shown, "cached": reply is not None}
+        if reply is None:
+            try:
+                reply = message_text(self.model.invoke(messages))
+            except Exception as exc:  # noqa: BLE001 - a failing judge call is a non-match, recorded
+                record |= {"verdict": None, "error": f"{type(exc).__name__}: {exc}"}
+                self.calls[key] = record
+                return False
+            if cache:
+                cache.put(cache_key, reply, {"judge_model": self.model_id, "prompt": prompt})
+        verdict = parse_verdict(reply)
+        record |= {"verdict": verdict.verdict, "reason": verdict.reason}
+        self.calls[key] = record
+        return verdict.verdict == "CORRECT"
+
+
+@dataclass(frozen=True, kw_only=True)
+class _MilestoneGrader:
+    """Settings shared by the milestone graders: the judge of ``$judge`` matchers.
+
+    Attributes:
+        judge_model: Model spec of the judge (``--judge-model``); ``None``: no judge, and an
+            example using ``$judge`` is unscored with the reason.
+        judge_cache: Reply cache folder (default ``~/.cache/toolgym/judge``); ``""`` turns it off.
+        judge: A ready chat model (tests pass a scripted one), built from ``judge_model`` when
+            omitted.
+    """
+
+    judge_model: str | None = None
+    judge_cache: str | None = None
+    judge: Any = field(default=None, compare=False, repr=False)
+    _value_judge: list[ValueJudge] = field(default_factory=list, init=False, repr=False, compare=False)
+
+    def value_judge(self) -> ValueJudge | None:
+        """The ``$judge`` decider, built on first use; ``None`` without a judge."""
+        if self._value_judge:
+            return self._value_judge[0]
+        model = self.judge
+        if model is None and self.judge_model:
+            from toolgym.providers import ModelSettings, build_model
+
+            model = build_model(self.judge_model, ModelSettings(temperature=0.0))
+        if model is None:
+            return None
+        from toolgym.graders.judge import default_cache_dir
+
+        cache = None if self.judge_cache == "" else (self.judge_cache or str(default_cache_dir()))
+        model_id = self.judge_model or f"{type(model).__module__}.{type(model).__qualname__}"
+        self._value_judge.append(ValueJudge(model, model_id, cache))
+        return self._value_judge[0]
+
+    def analysis(self, example: Example, trajectory: Trajectory, plan: Plan | None = None) -> Analysis | None:
+        """:func:`analyse` with this grader's judge (asked only when a ``$judge`` is reached)."""
+        plan = plan if plan is not None else example.plan
+        if plan is None:
+            return None
+        return analyse(example, trajectory, plan, self.value_judge() if plan.needs_judge else None)
+
+
+def _alignment_rows(a: Analysis) -> list[dict[str, Any]]:
+    return [{"tool": s.name, **label.as_dict()} for s, label in zip(a.steps, a.diagnosis.labels, strict=True)]
+
+
+def _error_text(first: dict[str, Any]) -> str:
+    where = f"step {first['step']}: " if first["step"] is not None else ""
+    what = first["type"].replace("_", " ")
+    if first.get("milestone"):
+        what += f" ({first['milestone']}"
+        what += f", argument {first['argument']!r})" if first.get("argument") else ")"
+    return where + what
+
+
+@register_grader("trajectory_match")
+@dataclass(frozen=True)
+class TrajectoryMatch(_MilestoneGrader):
+    """1.0 when every required milestone is matched in an order the ``after`` graph allows, no
+    minefield is hit and no extra call breaks the example's ``extra_calls`` policy, by the
+    optimal alignment (:mod:`toolgym.graders.alignment`); else 0.0.
+
+    ``details`` hold the alignment (one row per tool step: its milestone, or the type of its
+    error and why), the milestones never reached, the minefields hit, whether the search was
+    exact, and ``first_error``: ``{"step": 1-based tool step or None, "type": wrong_tool |
+    wrong_arguments | missing | out_of_order | extra_call | forbidden | malformed | rejected,
+    "milestone": id or None, "argument": name or None}`` (``None`` when it passes).
+
+    Applies to examples with ``milestones``; with ``trajectory_mode`` set, also to examples
+    with ``expected_calls`` and no milestones, graded as that agentevals mode
+    (:func:`agentevals_plan`).
+
+    Attributes:
+        trajectory_mode: ``strict``, ``unordered``, ``subset`` or ``superset`` (agentevals'
+            ``trajectory_match_mode``), or ``None``.
+        args_mode: agentevals' ``tool_args_match_mode`` for those modes: ``exact`` (default),
+            ``ignore``, ``subset`` or ``superset``.
+
+    Raises:
+        ValueError: at construction, for an unknown mode.
+    """
+
+    trajectory_mode: TrajectoryMode | None = None
+    args_mode: Literal["exact", "ignore", "subset", "superset"] = "exact"
+    _plans: dict[int, tuple[Example, Plan]] = field(default_factory=dict, init=False, repr=False, compare=False)
+
+    name: ClassVar[str] = "trajectory_match"
+    measure: ClassVar[Measure] = BINARY.model_copy(
+        update={"reference": "toolgym issue 25: milestones, minefields and extra calls by an optimal alignment; "
+                             f"the modes: {AGENTEVALS}"}
+    )
+
+    def __post_init__(self) -> None:
+        if self.trajectory_mode is not None and self.trajectory_mode not in TRAJECTORY_MODES:
+            raise ValueError(f"trajectory_match: trajectory_mode {self.trajectory_mode!r} is not one of {', '.join(TRAJECTORY_MODES)}")
+        if self.args_mode not in ARGS_MODES:
+            raise ValueError(f"trajectory_match: args_mode {self.args_mode!r} is not one of {', '.join(ARGS_MODES)}")
+
+    def plan_for(self, example: Example) -> Plan | None:
+        """The plan this grader applies to ``example``, or ``None`` (the plan built from
+        ``expected_calls`` is kept for the example's next trajectory)."""
+        if example.plan is not None:
+            return example.plan
+        if self.trajectory_mode is not None and example.expected_calls is not None:
+            cached = self._plans.get(id(example))
+            if cached is not None and cached[0] is example:
+                return cached[1]
+            plan = agentevals_plan(example.expected_calls, self.trajectory_mode, self.args_mode)
+            if len(self._plans) >= PLAN_CACHE:
+                self._plans.clear()
+            self._plans[id(example)] = (example, plan)
+            return plan
+        return None
+
+    def grade(self, example: Example, trajectory: Trajectory) -> Score | None:
+        plan = self.plan_for(example)
+        if plan is None:
+            return None
+        a = self.analysis(example, trajectory, plan)
+        assert a is not None
+        d, al = a.diagnosis, a.alignment
+        required = sum(1 for m in plan.milestones if not m.optional)
+        if d.passed:
+            explanation = f"all {required} required milestones matched"
+            if al.optional_matched:
+                explanation += f", {al.optional_matched} optional"
+        else:
+            explanation = _error_text(d.first_error or {})
+            explanation += f"; {al.required_matched}/{required} required milestones matched"
+        if not al.exact:
+            explanation += f" ({al.method})"
+        return make_score(
+            self, trajectory, float(d.passed), explanation,
+            first_error=d.first_error,
+            alignment=_alignment_rows(a),
+            missing=d.missing,
+            missing_optional=d.missing_optional,
+            minefields_hit=d.mines,
+            matched={k: {"kind": kind, "at": pos + 1 if kind == "step" else pos} for k, (kind, pos) in al.matched.items()},
+            exact=al.exact,
+            method=al.method,
+            plan=plan.source,
+            extra_calls=plan.extra_calls,
+        )
+
+
+@register_grader("milestone_progress")
+@dataclass(frozen=True)
+class MilestoneProgress(_MilestoneGrader):
+    """The fraction of required milestones the optimal alignment matches (0..1); 0 when a
+    minefield is hit. 1.0 for an example whose milestones are all optional (unless a
+    minefield is hit). Applies to examples with ``milestones``."""
+
+    name: ClassVar[str] = "milestone_progress"
+    measure: ClassVar[Measure] = Measure(
+        kind="continuous", direction="higher", pass_if=">=", threshold=1.0,
+        reference="toolgym issue 25; ToolSandbox (Apple) milestone similarity, minefields zero the score",
+    )
+
+    def grade(self, example: Example, trajectory: Trajectory) -> Score | None:
+        a = self.analysis(example, trajectory)
+        if a is None:
+            return None
+        required = sum(1 for m in a.plan.milestones if not m.optional)
+        matched = a.alignment.required_matched
+        if a.diagnosis.mines:
+            return make_score(self, trajectory, 0.0, f"minefield hit ({matched}/{required} matched before)",
+                              matched=matched, required=required, minefields_hit=a.diagnosis.mines)
+        value = matched / required if required else 1.0
+        return make_score(self, trajectory, value, f"{matched}/{required} required milestones matched",
+                          matched=matched, required=required, missing=a.diagnosis.missing)
+
+
+@register_grader("step_precision")
+@dataclass(frozen=True)
+class StepPrecision(_MilestoneGrader):
+    """Tool steps matched to a milestone divided by tool steps made, leaving out the unmatched
+    steps the ``extra_calls`` policy allows (a harmless extra read is no error). Applies to
+    examples with ``milestones`` and trajectories with at least one counted step."""
+
+    name: ClassVar[str] = "step_precision"
+    measure: ClassVar[Measure] = Measure(
+        kind="continuous", direction="higher", pass_if=None,
+        reference="toolgym issue 25: matched tool steps / tool steps made, allowed extras left out",
+    )
+
+    def grade(self, example: Example, trajectory: Trajectory) -> Score | None:
+        a = self.analysis(example, trajectory)
+        if a is None:
+            return None
+        made = len(a.steps)
+        allowed = sum(
+            1 for s, mid in zip(a.steps, a.alignment.step_milestone, strict=True)
+            if mid is None and step_allowed(a.plan, s)
+        )
+        counted = made - allowed
+        if counted == 0:
+            return None
+        matched = made - a.alignment.unmatched
+        return make_score(self, trajectory, matched / counted,
+                          f"{matched}/{counted} counted tool steps matched a milestone ({allowed} allowed extras left out)",
+                          matched=matched, counted=counted, allowed_extra=allowed)
+
+
+@register_grader("step_recall")
+@dataclass(frozen=True)
+class StepRecall(_MilestoneGrader):
+    """Required milestones matched divided by required milestones (minefields do not change
+    it; see ``milestone_progress``). Applies to examples with at least one required
+    milestone."""
+
+    name: ClassVar[str] = "step_recall"
+    measure: ClassVar[Measure] = Measure(
+        kind="continuous", direction="higher", pass_if=None,
+        reference="toolgym issue 25: matched required milestones / required milestones",
+    )
+
+    def grade(self, example: Example, trajectory: Trajectory) -> Score | None:
+        a = self.analysis(example, trajectory)
+        if a is None:
+            return None
+        required = sum(1 for m in a.plan.milestones if not m.optional)
+        if not required:
+            return None
+        matched = a.alignment.required_matched
+        return make_score(self, trajectory, matched / required, f"{matched}/{required} required milestones matched",
+                          matched=matched, required=required)
+
+
+def milestone_problems(benchmark: Any, example: Example) -> list[str]:
+    """Whether an example's reference solves its own milestones (``toolgym check``): its
+    ``expected_calls`` are replayed on a fresh environment of ``benchmark`` (a
+    :class:`toolgym.Benchmark`) and the replay is graded by ``trajectory_match``; a reference
+    that fails is a defect of the benchmark, not of a model. Examples without milestones or
+    without expected calls have nothing to check.
+
+    Returns:
+        One line per problem (empty when the reference passes).
+
+    Raises:
+        ToolBug: when a tool of the environment is broken.
+    """
+    if example.plan is None or example.expected_calls is None:
+        return []
+    from toolgym.records import ToolStep
+
+    env = benchmark.environment()
+    steps = []
+    try:
+        env.reset(example)
+        for k, call in enumerate(example.expected_calls):
+            result = env.call(call.name, call.arguments)
+            steps.append(ToolStep(call_id=f"ref{k}", name=call.name, arguments=call.arguments,
+                                  output=result.output, error=result.error))
+        state = env.read_state()
+    finally:
+        env.close()
+    replay = Trajectory(example_id=example.id, env=benchmark.name, agent="reference", status="completed",
+                        steps=steps, final_state=state)
+    score = TrajectoryMatch().grade(example, replay)
+    if score is None or score.value == 1.0:
+        return []
+    return [f"{example.id}: its expected calls do not satisfy its milestones ({score.explanation})"]

@@ -1,0 +1,593 @@
+"""Matchers: how a milestone's expected value is compared with what the model sent or the
+environment holds.
+
+A matcher is written in a dataset as a JSON value and compiled once, when the dataset is
+loaded, by :func:`compile_matcher`; :meth:`Matcher.match` is then a pure function of the actual
+JSON value (and, for ``$from`` and ``$judge``, a :class:`MatchContext`). The operators:
+
+======================================  =====================================================
+``1``, ``"a"``, ``[...]``, ``{...}``     equality by value: ``1 == 1.0``, a boolean is never a
+                                        number, object keys unordered, lists ordered; a plain
+                                        list or object may hold operators inside
+``{"$lenient": s}``                      a string equal to ``s`` after Unicode NFKC, case
+                                        folding, whitespace collapsed to one space and trimmed
+``{"$num": x, "rel": r, "abs": a}``      a number (never a boolean) close to ``x``:
+                                        ``math.isclose(v, x, rel_tol=r, abs_tol=a)``
+                                        (defaults ``rel=1e-9``, ``abs=0``)
+``{"$regex": p}``                        a string that ``p`` matches whole (``re.fullmatch``)
+``{"$in": [v, ...]}``                    any one of the values (each may be an operator)
+``{"$any": true}``                       any value at all
+``{"$contains": s}``                     a string holding ``s``, or a list with an element
+                                        that matches ``s``
+``{"$prefix": s}``                       a string starting with ``s``
+``{"$unordered": [v, ...]}``             a list equal as a multiset (elements may be
+                                        operators; the pairing is a maximum matching)
+``{"$subset": {k: v, ...}}``             an object holding at least these keys, each matching
+``{"$from": id, "path": p}``             equal to the part at JSON pointer ``p`` (RFC 6901;
+                                        default ``""``, the whole) of the result of the step
+                                        that matched milestone ``id``
+``{"$judge": criterion}``                an LLM judge decides (needs a judge:
+                                        :class:`MatchContext.judge`)
+``{"$literal": v}``                      ``v`` by plain equality, never read as an operator
+======================================  =====================================================
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import unicodedata
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import jsonpointer
+
+__all__ = [
+    "OPERATORS",
+    "JudgeRequired",
+    "MatchContext",
+    "Matcher",
+    "SpecError",
+    "compile_matcher",
+    "json_equal",
+    "json_key",
+    "literal",
+    "lenient_text",
+]
+
+
+class SpecError(ValueError):
+    """A matcher or milestone specification is invalid; ``where`` names the field (a dotted
+    path such as ``milestones[1].call.arguments.user_id``)."""
+
+    def __init__(self, where: str, message: str) -> None:
+        self.where = where
+        self.message = message
+        super().__init__(f"{where}: {message}" if where else message)
+
+
+class JudgeRequired(RuntimeError):
+    """A ``$judge`` matcher was reached but no judge is configured."""
+
+
+def json_equal(a: Any, b: Any) -> bool:
+    """Equality of two JSON values by value: numbers compare by value (``1 == 1.0``), a
+    boolean equals only a boolean (never ``0``/``1``), object keys are unordered, lists are
+    ordered, ``None`` equals only ``None``."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return isinstance(a, bool) and isinstance(b, bool) and a == b
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
+        return a == b
+    if isinstance(a, str) or isinstance(b, str):
+        return isinstance(a, str) and isinstance(b, str) and a == b
+    if isinstance(a, dict):
+        return isinstance(b, dict) and a.keys() == b.keys() and all(json_equal(a[k], b[k]) for k in a)
+    if isinstance(a, (list, tuple)):
+        return (
+            isinstance(b, (list, tuple))
+            and len(a) == len(b)
+            and all(json_equal(x, y) for x, y in zip(a, b, strict=True))
+        )
+    return a is None and b is None
+
+
+class _Bool:
+    """A boolean in a :func:`json_key` (so it never equals the number 0 or 1)."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: bool) -> None:
+        self.value = value
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Bool) and other.value == self.value
+
+    def __hash__(self) -> int:
+        return hash((_Bool, self.value))
+
+
+_TRUE, _FALSE = _Bool(True), _Bool(False)
+
+
+def json_key(value: Any) -> Any:
+    """A hashable key of a JSON value such that ``json_key(a) == json_key(b)`` exactly when
+    :func:`json_equal` holds: objects become frozensets of items, lists tuples, booleans a
+    marker that never equals a number (numbers compare by value, as in Python: ``1 == 1.0``).
+
+    Raises:
+        TypeError: for a value that is not JSON (a set, an object).
+    """
+    kind = type(value)
+    if kind in _SCALARS:
+        return value
+    if kind is dict:
+        return frozenset([(k, v if type(v) in _SCALARS else json_key(v)) for k, v in value.items()])
+    if value is True:
+        return _TRUE
+    if value is False:
+        return _FALSE
+    if kind is list or kind is tuple:
+        return tuple([v if type(v) in _SCALARS else json_key(v) for v in value])
+    if isinstance(value, dict):
+        return frozenset((k, json_key(v)) for k, v in value.items())
+    if isinstance(value, (str, int, float)) and not isinstance(value, bool):
+        return value
+    raise TypeError(f"not a JSON value: {type(value).__name__}")
+
+
+_SCALARS = frozenset({str, int, float, type(None)})
+
+
+_SPACE = re.compile(r"\s+")
+
+
+def lenient_text(text: str) -> str:
+    """``text`` normalised as ``$lenient`` compares it: Unicode NFKC, then case folding
+    (``str.casefold``), then every run of whitespace made one space, trimmed."""
+    return _SPACE.sub(" ", unicodedata.normalize("NFKC", text).casefold()).strip()
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+@dataclass
+class MatchContext:
+    """What a matcher may need beyond the actual value.
+
+    Attributes:
+        results: Milestone id → the result (a JSON value: the tool output parsed as JSON, else
+            its text) of the step that matched it; read by ``$from``.
+        judge: ``judge(criterion, value) -> bool`` deciding ``$judge``; ``None`` when no judge
+            is configured (a ``$judge`` then raises :class:`JudgeRequired`).
+    """
+
+    results: Mapping[str, Any] = field(default_factory=dict)
+    judge: Callable[[str, Any], bool] | None = None
+
+
+EMPTY_CONTEXT = MatchContext()
+
+
+class Matcher:
+    """A compiled matcher. ``match(actual, context)`` → bool; ``expected()`` a JSON value
+    describing what was expected (for explanations); ``refs`` the milestone ids that ``$from``
+    inside it reads."""
+
+    refs: frozenset[str] = frozenset()
+    needs_judge: bool = False
+
+    def match(self, actual: Any, context: MatchContext = EMPTY_CONTEXT) -> bool:  # pragma: no cover
+        raise NotImplementedError
+
+    def expected(self) -> Any:  # pragma: no cover
+        raise NotImplementedError
+
+
+@dataclass(eq=False)
+class Equal(Matcher):
+    value: Any
+
+    def match(self, actual: Any, context: MatchContext = EMPTY_CONTEXT) -> bool:
+        return json_equal(self.value, actual)
+
+    def expected(self) -> Any:
+        return self.value
+
+
+@dataclass(eq=False)
+class Literal(Equal):
+    def expected(self) -> Any:
+        return {"$literal": self.value}
+
+
+@dataclass(eq=False)
+class ListOf(Matcher):
+    """A plain list holding operators: same length, element by element."""
+
+    items: tuple[Matcher, ...]
+
+    def match(self, actual: Any, context: MatchContext = EMPTY_CONTEXT) -> bool:
+        return (
+            isinstance(actual, list)
+            and len(actual) == len(self.items)
+            and all(m.match(a, context) for m, a in zip(self.items, actual, strict=True))
+        )
+
+    def expected(self) -> Any:
+        return [m.expected() for m in self.items]
+
+
+@dataclass(eq=False)
+class ObjectOf(Matcher):
+    """A plain object holding operators (``exact`` keys) or ``$subset`` (at least these keys)."""
+
+    items: tuple[tuple[str, Matcher], ...]
+    exact: bool = True
+
+    def match(self, actual: Any, context: MatchContext = EMPTY_CONTEXT) -> bool:
+        if not isinstance(actual, dict):
+            return False
+        if self.exact and len(actual) != len(self.items):
+            return False
+        return all(k in actual and m.match(actual[k], context) for k, m in self.items)
+
+    def expected(self) -> Any:
+        body = {k: m.expected() for k, m in self.items}
+        return body if self.exact else {"$subset": body}
+
+
+@dataclass(eq=False)
+class Lenient(Matcher):
+    text: str
+
+    def match(self, actual: Any, context: MatchContext = EMPTY_CONTEXT) -> bool:
+        return isinstance(actual, str) and lenient_text(actual) == lenient_text(self.text)
+
+    def expected(self) -> Any:
+        return {"$lenient": self.text}
+
+
+@dataclass(eq=False)
+class Num(Matcher):
+    target: float
+    rel: float
+    abs: float
+
+    def match(self, actual: Any, context: MatchContext = EMPTY_CONTEXT) -> bool:
+        return _is_number(actual) and math.isclose(actual, self.target, rel_tol=self.rel, abs_tol=self.abs)
+
+    def expected(self) -> Any:
+        return {"$num": self.target, "rel": self.rel, "abs": self.abs}
+
+
+@dataclass(eq=False)
+class Regex(Matcher):
+    pattern: re.Pattern[str]
+
+    def match(self, actual: Any, context: MatchContext = EMPTY_CONTEXT) -> bool:
+        return isinstance(actual, str) and self.pattern.fullmatch(actual) is not None
+
+    def expected(self) -> Any:
+        return {"$regex": self.pattern.pattern}
+
+
+@dataclass(eq=False)
+class OneOf(Matcher):
+    options: tuple[Matcher, ...]
+
+    def match(self, actual: Any, context: MatchContext = EMPTY_CONTEXT) -> bool:
+        return any(m.match(actual, context) for m in self.options)
+
+    def expected(self) -> Any:
+        return {"$in": [m.expected() for m in self.options]}
+
+
+@dataclass(eq=False)
+class Anything(Matcher):
+    def match(self, actual: Any, context: MatchContext = EMPTY_CONTEXT) -> bool:
+        return True
+
+    def expected(self) -> Any:
+        return {"$any": True}
+
+
+@dataclass(eq=False)
+class Contains(Matcher):
+    part: Any
+    element: Matcher
+
+    def match(self, actual: Any, context: MatchContext = EMPTY_CONTEXT) -> bool:
+        if isinstance(actual, str):
+            return isinstance(self.part, str) and self.part in actual
+        if isinstance(actual, list):
+            return any(self.element.match(a, context) for a in actual)
+        return False
+
+    def expected(self) -> Any:
+        return {"$contains": self.part}
+
+
+@dataclass(eq=False)
+class Prefix(Matcher):
+    prefix: str
+
+    def match(self, actual: Any, context: MatchContext = EMPTY_CONTEXT) -> bool:
+        return isinstance(actual, str) and actual.startswith(self.prefix)
+
+    def expected(self) -> Any:
+        return {"$prefix": self.prefix}
+
+
+@dataclass(eq=False)
+class Unordered(Matcher):
+    items: tuple[Matcher, ...]
+
+    def match(self, actual: Any, context: MatchContext = EMPTY_CONTEXT) -> bool:
+        if not isinstance(actual, list) or len(actual) != len(self.items):
+            return False
+        fits = [[j for j, a in enumerate(actual) if m.match(a, context)] for m in self.items]
+        return _perfect_matching(fits, len(actual))
+
+    def expected(self) -> Any:
+        return {"$unordered": [m.expected() for m in self.items]}
+
+
+def _perfect_matching(fits: list[list[int]], n: int) -> bool:
+    """Whether every row can take a distinct column it fits (augmenting paths, Kuhn's
+    algorithm): a maximum bipartite matching, so no valid pairing is missed by a greedy
+    first fit."""
+    owner = [-1] * n
+
+    def augment(row: int, seen: list[bool]) -> bool:
+        for col in fits[row]:
+            if not seen[col]:
+                seen[col] = True
+                if owner[col] < 0 or augment(owner[col], seen):
+                    owner[col] = row
+                    return True
+        return False
+
+    return all(augment(row, [False] * n) for row in range(len(fits)))
+
+
+_MISSING = object()
+
+
+@dataclass(eq=False)
+class From(Matcher):
+    milestone: str
+    path: str
+
+    @property
+    def refs(self) -> frozenset[str]:  # type: ignore[override]
+        return frozenset({self.milestone})
+
+    def resolve(self, context: MatchContext) -> Any:
+        """The value this ``$from`` names, or a sentinel when the milestone has no result or
+        the pointer does not resolve."""
+        if self.milestone not in context.results:
+            return _MISSING
+        return jsonpointer.resolve_pointer(context.results[self.milestone], self.path, _MISSING)
+
+    def match(self, actual: Any, context: MatchContext = EMPTY_CONTEXT) -> bool:
+        value = self.resolve(context)
+        return value is not _MISSING and json_equal(value, actual)
+
+    def expected(self) -> Any:
+        return {"$from": self.milestone, "path": self.path}
+
+
+@dataclass(eq=False)
+class Judge(Matcher):
+    criterion: str
+    needs_judge = True
+
+    def match(self, actual: Any, context: MatchContext = EMPTY_CONTEXT) -> bool:
+        if context.judge is None:
+            raise JudgeRequired(
+                f"a $judge matcher ({self.criterion!r}) needs a judge model; none is configured "
+                "(give the grader a judge, e.g. trajectory_match with --judge-model)"
+            )
+        return bool(context.judge(self.criterion, actual))
+
+    def expected(self) -> Any:
+        return {"$judge": self.criterion}
+
+
+def _string(spec: dict[str, Any], op: str, where: str) -> str:
+    value = spec[op]
+    if not isinstance(value, str):
+        raise SpecError(where, f"{op} takes a string, got {_short(value)}")
+    return value
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _check_keys(spec: dict[str, Any], op: str, allowed: tuple[str, ...], where: str) -> None:
+    extra = sorted(set(spec) - {op, *allowed})
+    if extra:
+        also = f" (it takes {', '.join(allowed)})" if allowed else ""
+        raise SpecError(where, f"{op} does not take {', '.join(map(repr, extra))}{also}")
+
+
+def _compile_num(spec: dict[str, Any], where: str) -> Matcher:
+    _check_keys(spec, "$num", ("rel", "abs"), where)
+    target, rel, abs_ = spec["$num"], spec.get("rel", 1e-9), spec.get("abs", 0.0)
+    for name, value in (("$num", target), ("rel", rel), ("abs", abs_)):
+        if not _is_number(value) or not math.isfinite(value):
+            raise SpecError(where, f"{name} takes a finite number, got {_short(value)}")
+    if rel < 0 or abs_ < 0:
+        raise SpecError(where, "rel and abs must not be negative")
+    return Num(float(target), float(rel), float(abs_))
+
+
+def _compile_regex(spec: dict[str, Any], where: str) -> Matcher:
+    _check_keys(spec, "$regex", (), where)
+    pattern = _string(spec, "$regex", where)
+    try:
+        return Regex(re.compile(pattern))
+    except re.error as exc:
+        raise SpecError(where, f"$regex {pattern!r} is not a valid regular expression: {exc}") from None
+
+
+def _compile_in(spec: dict[str, Any], where: str) -> Matcher:
+    _check_keys(spec, "$in", (), where)
+    options = spec["$in"]
+    if not isinstance(options, list) or not options:
+        raise SpecError(where, f"$in takes a non-empty list, got {_short(options)}")
+    return OneOf(tuple(compile_matcher(v, f"{where}.$in[{i}]") for i, v in enumerate(options)))
+
+
+def _compile_any(spec: dict[str, Any], where: str) -> Matcher:
+    _check_keys(spec, "$any", (), where)
+    if spec["$any"] is not True:
+        raise SpecError(where, f"$any takes true, got {_short(spec['$any'])}")
+    return Anything()
+
+
+def _compile_contains(spec: dict[str, Any], where: str) -> Matcher:
+    _check_keys(spec, "$contains", (), where)
+    part = spec["$contains"]
+    return Contains(part, compile_matcher(part, f"{where}.$contains"))
+
+
+def _compile_prefix(spec: dict[str, Any], where: str) -> Matcher:
+    _check_keys(spec, "$prefix", (), where)
+    return Prefix(_string(spec, "$prefix", where))
+
+
+def _compile_lenient(spec: dict[str, Any], where: str) -> Matcher:
+    _check_keys(spec, "$lenient", (), where)
+    return Lenient(_string(spec, "$lenient", where))
+
+
+def _compile_unordered(spec: dict[str, Any], where: str) -> Matcher:
+    _check_keys(spec, "$unordered", (), where)
+    items = spec["$unordered"]
+    if not isinstance(items, list):
+        raise SpecError(where, f"$unordered takes a list, got {_short(items)}")
+    return Unordered(tuple(compile_matcher(v, f"{where}.$unordered[{i}]") for i, v in enumerate(items)))
+
+
+def _compile_subset(spec: dict[str, Any], where: str) -> Matcher:
+    _check_keys(spec, "$subset", (), where)
+    body = spec["$subset"]
+    if not isinstance(body, dict):
+        raise SpecError(where, f"$subset takes an object, got {_short(body)}")
+    return ObjectOf(tuple((k, compile_matcher(v, f"{where}.$subset.{k}")) for k, v in body.items()), exact=False)
+
+
+def _compile_from(spec: dict[str, Any], where: str) -> Matcher:
+    _check_keys(spec, "$from", ("path",), where)
+    milestone = _string(spec, "$from", where)
+    path = spec.get("path", "")
+    if not isinstance(path, str):
+        raise SpecError(where, f"path takes a JSON pointer string, got {_short(path)}")
+    try:
+        jsonpointer.JsonPointer(path)
+    except jsonpointer.JsonPointerException as exc:
+        raise SpecError(where, f"path {path!r} is not a JSON pointer (RFC 6901): {exc}") from None
+    return From(milestone, path)
+
+
+def _compile_judge(spec: dict[str, Any], where: str) -> Matcher:
+    _check_keys(spec, "$judge", (), where)
+    return Judge(_string(spec, "$judge", where))
+
+
+def _compile_literal(spec: dict[str, Any], where: str) -> Matcher:
+    _check_keys(spec, "$literal", (), where)
+    return Literal(spec["$literal"])
+
+
+OPERATORS: dict[str, Callable[[dict[str, Any], str], Matcher]] = {
+    "$lenient": _compile_lenient,
+    "$num": _compile_num,
+    "$regex": _compile_regex,
+    "$in": _compile_in,
+    "$any": _compile_any,
+    "$contains": _compile_contains,
+    "$prefix": _compile_prefix,
+    "$unordered": _compile_unordered,
+    "$subset": _compile_subset,
+    "$from": _compile_from,
+    "$judge": _compile_judge,
+    "$literal": _compile_literal,
+}
+"""Operator name → its compiler (``spec, where -> Matcher``)."""
+
+
+def compile_matcher(spec: Any, where: str = "") -> Matcher:
+    """Compile a matcher written as JSON (see the module docstring for the operators).
+
+    Args:
+        spec: A JSON value: a plain value (equality by value, operators allowed inside lists
+            and objects) or an object with exactly one ``$`` key naming an operator.
+        where: The field it came from, for error messages (``milestones[0].call.arguments.x``).
+
+    Returns:
+        Matcher: The compiled matcher (its ``refs`` are the milestones its ``$from`` read).
+
+    Raises:
+        SpecError: an unknown operator (with the known ones), an object mixing an operator with
+            other keys, or an operator given the wrong kind of value; naming ``where``.
+    """
+    if isinstance(spec, dict):
+        ops = [k for k in spec if isinstance(k, str) and k.startswith("$")]
+        if not ops:
+            items = tuple((k, compile_matcher(v, f"{where}.{k}")) for k, v in spec.items())
+            if all(isinstance(m, Equal) and not isinstance(m, Literal) for _, m in items):
+                return Equal(spec)
+            return _with_refs(ObjectOf(items))
+        op = ops[0]
+        if op not in OPERATORS:
+            raise SpecError(
+                where,
+                f"unknown operator {op!r} (known: {', '.join(OPERATORS)}; write a real object "
+                'with a "$" key as {"$literal": value})',
+            )
+        if len(ops) > 1:
+            raise SpecError(where, f"one operator per object, got {', '.join(ops)}")
+        return _with_refs(OPERATORS[op](spec, where))
+    if isinstance(spec, list):
+        items_l = tuple(compile_matcher(v, f"{where}[{i}]") for i, v in enumerate(spec))
+        if all(isinstance(m, Equal) and not isinstance(m, Literal) for m in items_l):
+            return Equal(spec)
+        return _with_refs(ListOf(items_l))
+    if isinstance(spec, float) and not math.isfinite(spec):
+        raise SpecError(where, f"{spec} is not a JSON number")
+    return Equal(spec)
+
+
+def literal(value: Any) -> Matcher:
+    """The matcher of ``{"$literal": value}``: plain equality by value, without compiling
+    ``value`` (a reference call's argument)."""
+    return Literal(value)
+
+
+def _children(m: Matcher) -> tuple[Matcher, ...]:
+    if isinstance(m, (ListOf, OneOf, Unordered)):
+        return m.items if not isinstance(m, OneOf) else m.options
+    if isinstance(m, ObjectOf):
+        return tuple(v for _, v in m.items)
+    if isinstance(m, Contains):
+        return (m.element,)
+    return ()
+
+
+def _with_refs(m: Matcher) -> Matcher:
+    """Record on a compound matcher the ``$from`` ids and ``$judge`` use of its parts."""
+    children = _children(m)
+    if children and not isinstance(m, From):
+        refs = frozenset().union(*(c.refs for c in children))
+        judge = any(c.needs_judge for c in children)
+        if refs:
+            object.__setattr__(m, "refs", refs)
+        if judge:
+            object.__setattr__(m, "needs_judge", True)
+    return m

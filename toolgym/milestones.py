@@ -1,0 +1,453 @@
+"""The milestone format of an example, compiled into typed objects when the example is read.
+
+An example may carry (beside ``expected_calls``, which keeps its meaning)::
+
+    "milestones": [
+      {"id": "find", "call": {"name": "find_users_by_name", "arguments": {"name": {"$lenient": "kwame"}}}},
+      {"id": "email", "after": ["find"], "call": {"name": "get_user_email",
+                      "arguments": {"user_id": {"$from": "find", "path": "/0/id"}}}},
+      {"id": "foods", "after": ["find"], "optional": true, "call": {"name": "get_user_favorite_foods"}},
+      {"id": "city", "after": ["email"], "any_of": [{"call": {"name": "get_city_for_location"}},
+                                                   {"call": {"name": "get_current_weather_for_location"}}]},
+      {"id": "typed", "after": ["city"], "state": {"paper": "ab"}}
+    ],
+    "minefields": [{"call": {"name": "delete_user"}}, {"state": {"paper": {"$contains": "zz"}}}],
+    "read_only": ["find_*", "get_*", "list_*"],
+    "extra_calls": "allow_read_only"
+
+* A milestone is a ``call`` (a tool name, and ``arguments`` matched key by key with
+  :mod:`toolgym.matchers`), a ``state`` (keys of the environment's state, each matched), or
+  ``any_of`` a list of those. Without ``arguments`` a call matches any arguments; with them the
+  model's call must give exactly those keys, unless the call sets ``"args"``: ``"superset"``
+  (the call may give more keys), ``"subset"`` (it may leave some out) or ``"ignore"``.
+* ``after`` names the milestones that must be matched earlier (a partial order); a milestone
+  whose ``after`` milestones are not all matched earlier is not matched. ``optional``
+  milestones never count against a trajectory.
+* ``minefields``: a call or state that fails the trajectory whatever else it did.
+* ``read_only`` (``fnmatch`` globs of tool names) and ``extra_calls`` (``forbid``, the default,
+  ``allow_read_only`` or ``allow``) decide whether a call matched to no milestone is an error.
+  A call that was never executed (malformed, or rejected by the environment) changed nothing and
+  counts as read-only.
+
+:func:`compile_plan` refuses a bad spec with a :class:`~toolgym.matchers.SpecError` naming the
+field: an unknown key or operator, an ``after`` naming no milestone, a cycle, a ``$from``
+pointing at a milestone that is not always matched earlier (not an ancestor through
+``after``) or that is not a call.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from fnmatch import fnmatchcase
+from functools import cached_property
+from typing import Any, Literal
+
+from toolgym.matchers import (
+    EMPTY_CONTEXT,
+    Equal,
+    MatchContext,
+    Matcher,
+    SpecError,
+    compile_matcher,
+    json_key,
+)
+from toolgym.matchers import Literal as LiteralValue
+
+__all__ = [
+    "ARGS_MODES",
+    "EXTRA_CALLS",
+    "CallPattern",
+    "Milestone",
+    "Plan",
+    "StatePattern",
+    "compile_plan",
+]
+
+ArgsMode = Literal["exact", "subset", "superset", "ignore"]
+ARGS_MODES: tuple[str, ...] = ("exact", "subset", "superset", "ignore")
+ExtraCalls = Literal["forbid", "allow_read_only", "allow"]
+EXTRA_CALLS: tuple[str, ...] = ("forbid", "allow_read_only", "allow")
+
+
+@dataclass(eq=False)
+class CallPattern:
+    """A tool call to match: ``name``, and ``arguments`` (``None``: any) compared by ``args``.
+
+    Attributes:
+        name: The tool name (compared exactly).
+        arguments: Argument name → compiled matcher, or ``None`` for any arguments.
+        args: ``exact`` (the call gives exactly these keys, each matching), ``superset`` (at
+            least these keys), ``subset`` (only keys among these, each given one matching) or
+            ``ignore``.
+    """
+
+    name: str
+    arguments: tuple[tuple[str, Matcher], ...] | None = None
+    args: ArgsMode = "exact"
+    refs: frozenset[str] = frozenset()
+
+    kind: Literal["call"] = "call"
+
+    def wrong_argument(
+        self, arguments: Mapping[str, Any], context: MatchContext = EMPTY_CONTEXT
+    ) -> str | None:
+        """The first argument that makes ``arguments`` fail this pattern, ``""`` when the
+        failure is no single argument, or ``None`` when they match.
+
+        A key the pattern expects but the call lacks, or (``exact``/``subset``) a key the call
+        gives but the pattern does not name, is that failing argument.
+        """
+        if self.arguments is None or self.args == "ignore":
+            return None
+        expected = dict(self.arguments)
+        if self.args in ("exact", "subset"):
+            for key in arguments:
+                if key not in expected:
+                    return str(key)
+        for key, matcher in self.arguments:
+            if key not in arguments:
+                if self.args == "subset":
+                    continue
+                return key
+            if not matcher.match(arguments[key], context):
+                return key
+        return None
+
+    @cached_property
+    def exact_key(self) -> Any:
+        """For ``exact`` arguments that are all plain values: :func:`json_key` of them (a call
+        fits exactly when its arguments have this key); else ``None``."""
+        if self.args != "exact" or self.arguments is None:
+            return None
+        if not all(type(m) in (Equal, LiteralValue) for _, m in self.arguments):
+            return None
+        return json_key({k: m.value for k, m in self.arguments})  # type: ignore[attr-defined]
+
+    def expected(self) -> dict[str, Any]:
+        """The pattern as JSON (for explanations)."""
+        out: dict[str, Any] = {"name": self.name}
+        if self.arguments is not None:
+            out["arguments"] = {k: m.expected() for k, m in self.arguments}
+        if self.args != "exact":
+            out["args"] = self.args
+        return out
+
+
+@dataclass(eq=False)
+class StatePattern:
+    """A state to match: each named key of the environment's state matches its matcher (keys
+    not named are not compared)."""
+
+    items: tuple[tuple[str, Matcher], ...]
+    refs: frozenset[str] = frozenset()
+
+    kind: Literal["state"] = "state"
+
+    def wrong_key(self, state: Mapping[str, Any], context: MatchContext = EMPTY_CONTEXT) -> str | None:
+        """The first key of the pattern the state does not match, else ``None``."""
+        for key, matcher in self.items:
+            if key not in state or not matcher.match(state[key], context):
+                return key
+        return None
+
+    def expected(self) -> dict[str, Any]:
+        return {"state": {k: m.expected() for k, m in self.items}}
+
+
+Pattern = CallPattern | StatePattern
+
+
+@dataclass(eq=False)
+class Milestone:
+    """One milestone: its alternatives (one for ``call`` or ``state``, several for ``any_of``),
+    the milestones that must come earlier, and whether it is optional."""
+
+    id: str
+    index: int
+    alternatives: tuple[Pattern, ...]
+    after: tuple[str, ...] = ()
+    optional: bool = False
+    refs: frozenset[str] = frozenset()
+
+    calls: tuple[CallPattern, ...] = field(init=False, repr=False)
+    """The call alternatives."""
+    states: tuple[StatePattern, ...] = field(init=False, repr=False)
+    """The state alternatives."""
+
+    def __post_init__(self) -> None:
+        if len(self.alternatives) == 1:
+            only = self.alternatives[0]
+            self.calls, self.states = ((only,), ()) if only.kind == "call" else ((), (only,))  # type: ignore[assignment]
+        else:
+            self.calls = tuple(a for a in self.alternatives if isinstance(a, CallPattern))
+            self.states = tuple(a for a in self.alternatives if isinstance(a, StatePattern))
+
+
+@dataclass(eq=False)
+class Plan:
+    """An example's compiled milestones, minefields and extra-call policy.
+
+    Attributes:
+        milestones: In the order written.
+        minefields: Calls and states that fail a trajectory.
+        read_only: ``fnmatch`` patterns of the read-only tool names.
+        extra_calls: ``forbid``, ``allow_read_only`` or ``allow``.
+        ancestors: Milestone id → every milestone that is always matched before it (what
+            ``$from`` is checked against; a plan built without ``$from`` may leave it empty).
+        source: A note on where the plan comes from (``"milestones"``, or an agentevals mode
+            built from ``expected_calls``).
+    """
+
+    milestones: tuple[Milestone, ...]
+    minefields: tuple[Pattern, ...] = ()
+    read_only: tuple[str, ...] = ()
+    extra_calls: ExtraCalls = "forbid"
+    ancestors: Mapping[str, frozenset[str]] = field(default_factory=dict)
+    source: str = "milestones"
+
+    @cached_property
+    def call_index(self) -> tuple[dict[Any, list[tuple[int, tuple[CallPattern, ...]]]], dict[str, list[tuple[int, tuple[CallPattern, ...]]]]]:
+        """Where a step's candidate milestones are found: ``(exact, by_name)``. ``exact`` maps
+        ``(tool name, json_key(arguments))`` to the milestones (index, alternatives) whose
+        exact plain-valued call it is; ``by_name`` maps a tool name to the milestones with any
+        other call of that name, whose arguments must be matched."""
+        exact: dict[Any, list[tuple[int, tuple[CallPattern, ...]]]] = {}
+        by_name: dict[str, list[tuple[int, tuple[CallPattern, ...]]]] = {}
+        for j, m in enumerate(self.milestones):
+            for c in m.calls:
+                key = c.exact_key
+                if key is not None:
+                    exact.setdefault((c.name, key), []).append((j, (c,)))
+                else:
+                    by_name.setdefault(c.name, []).append((j, (c,)))
+        return exact, by_name
+
+    @cached_property
+    def names(self) -> dict[str, list[int]]:
+        """Tool name → the milestones with a call of that name."""
+        out: dict[str, list[int]] = {}
+        for j, m in enumerate(self.milestones):
+            for c in m.calls:
+                row = out.setdefault(c.name, [])
+                if not row or row[-1] != j:
+                    row.append(j)
+        return out
+
+    @cached_property
+    def needs_judge(self) -> bool:
+        """Whether a milestone uses ``$judge`` (an LLM judge must decide it)."""
+        return any(
+            m.needs_judge
+            for milestone in self.milestones
+            for pattern in milestone.alternatives
+            for _, m in (pattern.arguments or () if isinstance(pattern, CallPattern) else pattern.items)
+        )
+
+    def is_read_only(self, name: str) -> bool:
+        """Whether tool ``name`` matches a ``read_only`` pattern."""
+        return any(fnmatchcase(name, pattern) for pattern in self.read_only)
+
+    def tool_names(self) -> set[str]:
+        """Every tool name the milestones and minefields call."""
+        names = {c.name for m in self.milestones for c in m.calls}
+        return names | {p.name for p in self.minefields if isinstance(p, CallPattern)}
+
+
+_MILESTONE_KEYS = {"id", "after", "optional", "call", "state", "any_of"}
+_CALL_KEYS = {"name", "arguments", "args"}
+
+
+def _type_name(value: Any) -> str:
+    return {dict: "an object", list: "a list", str: "a string", bool: "a boolean", type(None): "null"}.get(
+        type(value), "a number"
+    )
+
+
+def _pattern(spec: Any, where: str, *, allow_any_of: bool = False) -> tuple[Pattern, ...]:
+    """The alternatives written in ``spec`` (an object with ``call``, ``state`` or, when
+    allowed, ``any_of``)."""
+    if not isinstance(spec, dict):
+        raise SpecError(where, f"expected an object with 'call' or 'state', got {_type_name(spec)}")
+    kinds = [k for k in ("call", "state", "any_of") if k in spec]
+    if not allow_any_of and "any_of" in spec:
+        raise SpecError(f"{where}.any_of", "any_of is not allowed here (only 'call' or 'state')")
+    if len(kinds) != 1:
+        wanted = "'call', 'state' or 'any_of'" if allow_any_of else "'call' or 'state'"
+        got = f"got {', '.join(kinds)}" if kinds else "got neither"
+        raise SpecError(where, f"expected exactly one of {wanted}, {got}")
+    kind = kinds[0]
+    if kind == "call":
+        return (_call(spec["call"], f"{where}.call"),)
+    if kind == "state":
+        return (_state(spec["state"], f"{where}.state"),)
+    options = spec["any_of"]
+    if not isinstance(options, list) or not options:
+        raise SpecError(f"{where}.any_of", f"expected a non-empty list, got {_type_name(options)}")
+    out: list[Pattern] = []
+    for i, option in enumerate(options):
+        here = f"{where}.any_of[{i}]"
+        if isinstance(option, dict):
+            extra = sorted(set(option) - {"call", "state"})
+            if extra:
+                raise SpecError(here, f"unknown field {extra[0]!r} (an alternative has 'call' or 'state')")
+        out.extend(_pattern(option, here))
+    return tuple(out)
+
+
+def _call(spec: Any, where: str) -> CallPattern:
+    if not isinstance(spec, dict):
+        raise SpecError(where, f"expected an object with 'name', got {_type_name(spec)}")
+    extra = sorted(set(spec) - _CALL_KEYS)
+    if extra:
+        raise SpecError(f"{where}.{extra[0]}", f"unknown field (a call has {', '.join(sorted(_CALL_KEYS))})")
+    name = spec.get("name")
+    if not isinstance(name, str) or not name:
+        raise SpecError(f"{where}.name", f"expected a tool name (a non-empty string), got {_type_name(name)}")
+    args = spec.get("args", "exact")
+    if args not in ARGS_MODES:
+        raise SpecError(f"{where}.args", f"unknown mode {args!r} (known: {', '.join(ARGS_MODES)})")
+    arguments = spec.get("arguments")
+    if arguments is None:
+        return CallPattern(name=name, args=args)
+    if not isinstance(arguments, dict):
+        raise SpecError(f"{where}.arguments", f"expected an object, got {_type_name(arguments)}")
+    items = tuple((k, compile_matcher(v, f"{where}.arguments.{k}")) for k, v in arguments.items())
+    refs = frozenset().union(*(m.refs for _, m in items)) if items else frozenset()
+    return CallPattern(name=name, arguments=items, args=args, refs=refs)
+
+
+def _state(spec: Any, where: str) -> StatePattern:
+    if not isinstance(spec, dict) or not spec:
+        raise SpecError(where, f"expected a non-empty object of state keys, got {_type_name(spec)}")
+    items = tuple((k, compile_matcher(v, f"{where}.{k}")) for k, v in spec.items())
+    return StatePattern(items=items, refs=frozenset().union(*(m.refs for _, m in items)))
+
+
+def _milestone(spec: Any, index: int) -> Milestone:
+    where = f"milestones[{index}]"
+    if not isinstance(spec, dict):
+        raise SpecError(where, f"expected an object, got {_type_name(spec)}")
+    extra = sorted(set(spec) - _MILESTONE_KEYS)
+    if extra:
+        raise SpecError(
+            f"{where}.{extra[0]}", f"unknown field (a milestone has {', '.join(sorted(_MILESTONE_KEYS))})"
+        )
+    mid = spec.get("id")
+    if not isinstance(mid, str) or not mid:
+        raise SpecError(f"{where}.id", f"expected a non-empty string, got {_type_name(mid)}")
+    after = spec.get("after", [])
+    if not isinstance(after, list) or not all(isinstance(a, str) for a in after):
+        raise SpecError(f"{where}.after", "expected a list of milestone ids")
+    optional = spec.get("optional", False)
+    if not isinstance(optional, bool):
+        raise SpecError(f"{where}.optional", f"expected true or false, got {_type_name(optional)}")
+    alternatives = _pattern(spec, where, allow_any_of=True)
+    refs = frozenset().union(*(a.refs for a in alternatives))
+    return Milestone(mid, index, alternatives, tuple(dict.fromkeys(after)), optional, refs)
+
+
+def _ancestors(milestones: list[Milestone]) -> dict[str, frozenset[str]]:
+    """Every milestone's ancestors through ``after``; refuses an unknown id and a cycle."""
+    by_id = {m.id: m for m in milestones}
+    for m in milestones:
+        for a in m.after:
+            if a not in by_id:
+                known = ", ".join(by_id)
+                raise SpecError(f"milestones[{m.index}].after", f"{a!r} names no milestone (ids: {known})")
+            if a == m.id:
+                raise SpecError(f"milestones[{m.index}].after", f"milestone {a!r} cannot come after itself")
+    out: dict[str, frozenset[str]] = {}
+    visiting: list[str] = []
+
+    def visit(mid: str) -> frozenset[str]:
+        if mid in out:
+            return out[mid]
+        if mid in visiting:
+            cycle = visiting[visiting.index(mid):] + [mid]
+            first = by_id[cycle[0]]
+            raise SpecError(
+                f"milestones[{first.index}].after",
+                f"the after order has a cycle: {' -> '.join(reversed(cycle))}",
+            )
+        visiting.append(mid)
+        found: set[str] = set()
+        for a in by_id[mid].after:
+            found.add(a)
+            found |= visit(a)
+        visiting.pop()
+        out[mid] = frozenset(found)
+        return out[mid]
+
+    for m in milestones:
+        visit(m.id)
+    return out
+
+
+def compile_plan(
+    milestones: Any,
+    minefields: Any = None,
+    read_only: Any = None,
+    extra_calls: Any = None,
+) -> Plan:
+    """Compile an example's ``milestones``, ``minefields``, ``read_only`` and ``extra_calls``.
+
+    Args:
+        milestones: The JSON list of milestones (see the module docstring).
+        minefields: A JSON list of ``{"call": ...}`` / ``{"state": ...}``, or ``None``.
+        read_only: A list of tool-name glob patterns, or ``None``.
+        extra_calls: ``"forbid"`` (the default), ``"allow_read_only"`` or ``"allow"``.
+
+    Returns:
+        Plan: The typed plan.
+
+    Raises:
+        SpecError: naming the field (``milestones[2].after``, ``minefields[0].call.name``,
+            ...) and the problem.
+    """
+    if not isinstance(milestones, list):
+        raise SpecError("milestones", f"expected a list, got {_type_name(milestones)}")
+    parsed = [_milestone(spec, i) for i, spec in enumerate(milestones)]
+    seen: dict[str, int] = {}
+    for m in parsed:
+        if m.id in seen:
+            raise SpecError(f"milestones[{m.index}].id", f"{m.id!r} is already the id of milestones[{seen[m.id]}]")
+        seen[m.id] = m.index
+    ancestors = _ancestors(parsed)
+    by_id = {m.id: m for m in parsed}
+    for m in parsed:
+        for ref in sorted(m.refs):
+            where = f"milestones[{m.index}]"
+            if ref not in by_id:
+                raise SpecError(where, f"$from {ref!r} names no milestone")
+            if ref not in ancestors[m.id]:
+                raise SpecError(
+                    where,
+                    f"$from {ref!r}: milestone {ref!r} is not always matched before {m.id!r} "
+                    f"(add it to {m.id!r}'s after, directly or through another milestone)",
+                )
+            if by_id[ref].states:
+                raise SpecError(where, f"$from {ref!r}: a state milestone has no result to read")
+    mines: list[Pattern] = []
+    if minefields is not None:
+        if not isinstance(minefields, list):
+            raise SpecError("minefields", f"expected a list, got {_type_name(minefields)}")
+        for i, spec in enumerate(minefields):
+            here = f"minefields[{i}]"
+            if isinstance(spec, dict):
+                extra = sorted(set(spec) - {"call", "state"})
+                if extra:
+                    raise SpecError(f"{here}.{extra[0]}", "unknown field (a minefield has 'call' or 'state')")
+            found = _pattern(spec, here)
+            if any(p.refs for p in found):
+                raise SpecError(here, "$from is not allowed in a minefield (it has no earlier milestone)")
+            mines.extend(found)
+    if read_only is None:
+        read_only = []
+    if not isinstance(read_only, list) or not all(isinstance(p, str) for p in read_only):
+        raise SpecError("read_only", "expected a list of tool-name patterns (strings)")
+    if extra_calls is None:
+        extra_calls = "forbid"
+    if extra_calls not in EXTRA_CALLS:
+        raise SpecError("extra_calls", f"unknown policy {extra_calls!r} (known: {', '.join(EXTRA_CALLS)})")
+    return Plan(tuple(parsed), tuple(mines), tuple(read_only), extra_calls, ancestors)
