@@ -445,7 +445,7 @@ class LlamaServer:
         request = urllib.request.Request(
             self.url + path, data=json.dumps(body).encode("utf-8"), headers={"Content-Type": "application/json"},
         )
-        with urllib.request.urlopen(request, timeout=60) as response:
+        with _LOOPBACK.open(request, timeout=60) as response:
             return json.loads(response.read())
 
     def tokenize(self, text: str, *, add_special: bool = False, parse_special: bool = True) -> list[int]:
@@ -470,6 +470,8 @@ class LlamaServer:
             del server
 
 
+_LOOPBACK = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+"""An opener that never goes through a proxy (``HTTP_PROXY`` must not catch 127.0.0.1)."""
 _SERVERS: list[LlamaServer] = []
 _SERVERS_LOCK = threading.Lock()
 _SHARED: dict[tuple, LlamaServer] = {}
