@@ -168,16 +168,19 @@ def cmd_summary(args: argparse.Namespace) -> int:
 
     runs = load_runs([Path(d) for d in args.dirs], with_examples=False)
     print_cells(summary_cells(runs), console, title="summary: mean ± standard error per grader")
-    if any(s.grader == "trajectory_match" for view in runs for s in view.run.scores):
+    milestones = any(s.grader == "trajectory_match" for view in runs for s in view.run.scores)
+    if milestones or args.suite_tables:  # the tables below need the datasets: read them once
+        runs = load_runs([Path(d) for d in args.dirs], with_examples=True)
+    if milestones:
         from toolgym.views.summary import milestone_tables
 
-        for view in load_runs([Path(d) for d in args.dirs], with_examples=True):
+        for view in runs:
             for table in milestone_tables(view):
                 console.print(table)
     if args.suite_tables:
         from toolgym.views.rundata import suite_tables
 
-        for view in load_runs([Path(d) for d in args.dirs], with_examples=True):
+        for view in runs:
             tables = suite_tables(view)
             for t in tables:
                 t.title = f"{view.label} · {t.title}"

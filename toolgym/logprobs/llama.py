@@ -60,6 +60,7 @@ class LlamaCppScorer:
         self._forced = forced_tokens_grammar
         self._blocks: list[int] = []  # tokens the cache holds in whole canonical blocks
         self._warm: list[int] | None = None  # the context the cache holds but its last token
+        self._context: tuple[str | None, list[int]] = (None, [])  # the last context and its tokens
         self.evaluated_tokens = 0
         self.reused_tokens = 0
 
@@ -69,7 +70,9 @@ class LlamaCppScorer:
         boundary, the continuation is tokenised on its own. A beginning-of-sequence token is
         added only when the model asks for one."""
         tok = self.server.tokenize
-        ctx = tok(context, add_special=True, parse_special=False) if context else []
+        if self._context[0] != context:  # the options of a question share their context
+            self._context = (context, tok(context, add_special=True, parse_special=False) if context else [])
+        ctx = list(self._context[1])
         whole = tok(context + continuation, add_special=True, parse_special=False)
         if whole[: len(ctx)] == ctx and len(whole) > len(ctx):
             cont = whole[len(ctx) :]
@@ -146,14 +149,15 @@ class LlamaCppScorer:
         try:
             if keep < end:
                 if keep == 0:  # nothing reusable: clear the cache by evaluating the first block alone
-                    self.server.complete({"prompt": ctx[: min(BLOCK, end)], "n_predict": 0, "cache_prompt": False})
                     start = min(BLOCK, end)
+                    self.server.complete({"prompt": ctx[:start], "n_predict": 0, "cache_prompt": False})
+                    self.evaluated_tokens += start
                 else:  # cut the cache after the kept blocks: one token that differs from ctx's next
                     cut = self.server.complete({"prompt": [*ctx[:keep], 1 if ctx[keep] != 1 else 2], "n_predict": 0,
                                                 "cache_prompt": True})
                     self._expect(cut, keep)
                     start = keep
-                self.evaluated_tokens += start - keep if keep == 0 else 1
+                    self.evaluated_tokens += 1
                 for stop in [*range(start + BLOCK, end, BLOCK), end]:
                     if stop <= start:
                         continue

@@ -302,6 +302,9 @@ _GGUF_SCALARS = {0: "B", 1: "b", 2: "H", 3: "h", 4: "I", 5: "i", 6: "f", 7: "?",
 def read_chat_template(path: str | os.PathLike) -> str | None:
     """The ``tokenizer.chat_template`` metadata of a GGUF file, or ``None`` when it has none.
 
+    Cached per file, size and modification time (the provider checks a file before the runtime
+    that loads it reads the template).
+
     Reads the file's header and key/value metadata only (GGUF versions 2 and 3, little-endian;
     https://github.com/ggml-org/ggml/blob/master/docs/gguf.md), stopping at that key. ggml-org's
     own ``gguf.GGUFReader`` parses every field first, the 151,000-entry vocabulary included,
@@ -311,6 +314,12 @@ def read_chat_template(path: str | os.PathLike) -> str | None:
         LocalModelError: the file is not a readable GGUF model file (bad magic, an unsupported
             version, a truncated or malformed header); the message names the file.
     """
+    stat = Path(path).stat()
+    return _read_chat_template(str(path), stat.st_size, stat.st_mtime_ns)
+
+
+@lru_cache(maxsize=8)
+def _read_chat_template(path: str, size: int, mtime_ns: int) -> str | None:
     import mmap
     import struct
 
@@ -602,19 +611,6 @@ def render_prompt(template_source: str, messages: list[dict[str, Any]], tools: l
 
 
 # --- grammar ---------------------------------------------------------------------------------
-def _closed_objects(schema: Any) -> Any:
-    """A copy of a JSON schema where every object schema without ``additionalProperties``
-    admits only its declared properties (JSON Schema's default admits any)."""
-    if isinstance(schema, list):
-        return [_closed_objects(s) for s in schema]
-    if not isinstance(schema, dict):
-        return schema
-    out = {k: v if k in ("enum", "const", "default", "examples") else _closed_objects(v) for k, v in schema.items()}
-    if out.get("type") == "object" or "properties" in out:
-        out.setdefault("additionalProperties", False)
-    return out
-
-
 def tool_grammar(tools: Sequence[dict[str, Any]]) -> str:
     """GBNF grammar admitting one or more Qwen/Hermes tool-call blocks, separated by newlines:
     ``<tool_call>\\n{"name": "<tool>", "arguments": <args>}\\n</tool_call>``, where ``<args>`` is
@@ -642,7 +638,7 @@ def tool_grammar(tools: Sequence[dict[str, Any]]) -> str:
         if name in names:
             raise ValueError(f"tool {name!r} is given twice")
         names.append(name)
-        schema = _closed_objects(fn.get("parameters") or {"type": "object", "properties": {}})
+        schema = fn.get("parameters") or {"type": "object", "properties": {}}
         try:
             args = builder.schema_rule(schema, f"tool{i}-args")
         except ValueError as exc:
