@@ -1,9 +1,9 @@
-"""The README's "Add your own agent architecture" example, defined exactly as printed there,
+"""docs/extending.md's "Your own agent architecture" example, defined exactly as printed there,
 registered and run on typewriter_1 with a scripted model."""
 
 from __future__ import annotations
 
-# --- README example start ---
+# --- docs example start ---
 import time
 
 from toolgym import Agent, Episode
@@ -25,7 +25,7 @@ class SingleTurnAgent(Agent):
         for call in step.tool_calls:
             episode.execute(call)
         episode.final_answer = step.text
-# --- README example end ---
+# --- docs example end ---
 
 import json
 import re
@@ -40,9 +40,9 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def test_readme_shows_exactly_this_example():
     source = Path(__file__).read_text(encoding="utf-8")
-    tested = source.split("# --- README example start ---\n")[1].split("# --- README example end ---")[0]
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    section = readme.split("**Your own agent architecture.**")[1]
+    tested = source.split("# --- docs example start ---\n")[1].split("# --- docs example end ---")[0]
+    page = (ROOT / "docs" / "extending.md").read_text(encoding="utf-8")
+    section = page.split("**Your own agent architecture.**")[1]
     shown = re.search(r"```python\n(.*?)```", section, re.DOTALL).group(1)
     assert shown.strip() == tested.strip()
 

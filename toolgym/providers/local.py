@@ -19,7 +19,7 @@ more ``<tool_call>\\n{"name": <tool>, "arguments": <object valid for that tool's
 schema>}\\n</tool_call>`` blocks. An extra ``final_answer(answer: str)`` tool is the only way to
 finish: the adapter turns it into a plain-text answer. Unconstrained, this 1.5B model writes its
 calls in forms no parser accepts (JSON in fenced blocks, the template's own double braces);
-with the grammar every call is well formed (README, "First result: the bundled local model").
+with the grammar every call is well formed (docs/local-model.md, "How tool calls are made").
 
 Public names other modules rely on (kept stable): :func:`ensure_gguf`, :func:`load_server`,
 :class:`LlamaServer`, :class:`LocalChatModel`, :class:`LocalModelError`.
