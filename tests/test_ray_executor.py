@@ -128,6 +128,18 @@ def test_rps_is_one_budget_for_the_cluster(cluster, tmp_path):
     assert (len(seen) - 1) / span <= rps * 1.1, f"{len(seen)} requests in {span:.2f} s"
 
 
+def test_starting_restartable_actors_logs_no_core_worker_error(cluster, tmp_path, capfd):
+    """The actors get the dataset by value: an ``ObjectRef`` constructor argument of an actor
+    that may restart makes Ray's core worker print an error line per actor on the driver's
+    stderr (``core_worker.cc: ... has constructor arguments in the object store and
+    max_restarts > 0``), noise that is not the user's business."""
+    result = run(RunConfig(env="typewriter_1", agent="oracle", limit=4, out=tmp_path / "run",
+                           executor=RayExecutor(actors=2)), progress=False)
+    assert [t.status for t in result.trajectories] == ["completed"] * 4
+    err = capfd.readouterr().err
+    assert "core_worker.cc" not in err and "max_restarts" not in err, err
+
+
 def test_resume_on_ray_plays_only_what_is_missing(cluster, tmp_path):
     """A run cut short (the driver killed) is finished by ``--resume`` through the ray
     executor: every (example, trial) once, the finished ones untouched."""

@@ -5,9 +5,9 @@ How a run goes (``toolgym run --executor ray`` or ``toolgym.evaluate(..., execut
 
 1. The driver (the process that called :func:`toolgym.runner.run`) connects to the cluster
    (``address``: ``auto``, ``ray://HOST:PORT``, ``HOST:PORT``, or ``None`` for ``RAY_ADDRESS``
-   or a new single-node Ray), puts the dataset into the object store once (``ray.put``) and
-   starts :class:`EpisodeWorker` actors spread over the alive nodes. Each actor fetches the
-   dataset once and builds the environment, agent and model from the run's
+   or a new single-node Ray) and starts :class:`EpisodeWorker` actors spread over the alive
+   nodes. Each actor receives the dataset with its constructor (by value, see
+   :class:`EpisodeWorker`) and builds the environment, agent and model from the run's
    :class:`~toolgym.executor.PartSpecs`; an actor that cannot (an extension not installed on
    its node) stops the run before any episode, naming the node and the error.
 2. The driver keeps at most ``concurrency`` episodes in flight over the whole cluster (each
@@ -147,7 +147,11 @@ class EpisodeWorker:
 
     Args:
         parts: How to build the environment, agent and model (see :func:`build_parts`).
-        examples: The run's examples (passed as an ``ObjectRef``: fetched once per actor).
+        examples: The run's examples, passed by value (Ray moves a large argument through its
+            object store itself). Not as an ``ObjectRef`` (top level or nested in a list): for
+            an actor that may restart, such an argument makes Ray's core worker log an error
+            line per actor, since the restart fails if that object is lost
+            (ray-project/ray#53727).
         limiter: A :class:`RateLimiter` handle, or ``None`` without ``--rps``.
     """
 
@@ -265,14 +269,13 @@ class RayExecutor:
         wanted = self.actors or (episodes.workers if episodes.workers > 1 else len(slots))
         count = max(1, min(wanted, episodes.concurrency, len(episodes.jobs)))
         order = [slots[(i * len(slots)) // count] if count <= len(slots) else slots[i % len(slots)] for i in range(count)]
-        dataset = ray.put(episodes.examples)  # once; each actor fetches it once
         options = {"max_restarts": -1, "max_task_retries": -1, "max_concurrency": -(-episodes.concurrency // count) + 8}
 
         def new_actor(node_id: str | None = None) -> Any:
             # Pinned (not "soft": Ray 2.60 may then place it on another node); a pinned actor
             # whose node dies is dead for good, and its replacement goes anywhere.
             where = {"scheduling_strategy": NodeAffinitySchedulingStrategy(node_id, soft=False)} if node_id else {}
-            return EpisodeWorker.options(**options, **where).remote(episodes.parts, dataset, limiter)
+            return EpisodeWorker.options(**options, **where).remote(episodes.parts, episodes.examples, limiter)
 
         self._new_actor = new_actor
         self._actors = [new_actor(node_id) for node_id in order]
