@@ -262,3 +262,27 @@ def test_the_report_and_a_pipe_without_columns_say_best_at_1(runs, tmp_path):
                            env={**environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True, timeout=120)
     assert piped.returncode == 0, piped.stderr
     _fits(piped.stdout)  # a pipe is 80 columns wide for rich
+
+
+def test_a_run_recorded_before_two_sided_measures_reads_as_recorded_until_regraded(runs, tmp_path, capsys):
+    """run.json stayed at schema_version 2 when measures gained ``direction: "target"`` and the
+    ``target`` field: a record written before (no ``target`` keys, step_ratio ``lower``) reads
+    with the direction it recorded, and ``grade`` records the two-sided one."""
+    import shutil
+
+    from toolgym.runio import read_run
+
+    old = tmp_path / "before-two-sided"
+    shutil.copytree(runs["oracle"], old)
+    data = json.loads((old / "run.json").read_text())
+    assert data["schema_version"] == 2 and data["measures"]["step_ratio"]["direction"] == "target"
+    for measure in data["measures"].values():
+        measure.pop("target", None)
+    data["measures"]["step_ratio"]["direction"] = "lower"
+    (old / "run.json").write_text(json.dumps(data))
+    assert read_run(old).measures["step_ratio"].direction == "lower"
+    assert main(["summary", str(old)]) == 0
+    assert "best at 1" not in capsys.readouterr().out  # the recorded measure, not today's
+    assert main(["grade", str(old)]) == 0
+    regraded = read_run(old).measures["step_ratio"]
+    assert (regraded.direction, regraded.target) == ("target", 1.0)
