@@ -292,10 +292,26 @@ def timed(command: list[str], env: dict[str, str] | None = None, cwd: Path = ROO
     return time.perf_counter() - start
 
 
-def toolgym_run(job: list[str], model: list[str], out: Path) -> float:
-    return timed([sys.executable, str(ROOT / "run_agent.py"), "run", *job, "--agent", "loglik", *model,
-                  "--out", str(out), "--no-progress"],
+def toolgym_run(job: list[str], model: list[str], out: Path, walls: dict[str, float], label: str) -> None:
+    """``toolgym run`` of ``job``; with ``out`` already there (``--reuse``), only its episodes that
+    ended in error are played again (``--resume --force``: the new server has another port) and
+    the wall times are added."""
+    saved = out / "bench-wall.json"
+    again = ["--resume", "--force"] if out.exists() else []  # --force: a new server has a new port
+    if again and saved.exists() and not _errors(out):
+        walls[label] = json.loads(saved.read_text())
+        return
+    wall = timed([sys.executable, str(ROOT / "run_agent.py"), "run", *job, "--agent", "loglik", *model,
+                  "--out", str(out), "--no-progress", *again],
                  env={**os.environ, "OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY", "passive")})
+    walls[label] = json.loads(saved.read_text()) + wall if saved.exists() else wall
+    saved.write_text(json.dumps(walls[label]))
+    if _errors(out):
+        raise SystemExit(f"{out}: episodes ended in error: {_errors(out)}")
+
+
+def _errors(out: Path) -> list[str]:
+    return [t.example_id for t in toolgym.load_run(out, with_examples=False).trajectories if t.status == "error"]
 
 
 def toolgym_scores(out: Path) -> tuple[dict[str, dict[str, float]], dict[str, tuple[str, dict[str, str], str]]]:
@@ -348,9 +364,13 @@ def lm_eval_run(python: str, model_type: str, root: str, tasks: list[str], folde
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
            "HF_HOME": str(out / "hf-home"), "HTTP_PROXY": dead, "HTTPS_PROXY": dead, "http_proxy": dead,
            "https_proxy": dead, "ALL_PROXY": dead, "NO_PROXY": "127.0.0.1,localhost", "no_proxy": "127.0.0.1,localhost"}
-    return timed([python, "-m", "lm_eval", "run", "--model", model_type, "--model_args", model_args,
+    if out.exists() and any(out.rglob("samples_*.jsonl")):  # --reuse: played already
+        return float(json.loads((out / "bench-wall.json").read_text()))
+    wall = timed([python, "-m", "lm_eval", "run", "--model", model_type, "--model_args", model_args,
                   "--tasks", ",".join(tasks), "--include_path", str(folder), "--batch_size", "1",
                   "--log_samples", "--output_path", str(out)], env=env, cwd=out.parent)
+    (out / "bench-wall.json").write_text(json.dumps(wall))
+    return wall
 
 
 def lm_eval_scores(out: Path, task: str, letters: dict[str, list[str]]) -> tuple[dict[str, dict[str, float]], dict[str, list[tuple[str, str]]]]:
@@ -373,13 +393,16 @@ def lm_eval_scores(out: Path, task: str, letters: dict[str, list[str]]) -> tuple
 # --- comparing --------------------------------------------------------------------------------
 def compare(a: dict[str, dict[str, float]], b: dict[str, dict[str, float]]) -> tuple[int, float, float, int, int]:
     """(options, max |Δ|, median |Δ|, questions with the same chosen option, questions)."""
-    deltas = [abs(a[q][k] - b[q][k]) for q in a for k in a[q]]
-    same = sum(max(a[q], key=a[q].__getitem__) == max(b[q], key=b[q].__getitem__) for q in a)
-    return len(deltas), max(deltas), statistics.median(deltas), same, len(a)
+    both = [q for q in a if a[q] and q in b and b[q]]
+    if not both or any(set(a[q]) != set(b[q]) for q in both):
+        raise SystemExit("the two sources did not score the same options")
+    deltas = [abs(a[q][k] - b[q][k]) for q in both for k in a[q]]
+    same = sum(max(a[q], key=a[q].__getitem__) == max(b[q], key=b[q].__getitem__) for q in both)
+    return len(deltas), max(deltas), statistics.median(deltas), same, len(both)
 
 
 def accuracy(scores: dict[str, dict[str, float]], keys: dict[str, str]) -> int:
-    return sum(max(s, key=s.__getitem__) == keys[q] for q, s in scores.items())
+    return sum(max(s, key=s.__getitem__) == keys[q] for q, s in scores.items() if s)
 
 
 def probe(root: str) -> list[str]:
@@ -418,11 +441,13 @@ def main() -> None:
     parser.add_argument("--shots", type=int, help="solved examples per prompt (default: the suites' 5)")
     parser.add_argument("--check", type=int, default=2,
                         help="options recomputed from an empty cache at the end, to compare with memory")
+    parser.add_argument("--reuse", action="store_true",
+                        help="keep the finished runs in --out; play only what is missing or ended in error")
     args = parser.parse_args()
     out: Path = args.out.resolve()
-    if out.exists():
-        raise SystemExit(f"{out} exists: remove it or give another --out")
-    out.mkdir(parents=True)
+    if out.exists() and not args.reuse:
+        raise SystemExit(f"{out} exists: remove it, give another --out, or --reuse it")
+    out.mkdir(parents=True, exist_ok=True)
     vi = args.data / "vietnamese"
     shots = [] if args.shots is None else ["--shots", str(args.shots)]
     jobs = {}
@@ -445,8 +470,10 @@ def main() -> None:
         for line in probe(root):
             print(line, flush=True)
         for job, (_, job_args) in jobs.items():
-            walls[f"toolgym via the server, {job}"] = toolgym_run(
-                job_args, ["--model", f"openai-compatible:{MODEL_NAME}", "--base-url", f"{root}/v1"], out / f"{job}-server")
+            # one option of a five-shot EXAMS prompt takes minutes here: no timeout in the way
+            toolgym_run(job_args, ["--model", f"openai-compatible:{MODEL_NAME}", "--base-url", f"{root}/v1",
+                                   "--timeout", "7200", "--max-retries", "0"], out / f"{job}-server", walls,
+                        f"toolgym via the server, {job}")
             sources.setdefault("toolgym via the server", {})[job], prompts[job] = toolgym_scores(out / f"{job}-server")
             print(f"toolgym via the server, {job}: {walls[f'toolgym via the server, {job}']:.0f} s "
                   f"({model.evaluated} tokens evaluated so far)", flush=True)
@@ -470,7 +497,7 @@ def main() -> None:
     server_wall = time.perf_counter() - start
     model.server.close()
     for job, (_, job_args) in jobs.items():
-        walls[f"toolgym local, {job}"] = toolgym_run(job_args, ["--model", "local"], out / f"{job}-local")
+        toolgym_run(job_args, ["--model", "local"], out / f"{job}-local", walls, f"toolgym local, {job}")
         sources.setdefault("toolgym local", {})[job] = toolgym_scores(out / f"{job}-local")[0]
         print(f"toolgym local, {job}: {walls[f'toolgym local, {job}']:.0f} s", flush=True)
 
