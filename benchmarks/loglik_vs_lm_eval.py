@@ -441,6 +441,7 @@ def main() -> None:
     parser.add_argument("--shots", type=int, help="solved examples per prompt (default: the suites' 5)")
     parser.add_argument("--check", type=int, default=2,
                         help="options recomputed from an empty cache at the end, to compare with memory")
+    parser.add_argument("--no-local", action="store_true", help="leave out toolgym's local backend")
     parser.add_argument("--reuse", action="store_true",
                         help="keep the finished runs in --out; play only what is missing or ended in error")
     args = parser.parse_args()
@@ -496,7 +497,7 @@ def main() -> None:
         served = (model.evaluated, model.requests, model.from_memory)
     server_wall = time.perf_counter() - start
     model.server.close()
-    for job, (_, job_args) in jobs.items():
+    for job, (_, job_args) in ([] if args.no_local else jobs.items()):
         toolgym_run(job_args, ["--model", "local"], out / f"{job}-local", walls, f"toolgym local, {job}")
         sources.setdefault("toolgym local", {})[job] = toolgym_scores(out / f"{job}-local")[0]
         print(f"toolgym local, {job}: {walls[f'toolgym local, {job}']:.0f} s", flush=True)
@@ -516,7 +517,7 @@ def main() -> None:
     print("\n| questions | compared | options | max \\|Δ\\| (nats) | median \\|Δ\\| | same chosen option |")
     print("|---|---|---|---|---|---|")
     for job, (n, _) in jobs.items():
-        for a, b in pairs:
+        for a, b in [(a, b) for a, b in pairs if a in sources and b in sources]:
             k, mx, md, same, total = compare(sources[a][job], sources[b][job])
             print(f"| {job}, {n} | {a} vs {b} | {k} | {mx:.2g} | {md:.2g} | {same} of {total} |")
     print("\n| questions | source | correct |")
