@@ -29,7 +29,7 @@ from memory (the values a new computation would give, see ``--check``). The same
 toolgym's probe must refuse that one and accept the right one, or the script stops.
 
 It is slow by design (one decoding step per distinct prompt token; a real server scores a
-prompt in one pass): on this 2-core machine under load, 0.7 s per token.
+prompt in one pass): about 1 s per token on this 2-core machine under a load average of 10-15.
 
 Usage::
 
@@ -37,7 +37,8 @@ Usage::
         [--xcopa 30] [--exam 20] [--out runs/bench-lmeval]
 
 where the harness's environment is ``python3 -m venv venv-lmeval && venv-lmeval/bin/pip install
-lm-eval`` (0.4.13 measured; it is a benchmark dependency, not toolgym's). The harness runs with
+'lm-eval[api]'`` (0.4.13 measured; ``[api]`` brings what ``local-completions`` needs; a benchmark
+dependency, not toolgym's). The harness runs with
 ``HF_HUB_OFFLINE=1``, ``HF_DATASETS_OFFLINE=1`` and every proxy variable pointed at a closed
 port (127.0.0.1 excepted), so nothing can be downloaded. Prints Markdown tables for BENCHMARKS.md.
 """
