@@ -83,13 +83,12 @@ def call_key(arguments: Mapping[str, Any]) -> tuple[tuple[str, Any], ...]:
     Raises:
         TypeError: for a value that is not JSON.
     """
-    items = []
-    for k, v in arguments.items():
+    for v in arguments.values():
         if type(v) not in _SCALARS:
-            v = json_key(v)
-        items.append((k, v))
-    items.sort(key=_first)
-    return tuple(items)
+            break
+    else:  # plain values only (the common case); names are unique, so values are never compared
+        return tuple(sorted(arguments.items()))
+    return tuple(sorted([(k, v if type(v) in _SCALARS else json_key(v)) for k, v in arguments.items()], key=_first))
 
 
 def _first(item: tuple[str, Any]) -> str:

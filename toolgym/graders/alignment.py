@@ -126,8 +126,9 @@ class _Layout:
         self.required = sum(1 for m in ms if not m.optional)
         parent = list(range(len(ms)))
         for j, m in enumerate(ms):
-            for a in (*m.after, *m.refs):
-                _union(parent, j, self.index[a])
+            if m.after or m.refs:
+                for a in (*m.after, *m.refs):
+                    _union(parent, j, self.index[a])
         self.root = tuple(_find(parent, j) for j in range(len(ms)))
         groups: dict[int, list[int]] = {}
         for j, r in enumerate(self.root):
@@ -136,7 +137,7 @@ class _Layout:
         # a milestone that can be solved alone when no step may match another one with it
         self.simple = tuple(not (m.after or m.refs or m.states) for m in ms)
         exact, self.by_name = plan.call_index
-        self.exact = {key: _merged(row) for key, row in exact.items()}
+        self.exact = {key: row if len(row) < 2 else _merged(row) for key, row in exact.items()}
 
 
 def _merged(row: list[tuple[int, tuple[CallPattern, ...]]]) -> list[tuple[int, tuple[CallPattern, ...]]]:
@@ -664,7 +665,7 @@ def diagnose(
 class _Explainer:
     """Why an executed tool step matched no milestone (the checks :func:`diagnose` lists)."""
 
-    __slots__ = ("ms", "names", "by_id", "matched", "candidates", "context", "times", "missing", "absent")
+    __slots__ = ("ms", "names", "by_id", "matched", "candidates", "context", "times", "missing", "absent", "pools")
 
     def __init__(
         self,
@@ -681,9 +682,23 @@ class _Explainer:
         self.matched = alignment.matched
         self.candidates = alignment.candidates
         self.context, self.times, self.missing, self.absent = context, times, missing, absent
+        self.pools: dict[str, tuple[list[Milestone], list[Milestone]]] = {}
+
+    def pool(self, name: str, named_ids: Sequence[int]) -> tuple[list[Milestone], list[Milestone]]:
+        """The milestones calling tool ``name``, and those of them a step most likely meant:
+        the missing ones, or all when none is missing."""
+        found = self.pools.get(name)
+        if found is None:
+            named = [self.ms[j] for j in named_ids]
+            absent = self.absent
+            pool = [m for m in named if m.id in absent] if absent else []
+            found = self.pools[name] = (named, pool or named)
+        return found
 
     def ready(self, m: Milestone, i: int) -> bool:
         """Whether every milestone of ``m``'s ``after`` was matched before step ``i``."""
+        if not m.after:
+            return True
         times = self.times
         for a in m.after:
             t = times.get(a)
@@ -717,12 +732,14 @@ class _Explainer:
                 return
         if named_ids:
             # the milestone it most likely meant: a missing one first, then one ready at that point
-            named = [ms[j] for j in named_ids]
-            absent = self.absent
-            pool = [m for m in named if m.id in absent] if absent else []
-            pool = pool or named
-            m = next((m for m in pool if self.ready(m, i)), pool[0])
-            call = next(c for c in m.calls if c.name == s.name)
+            _, pool = self.pool(s.name, named_ids)
+            m = pool[0]
+            for candidate in pool:
+                if self.ready(candidate, i):
+                    m = candidate
+                    break
+            calls = m.calls
+            call = calls[0] if calls[0].name == s.name else next(c for c in calls if c.name == s.name)
             argument = call.wrong_argument(s.arguments, context)
             label.type, label.milestone, label.argument = "wrong_arguments", m.id, argument or None
             label.expected = call.expected()
