@@ -14,7 +14,8 @@ change in the machine's load falls on both), and how many verdicts differ (agent
 greedy first fit can fail a valid trajectory; the toolgym alignment is optimal). It also
 grades graphs of 10 milestones (random ``after`` edges, ``$lenient`` and ``$from`` arguments)
 with toolgym alone (agentevals has no milestone graph), and chains of 5 to 80 milestones with
-twice as many steps, to show the cost per step stays flat (linear in the length).
+twice as many steps (the reference calls in order among as many extra calls), with both harnesses in agentevals' strict
+mode, to show the cost per step stays flat (linear in the length).
 
 agentevals is not a dependency of toolgym: ``pip install agentevals`` to run this.
 
@@ -185,6 +186,8 @@ def main() -> None:
             args.n, args.repeat,
         )
         differ = sum(1 for a, b in zip(our_scores, their_scores, strict=True) if a != b)
+        # with exact arguments a greedy first fit cannot go wrong: both must agree everywhere
+        assert differ == 0, f"{mode}: {differ} verdicts differ from agentevals' on the same trajectories"
         print(f"| {mode} | {ours:,.0f} | {theirs:,.0f} | {ours / theirs:.1f}× | "
               f"{sum(our_scores):,.0f} / {sum(their_scores):,.0f} | {differ} |")
 
@@ -209,9 +212,12 @@ def greedy_cases(create_trajectory_match_evaluator) -> None:
     for mode in ("superset", "unordered"):
         grader = TrajectoryMatch(trajectory_mode=mode, args_mode="superset")
         evaluator = create_trajectory_match_evaluator(trajectory_match_mode=mode, tool_args_match_mode="superset")
-        ours = sum(grader.grade(e, t).value for e, t in zip(examples, trajs, strict=True))
-        theirs = sum(float(evaluator(outputs=o, reference_outputs=r)["score"]) for o, r in zip(outs, refs, strict=True))
-        print(f"{mode}: toolgym {ours:.0f}, agentevals {theirs:.0f};", end=" ")
+        ours_v = [grader.grade(e, t).value for e, t in zip(examples, trajs, strict=True)]
+        theirs_v = [float(evaluator(outputs=o, reference_outputs=r)["score"]) for o, r in zip(outs, refs, strict=True)]
+        # where they differ, agentevals' greedy pairing failed a trajectory the optimal one passes
+        assert all(a >= b for a, b in zip(ours_v, theirs_v, strict=True))
+        differ = sum(1 for a, b in zip(ours_v, theirs_v, strict=True) if a != b)
+        print(f"{mode}: toolgym {sum(ours_v):.0f}, agentevals {sum(theirs_v):.0f} ({differ} differ);", end=" ")
     print()
 
 
@@ -223,14 +229,29 @@ def rest(rng: random.Random, args: argparse.Namespace) -> None:
     print(f"\nmilestone graphs of 10 (random after, $lenient, $from, superset args), 20 steps: "
           f"{rate:,.0f} traj/s, {sum(values):,.0f}/{len(graphs)} pass (each trajectory is a valid order)")
 
-    print("\n| chain of milestones | tool steps | traj/s | µs per step |")
-    print("|---:|---:|---:|---:|")
+    from agentevals.trajectory.match import create_trajectory_match_evaluator
+
+    strict = create_trajectory_match_evaluator(trajectory_match_mode="strict", tool_args_match_mode="exact")
+    print("\n| chain of milestones | tool steps | toolgym (traj/s) | toolgym µs per step "
+          "| agentevals strict (traj/s) | agentevals µs per step | ratio |")
+    print("|---:|---:|---:|---:|---:|---:|---:|")
     for n_ref in (5, 10, 20, 40, 80):
         chain_cases = [make_case(rng, 0, n_ref, 2 * n_ref) for _ in range(300)]
         items = [(Example(id="c", input="x", expected_calls=ref), trajectory(calls)) for ref, calls in chain_cases]
-        g = TrajectoryMatch(trajectory_mode="strict")
-        rate, _ = best_rate(lambda item, g=g: g.grade(*item).value, items, args.repeat)
-        print(f"| {n_ref} | {2 * n_ref} | {rate:,.0f} | {1e6 / rate / (2 * n_ref):.1f} |")
+        msgs = [(messages(calls), messages(ref)) for ref, calls in chain_cases]
+
+        def fresh(items=items):
+            g = TrajectoryMatch(trajectory_mode="strict")  # a fresh grader: plans built again
+            return lambda k: g.grade(*items[k]).value
+
+        ours, theirs, our_v, their_v = interleaved(
+            fresh, lambda k, msgs=msgs: float(strict(outputs=msgs[k][0], reference_outputs=msgs[k][1])["score"]),
+            len(items), args.repeat, chunk=50,
+        )
+        assert our_v == their_v, f"chain of {n_ref}: verdicts differ"
+        steps = 2 * n_ref
+        print(f"| {n_ref} | {steps} | {ours:,.0f} | {1e6 / ours / steps:.1f} | {theirs:,.0f} | "
+              f"{1e6 / theirs / steps:.1f} | {ours / theirs:.1f}× |")
     print(f"\npython {sys.version.split()[0]}, agentevals {__import__('importlib.metadata').metadata.version('agentevals')}")
     print(f"load average: {' '.join(f'{x:.2f}' for x in __import__('os').getloadavg())}")
     _ = statistics

@@ -2,13 +2,14 @@
 force on random small graphs and trajectories."""
 
 import itertools
+from types import SimpleNamespace
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from toolgym.graders.alignment import StepView, align, diagnose, step_allowed
-from toolgym.matchers import MatchContext
-from toolgym.milestones import compile_plan
+from toolgym.matchers import MatchContext, json_equal
+from toolgym.milestones import call_key, calls_plan, compile_plan
 
 
 def call(name, **arguments):
@@ -259,3 +260,39 @@ def test_the_chain_programme_equals_brute_force(problem):
     w_r = w_o * (len(plan.milestones) + 1)
     score = result.required_matched * w_r + result.optional_matched * w_o - result.forbidden_unmatched * w_f - result.unmatched
     assert score == brute_force(plan, steps, {})
+
+
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers(-2, 2) | st.sampled_from([0.0, 1.0, 1.5]) | st.sampled_from(["a", "b"]),
+    lambda inner: st.lists(inner, max_size=2) | st.dictionaries(st.sampled_from(["p", "q"]), inner, max_size=2),
+    max_leaves=4,
+)
+ARGUMENTS = st.dictionaries(st.sampled_from(["x", "y"]), JSON_VALUES, max_size=2)
+
+
+@given(ARGUMENTS, ARGUMENTS)
+def test_call_key_is_equality_by_value(a, b):
+    assert (call_key(a) == call_key(b)) == json_equal(a, b)
+
+
+@given(
+    st.lists(st.tuples(st.sampled_from(NAMES), ARGUMENTS), min_size=1, max_size=4),
+    st.lists(st.tuples(st.sampled_from(NAMES), ARGUMENTS, st.booleans()), max_size=6),
+    st.booleans(),
+    st.sampled_from(["exact", "subset", "superset", "ignore"]),
+)
+def test_a_plan_of_reference_calls_aligns_as_its_compiled_milestones(reference, made, chain, args_mode):
+    """calls_plan builds its plan without the JSON compiler: the same calls written as
+    milestones with {"$literal": value} arguments align and diagnose alike."""
+    direct = calls_plan([SimpleNamespace(name=n, arguments=a) for n, a in reference], chain=chain,
+                        args_mode=args_mode)
+    written = compile_plan([
+        {"id": f"call{i + 1}", "call": {"name": n, "arguments": {k: {"$literal": v} for k, v in a.items()},
+                                        "args": args_mode},
+         **({"after": [f"call{i}"]} if chain and i else {})}
+        for i, (n, a) in enumerate(reference)
+    ])
+    steps = [StepView(n, a, None, executed=ok) for n, a, ok in made]
+    one, two = align(direct, steps), align(written, steps)
+    assert (one.step_milestone, one.matched, one.unmatched) == (two.step_milestone, two.matched, two.unmatched)
+    assert diagnose(direct, steps, one).first_error == diagnose(written, steps, two).first_error

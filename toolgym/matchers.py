@@ -122,7 +122,10 @@ def json_key(value: Any) -> Any:
     if kind in _SCALARS:
         return value
     if kind is dict:
-        return frozenset([(k, v if type(v) in _SCALARS else json_key(v)) for k, v in value.items()])
+        for v in value.values():
+            if type(v) not in _SCALARS:
+                return frozenset([(k, v if type(v) in _SCALARS else json_key(v)) for k, v in value.items()])
+        return frozenset(value.items())  # plain values only (the common case): their items are the key
     if value is True:
         return _TRUE
     if value is False:

@@ -61,6 +61,7 @@ __all__ = [
     "Milestone",
     "Plan",
     "StatePattern",
+    "calls_plan",
     "compile_plan",
 ]
 
@@ -68,6 +69,33 @@ ArgsMode = Literal["exact", "subset", "superset", "ignore"]
 ARGS_MODES: tuple[str, ...] = ("exact", "subset", "superset", "ignore")
 ExtraCalls = Literal["forbid", "allow_read_only", "allow"]
 EXTRA_CALLS: tuple[str, ...] = ("forbid", "allow_read_only", "allow")
+
+
+_UNSET: Any = object()
+
+
+def call_key(arguments: Mapping[str, Any]) -> tuple[tuple[str, Any], ...]:
+    """A hashable key of a call's arguments (a JSON object): equal exactly when the arguments
+    are equal by value (:func:`~toolgym.matchers.json_equal`). Its items sorted by name, each
+    value as :func:`~toolgym.matchers.json_key` keys it: a tuple, which the garbage collector
+    stops tracking once it holds plain values only.
+
+    Raises:
+        TypeError: for a value that is not JSON.
+    """
+    for v in arguments.values():
+        if type(v) not in _SCALARS:
+            break
+    else:  # plain values only (the common case); names are unique, so values are never compared
+        return tuple(sorted(arguments.items()))
+    return tuple(sorted([(k, v if type(v) in _SCALARS else json_key(v)) for k, v in arguments.items()], key=_first))
+
+
+def _first(item: tuple[str, Any]) -> str:
+    return item[0]
+
+
+_SCALARS = frozenset({str, int, float, type(None)})
 
 
 @dataclass(eq=False)
@@ -88,6 +116,11 @@ class CallPattern:
     refs: frozenset[str] = frozenset()
 
     kind: Literal["call"] = "call"
+    _keys: frozenset[str] | None = field(default=None, init=False, repr=False)
+    _exact_key: Any = field(default=None, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self._exact_key = _UNSET
 
     def wrong_argument(
         self, arguments: Mapping[str, Any], context: MatchContext = EMPTY_CONTEXT
@@ -98,31 +131,51 @@ class CallPattern:
         A key the pattern expects but the call lacks, or (``exact``/``subset``) a key the call
         gives but the pattern does not name, is that failing argument.
         """
-        if self.arguments is None or self.args == "ignore":
+        args = self.args
+        if self.arguments is None or args == "ignore":
             return None
-        expected = dict(self.arguments)
-        if self.args in ("exact", "subset"):
+        if args != "superset":  # exact and subset: no key beyond the pattern's
+            expected = self.keys
             for key in arguments:
                 if key not in expected:
                     return str(key)
         for key, matcher in self.arguments:
             if key not in arguments:
-                if self.args == "subset":
+                if args == "subset":
                     continue
                 return key
             if not matcher.match(arguments[key], context):
                 return key
         return None
 
-    @cached_property
+    @property
+    def keys(self) -> frozenset[str]:
+        """The argument names the pattern names (empty for any arguments)."""
+        # kept in an attribute set on first use, not a cached_property: that would give every
+        # pattern a __dict__, and a plan lives as long as its example (fewer objects to collect)
+        found = self._keys
+        if found is None:
+            found = self._keys = frozenset(k for k, _ in self.arguments or ())
+        return found
+
+    @property
     def exact_key(self) -> Any:
-        """For ``exact`` arguments that are all plain values: :func:`json_key` of them (a call
+        """For ``exact`` arguments that are all plain values: :func:`call_key` of them (a call
         fits exactly when its arguments have this key); else ``None``."""
+        found = self._exact_key
+        if found is _UNSET:
+            found = self._exact_key = self._compute_exact_key()
+        return found
+
+    def _compute_exact_key(self) -> Any:
         if self.args != "exact" or self.arguments is None:
             return None
-        if not all(type(m) in (Equal, LiteralValue) for _, m in self.arguments):
-            return None
-        return json_key({k: m.value for k, m in self.arguments})  # type: ignore[attr-defined]
+        values = {}
+        for k, m in self.arguments:
+            if type(m) is not Equal and type(m) is not LiteralValue:
+                return None
+            values[k] = m.value  # type: ignore[attr-defined]
+        return call_key(values)
 
     def expected(self) -> dict[str, Any]:
         """The pattern as JSON (for explanations)."""
@@ -177,8 +230,8 @@ class Milestone:
 
     def __post_init__(self) -> None:
         if len(self.alternatives) == 1:
-            only = self.alternatives[0]
-            self.calls, self.states = ((only,), ()) if only.kind == "call" else ((), (only,))  # type: ignore[assignment]
+            only = self.alternatives
+            self.calls, self.states = (only, ()) if only[0].kind == "call" else ((), only)  # type: ignore[assignment]
         else:
             self.calls = tuple(a for a in self.alternatives if isinstance(a, CallPattern))
             self.states = tuple(a for a in self.alternatives if isinstance(a, StatePattern))
@@ -209,22 +262,23 @@ class Plan:
     @cached_property
     def call_index(self) -> tuple[dict[Any, list[tuple[int, tuple[CallPattern, ...]]]], dict[str, list[tuple[int, tuple[CallPattern, ...]]]]]:
         """Where a step's candidate milestones are found: ``(exact, by_name)``. ``exact`` maps
-        ``(tool name, json_key(arguments))`` to the milestones (index, alternatives) whose
+        ``(tool name, call_key(arguments))`` to the milestones (index, alternatives) whose
         exact plain-valued call it is; ``by_name`` maps a tool name to the milestones with any
         other call of that name, whose arguments must be matched."""
         exact: dict[Any, list[tuple[int, tuple[CallPattern, ...]]]] = {}
         by_name: dict[str, list[tuple[int, tuple[CallPattern, ...]]]] = {}
         for j, m in enumerate(self.milestones):
             for c in m.calls:
+                entry = (j, m.calls if len(m.calls) == 1 else (c,))
                 key = c.exact_key
                 if key is not None:
-                    exact.setdefault((c.name, key), []).append((j, (c,)))
+                    exact.setdefault((c.name, key), []).append(entry)
                 else:
-                    by_name.setdefault(c.name, []).append((j, (c,)))
+                    by_name.setdefault(c.name, []).append(entry)
         return exact, by_name
 
     @cached_property
-    def names(self) -> dict[str, list[int]]:
+    def names(self) -> dict[str, tuple[int, ...]]:
         """Tool name → the milestones with a call of that name."""
         out: dict[str, list[int]] = {}
         for j, m in enumerate(self.milestones):
@@ -232,7 +286,7 @@ class Plan:
                 row = out.setdefault(c.name, [])
                 if not row or row[-1] != j:
                     row.append(j)
-        return out
+        return {name: tuple(row) for name, row in out.items()}  # type: ignore[misc]
 
     @cached_property
     def needs_judge(self) -> bool:
@@ -451,3 +505,82 @@ def compile_plan(
     if extra_calls not in EXTRA_CALLS:
         raise SpecError("extra_calls", f"unknown policy {extra_calls!r} (known: {', '.join(EXTRA_CALLS)})")
     return Plan(tuple(parsed), tuple(mines), tuple(read_only), extra_calls, ancestors)
+
+
+def calls_plan(
+    calls: Any,
+    *,
+    chain: bool,
+    optional: bool = False,
+    extra_calls: ExtraCalls = "forbid",
+    args_mode: ArgsMode = "exact",
+    source: str = "expected calls",
+) -> Plan:
+    """A plan of plain reference calls: one milestone ``call1``, ``call2``, ... per call,
+    whose arguments are matched by plain equality (``{"$literal": value}``, never read as
+    operators) in ``args_mode``. Built directly, without the JSON compiler, with its lookup
+    tables filled in, since a plan built from ``expected_calls`` is built once per example.
+
+    Args:
+        calls: The reference calls, each with ``name`` (str) and ``arguments`` (a JSON object)
+            attributes (:class:`toolgym.records.ToolCallSpec`).
+        chain: Each milestone after the one before it (a chain in the order given); else none
+            has an ``after``.
+        optional: Every milestone optional.
+        extra_calls: The plan's policy for calls matched to no milestone.
+        args_mode: ``exact``, ``subset``, ``superset`` or ``ignore`` (see :class:`CallPattern`).
+        source: The plan's note on where it comes from.
+
+    Returns:
+        Plan: Without minefields, ``read_only`` patterns or ancestors (no ``$from``).
+
+    Raises:
+        TypeError: for an argument value that is not JSON.
+    """
+    milestones: list[Milestone] = []
+    exact: dict[Any, list[tuple[int, tuple[CallPattern, ...]]]] = {}
+    by_name: dict[str, list[tuple[int, tuple[CallPattern, ...]]]] = {}
+    names: dict[str, list[int]] = {}
+    previous: tuple[str, ...] = ()
+    for i, call in enumerate(calls):
+        name, arguments = call.name, call.arguments
+        pattern = CallPattern(name, tuple([_literal_item(k, v) for k, v in arguments.items()]), args_mode)
+        alternatives = (pattern,)
+        entry = (i, alternatives)
+        if args_mode == "exact":
+            key = pattern._exact_key = call_key(arguments)  # what exact_key would compute
+            exact.setdefault((name, key), []).append(entry)
+        else:
+            pattern._exact_key = None
+            by_name.setdefault(name, []).append(entry)
+        mid = f"call{i + 1}"
+        milestones.append(Milestone(mid, i, alternatives, previous, optional))
+        names.setdefault(name, []).append(i)
+        if chain:
+            previous = (mid,)
+    plan = Plan(tuple(milestones), (), (), extra_calls, {}, source=source)
+    # the cached properties, filled in as they would be computed
+    plan.__dict__.update(
+        call_index=(exact, by_name), names={k: tuple(v) for k, v in names.items()}, needs_judge=False
+    )
+    return plan
+
+
+_LITERALS: dict[tuple[str, type, Any], tuple[str, LiteralValue]] = {}
+"""Shared ``(argument name, literal matcher)`` items of reference calls, for plain values that
+are strings, integers, booleans or null (matchers never change, so plans may share them)."""
+
+_LITERALS_KEPT = 4096
+
+
+def _literal_item(name: str, value: Any) -> tuple[str, LiteralValue]:
+    kind = type(value)
+    if kind is not str and kind is not int and kind is not bool and value is not None:
+        return (name, LiteralValue(value))
+    key = (name, kind, value)
+    found = _LITERALS.get(key)
+    if found is None:
+        if len(_LITERALS) >= _LITERALS_KEPT:
+            _LITERALS.clear()
+        found = _LITERALS[key] = (name, LiteralValue(value))
+    return found

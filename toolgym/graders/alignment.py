@@ -29,12 +29,12 @@ search cannot.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, NamedTuple
 
-from toolgym.matchers import MatchContext, json_key
-from toolgym.milestones import CallPattern, Milestone, Plan, StatePattern
+from toolgym.matchers import EMPTY_CONTEXT, MatchContext
+from toolgym.milestones import CallPattern, Milestone, Plan, StatePattern, call_key
 
 __all__ = ["EXACT_LIMIT", "Alignment", "StepLabel", "StepView", "align", "diagnose"]
 
@@ -110,8 +110,68 @@ def step_allowed(plan: Plan, step: StepView) -> bool:
     return False
 
 
-def _results(plan_refs: tuple[str, ...], ref_steps: tuple[int, ...], steps: list[StepView]) -> dict[str, Any]:
-    return {mid: steps[i].result for mid, i in zip(plan_refs, ref_steps, strict=True) if i >= 0}
+class _Layout:
+    """What the alignment reads from a plan on every trajectory, worked out once per plan:
+    the milestones' positions, the parts they form through ``after`` and ``$from``, and the
+    candidate rows of exact plain-valued calls with their alternatives merged."""
+
+    __slots__ = ("index", "optional", "required", "root", "groups", "simple", "exact", "by_name")
+
+    def __init__(self, plan: Plan) -> None:
+        ms = plan.milestones
+        self.index = {m.id: i for i, m in enumerate(ms)}
+        # tuples of plain values, which the garbage collector stops tracking (a layout lives
+        # as long as its plan)
+        self.optional = tuple(m.optional for m in ms)
+        self.required = sum(1 for m in ms if not m.optional)
+        parent = list(range(len(ms)))
+        for j, m in enumerate(ms):
+            if m.after or m.refs:
+                for a in (*m.after, *m.refs):
+                    _union(parent, j, self.index[a])
+        self.root = tuple(_find(parent, j) for j in range(len(ms)))
+        groups: dict[int, list[int]] = {}
+        for j, r in enumerate(self.root):
+            groups.setdefault(r, []).append(j)
+        self.groups = {r: tuple(members) for r, members in groups.items()}
+        # a milestone that can be solved alone when no step may match another one with it
+        self.simple = tuple(not (m.after or m.refs or m.states) for m in ms)
+        exact, self.by_name = plan.call_index
+        self.exact = {key: row if len(row) < 2 else _merged(row) for key, row in exact.items()}
+
+
+def _merged(row: list[tuple[int, tuple[CallPattern, ...]]]) -> list[tuple[int, tuple[CallPattern, ...]]]:
+    """A candidate row with each milestone once (its fitting alternatives joined), by index."""
+    if len(row) < 2:
+        return row
+    merged: dict[int, tuple[CallPattern, ...]] = {}
+    for j, calls in row:
+        merged[j] = merged.get(j, ()) + calls
+    return sorted(merged.items())
+
+
+def _find(parent: list[int], x: int) -> int:
+    while parent[x] != x:
+        parent[x] = parent[parent[x]]
+        x = parent[x]
+    return x
+
+
+def _union(parent: list[int], a: int, b: int) -> None:
+    ra, rb = _find(parent, a), _find(parent, b)
+    if ra != rb:
+        parent[max(ra, rb)] = min(ra, rb)
+
+
+def _layout(plan: Plan) -> _Layout:
+    """The plan's layout, kept on the plan (a plan is never changed once built)."""
+    found = plan.__dict__.get("_alignment_layout")
+    if found is None:
+        found = plan.__dict__["_alignment_layout"] = _Layout(plan)
+    return found
+
+
+_NO_CANDIDATES: list[tuple[int, tuple[CallPattern, ...]]] = []
 
 
 def align(
@@ -126,8 +186,8 @@ def align(
     The problem splits into independent parts: milestones joined by ``after`` or ``$from``, or
     able to match the same step, are solved together, with only the steps they can match. A
     part that is a plain chain (each milestone after the one before, no ``$from``, no state) is
-    solved by a sparse dynamic programme linear in its (step, milestone) pairs; any other part by
-    the search over matched sets.
+    solved by a sparse dynamic programme linear in its (step, milestone) pairs (a milestone
+    alone takes the best of its steps); any other part by the search over matched sets.
 
     Args:
         plan: The example's compiled plan.
@@ -144,83 +204,108 @@ def align(
         JudgeRequired: a ``$judge`` matcher had to be decided and ``judge`` is ``None``.
     """
     states = states or {}
+    layout = _layout(plan)
     ms = plan.milestones
     n, m_count = len(steps), len(ms)
-    index = {m.id: i for i, m in enumerate(ms)}
+    index = layout.index
     w_f = n + 1
     w_o = w_f * (n + 1)
     w_r = w_o * (m_count + 1)
-    weight = [w_o if m.optional else w_r for m in ms]
-    allowed_names: dict[str, bool] = {}
-    allowed = []
-    for s in steps:
-        if not s.executed or plan.extra_calls != "allow_read_only":
-            allowed.append(step_allowed(plan, s))
-        else:
-            if s.name not in allowed_names:
-                allowed_names[s.name] = step_allowed(plan, s)
-            allowed.append(allowed_names[s.name])
+    weight = [w_o if optional else w_r for optional in layout.optional]
+    policy = plan.extra_calls
+    if policy == "allow":
+        allowed = [True] * n
+    elif policy == "forbid":
+        allowed = [False] * n
+    else:
+        allowed_names: dict[str, bool] = {}
+        allowed = []
+        for s in steps:
+            if not s.executed:
+                allowed.append(True)
+                continue
+            ok = allowed_names.get(s.name)
+            if ok is None:
+                ok = allowed_names[s.name] = plan.is_read_only(s.name)
+            allowed.append(ok)
     penalty = [1 if ok else 1 + w_f for ok in allowed]
-    exact_index, by_name = plan.call_index
-    context = MatchContext(judge=judge)
+    exact_index, by_name = layout.exact, layout.by_name
+    context = MatchContext(judge=judge) if by_name else EMPTY_CONTEXT
     # candidates[i]: the milestones step i may match (the name fits; the arguments fit, unless
     # they read $from and are checked during the search)
     candidates: list[list[tuple[int, tuple[CallPattern, ...]]]] = []
+    shared = False  # whether some step may match two milestones (which joins their parts)
     for s in steps:
-        row: list[tuple[int, tuple[CallPattern, ...]]] = []
+        row = _NO_CANDIDATES
         if s.executed:
             if exact_index:
                 try:
-                    row.extend(exact_index.get((s.name, json_key(s.arguments)), ()))
+                    row = exact_index.get((s.name, call_key(s.arguments)), _NO_CANDIDATES)
                 except TypeError:  # arguments that are not JSON match no plain value
                     pass
-            for j, calls in by_name.get(s.name, ()):
-                if ms[j].refs or calls[0].wrong_argument(s.arguments, context) is None:
-                    row.append((j, calls))
+            named = by_name.get(s.name) if by_name else None
+            if named:
+                row = list(row)
+                for j, calls in named:
+                    if ms[j].refs or calls[0].wrong_argument(s.arguments, context) is None:
+                        row.append((j, calls))
+                row = _merged(row)
             if len(row) > 1:
-                merged: dict[int, tuple[CallPattern, ...]] = {}
-                for j, calls in row:
-                    merged[j] = merged.get(j, ()) + calls
-                row = sorted(merged.items())
+                shared = True
         candidates.append(row)
 
-    parent = list(range(m_count))
-
-    def find(x: int) -> int:
-        while parent[x] != x:
-            parent[x] = parent[parent[x]]
-            x = parent[x]
-        return x
-
-    def union(a: int, b: int) -> None:
-        ra, rb = find(a), find(b)
-        if ra != rb:
-            parent[max(ra, rb)] = min(ra, rb)
-
-    for j, m in enumerate(ms):
-        for a in (*m.after, *m.refs):
-            union(j, index[a])
-    for row in candidates:
-        for j, _ in row[1:]:
-            union(row[0][0], j)
-    groups: dict[int, list[int]] = {}
-    for j in range(m_count):
-        groups.setdefault(find(j), []).append(j)
+    root = layout.root
+    groups = layout.groups
+    if shared:
+        parent = list(root)
+        for row in candidates:
+            if len(row) > 1:
+                first = row[0][0]
+                for j, _ in row[1:]:
+                    _union(parent, first, j)
+        root = tuple(_find(parent, j) for j in range(m_count))
+        regrouped: dict[int, list[int]] = {}
+        for j, r in enumerate(root):
+            regrouped.setdefault(r, []).append(j)
+        groups = regrouped  # type: ignore[assignment]
     group_steps: dict[int, list[int]] = {}
     for i, row in enumerate(candidates):
         if row:
-            group_steps.setdefault(find(row[0][0]), []).append(i)
+            r = root[row[0][0]]
+            found_steps = group_steps.get(r)
+            if found_steps is None:
+                group_steps[r] = [i]
+            else:
+                found_steps.append(i)
 
     step_milestone: list[str | None] = [None] * n
     matched: dict[str, tuple[str, int]] = {}
     exact, explored = True, 0
-    for root, members in groups.items():
-        part_steps = group_steps.get(root, [])
+    for r, members in groups.items():
+        part_steps = group_steps.get(r)
+        if not part_steps and not any(ms[j].states for j in members):
+            # nothing can be matched (a state milestone may be matched by a state); the search
+            # would have counted its start state
+            if not (len(members) == 1 and layout.simple[members[0]]) and not _is_chain(ms, members, index):
+                explored += 1
+            continue
+        if len(members) == 1 and layout.simple[members[0]]:
+            # one milestone alone: its first step among those costing most to leave unmatched
+            j = members[0]
+            best = part_steps[0]  # type: ignore[index]
+            for i in part_steps:  # type: ignore[union-attr]
+                if penalty[i] > penalty[best]:
+                    best = i
+            mid = ms[j].id
+            matched[mid] = ("step", best)
+            step_milestone[best] = mid
+            explored += len(part_steps)  # type: ignore[arg-type]
+            continue
         if _is_chain(ms, members, index):
-            found, work = _chain(ms, members, part_steps, candidates, weight, penalty)
+            found, work = _chain(ms, members, part_steps or [], candidates, weight, penalty)
             ok = True
         else:
-            found, work, ok = _search(ms, members, part_steps, candidates, weight, penalty, steps, states,
+            found, work, ok = _search(ms, members, part_steps or [], candidates, weight, penalty, steps, states,
                                       index, judge, limit)
         exact &= ok
         explored += work
@@ -228,14 +313,20 @@ def align(
             matched[mid] = where
             if where[0] == "step":
                 step_milestone[where[1]] = mid
-    unmatched = [i for i in range(n) if step_milestone[i] is None]
+    optional_matched = sum(1 for mid in matched if layout.optional[index[mid]])
+    unmatched = forbidden = 0
+    for i in range(n):
+        if step_milestone[i] is None:
+            unmatched += 1
+            if not allowed[i]:
+                forbidden += 1
     return Alignment(
         step_milestone=step_milestone,
-        matched=dict(sorted(matched.items(), key=lambda kv: index[kv[0]])),
-        required_matched=sum(1 for mid in matched if not ms[index[mid]].optional),
-        optional_matched=sum(1 for mid in matched if ms[index[mid]].optional),
-        forbidden_unmatched=sum(1 for i in unmatched if not allowed[i]),
-        unmatched=len(unmatched),
+        matched=dict(sorted(matched.items(), key=lambda kv: index[kv[0]])) if len(matched) > 1 else matched,
+        required_matched=len(matched) - optional_matched,
+        optional_matched=optional_matched,
+        forbidden_unmatched=forbidden,
+        unmatched=unmatched,
         exact=exact,
         method="exact search" if exact else f"beam search keeping the best {limit} states per step (not exact)",
         states_explored=explored,
@@ -244,7 +335,7 @@ def align(
     )
 
 
-def _is_chain(ms: tuple[Milestone, ...], members: list[int], index: Mapping[str, int]) -> bool:
+def _is_chain(ms: tuple[Milestone, ...], members: Sequence[int], index: Mapping[str, int]) -> bool:
     """Whether the part is a plain chain in the order written: each milestone after exactly
     the one before it, no ``$from``, no state alternative."""
     for k, j in enumerate(members):
@@ -260,7 +351,7 @@ def _is_chain(ms: tuple[Milestone, ...], members: list[int], index: Mapping[str,
 
 def _chain(
     ms: tuple[Milestone, ...],
-    members: list[int],
+    members: Sequence[int],
     part_steps: list[int],
     candidates: list[list[tuple[int, tuple[CallPattern, ...]]]],
     weight: list[int],
@@ -308,7 +399,7 @@ def _chain(
 
 def _search(
     ms: tuple[Milestone, ...],
-    members: list[int],
+    members: Sequence[int],
     part_steps: list[int],
     candidates: list[list[tuple[int, tuple[CallPattern, ...]]]],
     weight: list[int],
@@ -446,7 +537,22 @@ class StepLabel:
     note: str = ""
 
     def as_dict(self) -> dict[str, Any]:
-        return {k: v for k, v in vars(self).items() if v is not None and v != ""}
+        """The fields that are set (neither ``None`` nor ``""``), in field order."""
+        out: dict[str, Any] = {"step": self.step}
+        if self.milestone is not None and self.milestone != "":
+            out["milestone"] = self.milestone
+        if self.type is not None:
+            out["type"] = self.type
+        out["error"] = self.error
+        if self.allowed is not None and self.allowed != "":
+            out["allowed"] = self.allowed
+        if self.argument is not None and self.argument != "":
+            out["argument"] = self.argument
+        if self.expected is not None and self.expected != "":
+            out["expected"] = self.expected
+        if self.note:
+            out["note"] = self.note
+        return out
 
 
 @dataclass
@@ -504,49 +610,49 @@ def diagnose(
     ``forbidden`` (step ``None``) for a minefield state in the final state; else ``None``.
     """
     ms = plan.milestones
-    by_id = {m.id: m for m in ms}
-    results = {mid: steps[pos].result for mid, (kind, pos) in alignment.matched.items() if kind == "step"}
+    matched = alignment.matched
+    results = {mid: steps[pos].result for mid, (kind, pos) in matched.items() if kind == "step"}
     context = MatchContext(results=results, judge=judge)
-
-    def time_of(mid: str) -> float | None:
-        where = alignment.matched.get(mid)
-        if where is None:
-            return None
-        return where[1] if where[0] == "step" else where[1] - 0.5
-
-    missing = [m.id for m in ms if m.id not in alignment.matched and not m.optional]
-    missing_optional = [m.id for m in ms if m.id not in alignment.matched and m.optional]
-    mines = _mine_hits(plan, steps, final_state)
+    # when each matched milestone was matched: a step at its index, a state just before the next step
+    times = {mid: pos if kind == "step" else pos - 0.5 for mid, (kind, pos) in matched.items()}
+    missing: list[str] = []
+    missing_optional: list[str] = []
+    if len(matched) < len(ms):
+        for m in ms:
+            if m.id not in matched:
+                (missing_optional if m.optional else missing).append(m.id)
+    absent = set(missing)
+    mines = _mine_hits(plan, steps, final_state) if plan.minefields else []
     mine_steps = {h["step"]: h for h in mines if h["step"] is not None}
+    step_milestone = alignment.step_milestone
+    allowed_of = alignment.allowed
+    explain = _Explainer(plan, alignment, context, times, missing, absent)
     labels: list[StepLabel] = []
     for i, s in enumerate(steps):
-        label = StepLabel(step=i + 1)
-        mid = alignment.step_milestone[i]
+        mid = step_milestone[i]
         if mid is not None:
-            label.milestone = mid
-            label.note = f"matched {mid}"
-        elif s.malformed or s.rejected or not s.executed:
-            label.type = "malformed" if s.malformed else "rejected"
-            label.note = "malformed call, never executed" if s.malformed else "rejected by the environment, never executed"
+            label = StepLabel(i + 1, mid, note="matched " + mid)
         else:
-            _explain_unmatched(label, s, i, ms, plan.names, by_id, alignment, context, time_of, missing)
-        if mid is None:
-            allowed = alignment.allowed[i] if alignment.allowed else step_allowed(plan, s)
+            label = StepLabel(i + 1)
+            if s.malformed or s.rejected or not s.executed:
+                label.type = "malformed" if s.malformed else "rejected"
+                label.note = "malformed call, never executed" if s.malformed else "rejected by the environment, never executed"
+            else:
+                explain(label, s, i)
+            allowed = allowed_of[i] if allowed_of else step_allowed(plan, s)
             label.error = not allowed
             if allowed:
                 label.allowed = (
                     "not executed" if not s.executed else "read-only" if plan.is_read_only(s.name) else "allowed"
                 )
-        if i + 1 in mine_steps:
+        if mine_steps and i + 1 in mine_steps:
             label.type, label.error = "forbidden", True
             label.expected = mine_steps[i + 1]["expected"]
             label.note = f"minefield {mine_steps[i + 1]['minefield']} hit"
         labels.append(label)
     first: dict[str, Any] | None = None
-    absent = set(missing)
     for label in labels:
-        names_missing = label.type is not None and label.milestone in absent
-        if label.error or names_missing:
+        if label.error or (label.type is not None and label.milestone in absent):
             first = {"step": label.step, "type": label.type, "milestone": label.milestone, "argument": label.argument}
             break
     if first is None and missing:
@@ -556,60 +662,95 @@ def diagnose(
     return Diagnosis(labels, missing, missing_optional, mines, first)
 
 
-def _explain_unmatched(
-    label: StepLabel,
-    s: StepView,
-    i: int,
-    ms: tuple[Milestone, ...],
-    names: Mapping[str, list[int]],
-    by_id: Mapping[str, Milestone],
-    alignment: Alignment,
-    context: MatchContext,
-    time_of: Callable[[str], float | None],
-    missing: list[str],
-) -> None:
-    named = [ms[j] for j in names.get(s.name, ())]
+class _Explainer:
+    """Why an executed tool step matched no milestone (the checks :func:`diagnose` lists)."""
 
-    def fits_call(m: Milestone) -> bool:
-        return any(c.name == s.name and c.wrong_argument(s.arguments, context) is None for c in m.calls)
+    __slots__ = ("ms", "names", "by_id", "matched", "candidates", "context", "times", "missing", "absent", "pools")
 
-    if alignment.candidates:  # the search's candidates: arguments already checked, but for $from
-        fits = [ms[j] for j in alignment.candidates[i] if not ms[j].refs or fits_call(ms[j])]
-    else:
-        fits = [m for m in named if fits_call(m)]
+    def __init__(
+        self,
+        plan: Plan,
+        alignment: Alignment,
+        context: MatchContext,
+        times: Mapping[str, float],
+        missing: list[str],
+        absent: set[str],
+    ) -> None:
+        self.ms = plan.milestones
+        self.names = plan.names
+        self.by_id = {m.id: m for m in self.ms} if missing else {}
+        self.matched = alignment.matched
+        self.candidates = alignment.candidates
+        self.context, self.times, self.missing, self.absent = context, times, missing, absent
+        self.pools: dict[str, tuple[list[Milestone], list[Milestone]]] = {}
 
-    def ready(m: Milestone) -> bool:
-        return all((t := time_of(a)) is not None and t < i for a in m.after)
+    def pool(self, name: str, named_ids: Sequence[int]) -> tuple[list[Milestone], list[Milestone]]:
+        """The milestones calling tool ``name``, and those of them a step most likely meant:
+        the missing ones, or all when none is missing."""
+        found = self.pools.get(name)
+        if found is None:
+            named = [self.ms[j] for j in named_ids]
+            absent = self.absent
+            pool = [m for m in named if m.id in absent] if absent else []
+            found = self.pools[name] = (named, pool or named)
+        return found
 
-    for m in fits:
-        if not ready(m) and alignment.matched.get(m.id) != ("step", i):
-            label.type, label.milestone = "out_of_order", m.id
-            waiting = [a for a in m.after if not ((t := time_of(a)) is not None and t < i)]
-            label.note = f"fits {m.id}, but {', '.join(waiting)} not matched before it"
-            label.expected = {"after": list(m.after)}
+    def ready(self, m: Milestone, i: int) -> bool:
+        """Whether every milestone of ``m``'s ``after`` was matched before step ``i``."""
+        if not m.after:
+            return True
+        times = self.times
+        for a in m.after:
+            t = times.get(a)
+            if t is None or t >= i:
+                return False
+        return True
+
+    def __call__(self, label: StepLabel, s: StepView, i: int) -> None:
+        ms, context = self.ms, self.context
+        named_ids = self.names.get(s.name, ())
+
+        def fits_call(m: Milestone) -> bool:
+            return any(c.name == s.name and c.wrong_argument(s.arguments, context) is None for c in m.calls)
+
+        if self.candidates:  # the search's candidates: arguments already checked, but for $from
+            fits = [ms[j] for j in self.candidates[i] if not ms[j].refs or fits_call(ms[j])]
+        else:
+            fits = [ms[j] for j in named_ids if fits_call(ms[j])]
+        matched = self.matched
+        for m in fits:
+            if not self.ready(m, i) and matched.get(m.id) != ("step", i):
+                label.type, label.milestone = "out_of_order", m.id
+                waiting = [a for a in m.after if not ((t := self.times.get(a)) is not None and t < i)]
+                label.note = f"fits {m.id}, but {', '.join(waiting)} not matched before it"
+                label.expected = {"after": list(m.after)}
+                return
+        for m in fits:
+            if m.id in matched:
+                label.type, label.milestone = "extra_call", m.id
+                label.note = f"repeats {m.id} (matched at another step)"
+                return
+        if named_ids:
+            # the milestone it most likely meant: a missing one first, then one ready at that point
+            _, pool = self.pool(s.name, named_ids)
+            m = pool[0]
+            for candidate in pool:
+                if self.ready(candidate, i):
+                    m = candidate
+                    break
+            calls = m.calls
+            call = calls[0] if calls[0].name == s.name else next(c for c in calls if c.name == s.name)
+            argument = call.wrong_argument(s.arguments, context)
+            label.type, label.milestone, label.argument = "wrong_arguments", m.id, argument or None
+            label.expected = call.expected()
+            label.note = f"argument {argument!r} does not match {m.id}" if argument else f"arguments do not match {m.id}"
             return
-    for m in fits:
-        if m.id in alignment.matched:
-            label.type, label.milestone = "extra_call", m.id
-            label.note = f"repeats {m.id} (matched at another step)"
-            return
-    if named:
-        # the milestone it most likely meant: a missing one first, then one ready at that point
-        absent = set(missing)
-        pool = [m for m in named if m.id in absent] or named
-        m = next((m for m in pool if ready(m)), pool[0])
-        call = next(c for c in m.calls if c.name == s.name)
-        argument = call.wrong_argument(s.arguments, context)
-        label.type, label.milestone, label.argument = "wrong_arguments", m.id, argument or None
-        label.expected = call.expected()
-        label.note = f"argument {argument!r} does not match {m.id}" if argument else f"arguments do not match {m.id}"
-        return
-    for mid in missing:
-        m = by_id[mid]
-        if ready(m):
-            label.type, label.milestone = "wrong_tool", mid
-            label.expected = m.calls[0].expected() if m.calls else m.states[0].expected()
-            label.note = f"expected {mid}"
-            return
-    label.type = "extra_call"
-    label.note = "matches no milestone"
+        for mid in self.missing:
+            m = self.by_id[mid]
+            if self.ready(m, i):
+                label.type, label.milestone = "wrong_tool", mid
+                label.expected = m.calls[0].expected() if m.calls else m.states[0].expected()
+                label.note = f"expected {mid}"
+                return
+        label.type = "extra_call"
+        label.note = "matches no milestone"

@@ -18,8 +18,7 @@ from typing import Any, ClassVar, Literal
 
 from toolgym.graders import make_score, register_grader
 from toolgym.graders.alignment import Alignment, Diagnosis, StepView, align, diagnose, step_allowed
-from toolgym.matchers import literal
-from toolgym.milestones import ARGS_MODES, CallPattern, Milestone, Plan
+from toolgym.milestones import ARGS_MODES, Plan, calls_plan
 from toolgym.records import BINARY, Example, Measure, Score, ToolCallSpec, Trajectory
 
 __all__ = [
@@ -91,15 +90,10 @@ def agentevals_plan(calls: list[ToolCallSpec], trajectory_mode: str, args_mode: 
         raise ValueError(f"trajectory_mode {trajectory_mode!r}: expected one of {', '.join(TRAJECTORY_MODES)}")
     if args_mode not in ARGS_MODES:
         raise ValueError(f"args_mode {args_mode!r}: expected one of {', '.join(ARGS_MODES)}")
-    milestones = []
-    ids = [f"call{i + 1}" for i in range(len(calls))]
-    for i, c in enumerate(calls):
-        pattern = CallPattern(c.name, tuple((k, literal(v)) for k, v in c.arguments.items()), args_mode)
-        after = (ids[i - 1],) if trajectory_mode == "strict" and i else ()
-        milestones.append(Milestone(ids[i], i, (pattern,), after, optional=trajectory_mode == "subset"))
     # no $from here, so no ancestor sets are needed (a chain's would be quadratic in its length)
-    return Plan(
-        tuple(milestones), (), (), "allow" if trajectory_mode == "superset" else "forbid", {},
+    return calls_plan(
+        calls, chain=trajectory_mode == "strict", optional=trajectory_mode == "subset",
+        extra_calls="allow" if trajectory_mode == "superset" else "forbid", args_mode=args_mode,  # type: ignore[arg-type]
         source=f"agentevals {trajectory_mode} match, arguments {args_mode}",
     )
 
