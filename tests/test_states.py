@@ -172,3 +172,76 @@ def test_replay_of_a_broken_tool_ends_with_status_error_and_keeps_the_steps_befo
     assert [s.name for s in replay.tool_steps] == ["bump"]
     assert toolgym.states_after(replay) == [{"n": 1}] and replay.final_state == {"n": 1}
     json.dumps(replay.model_dump())
+
+
+# --- state milestones and minefields against the state after each step ---------------------
+
+def typewriter_run(example: Example, *letters: str) -> Trajectory:
+    return toolgym.evaluate("typewriter_26", model=ScriptedChatModel(turns=typed(*letters)), dataset=[example],
+                            graders=["trajectory_match", "milestone_progress"]).trajectories[0]
+
+
+def grade(example: Example, trajectory: Trajectory) -> dict[str, toolgym.Score]:
+    from toolgym.graders.trajectory import MilestoneProgress, TrajectoryMatch
+
+    return {g.name: g.grade(example, trajectory) for g in (TrajectoryMatch(), MilestoneProgress())}
+
+
+def without_states(trajectory: Trajectory) -> Trajectory:
+    """The same trajectory as an older run stored it: no initial state, no patches."""
+    return Trajectory.model_validate({
+        **trajectory.model_dump(), "initial_state": None,
+        "steps": [{**s.model_dump(), "state_patch": None} if s.kind == "tool" else s.model_dump()
+                  for s in trajectory.steps],
+    })
+
+
+def test_a_state_milestone_passed_through_mid_trajectory_is_matched_from_the_patches():
+    example = Example(id="abc", input="Type abc", milestones=[
+        {"id": "ab", "state": {"paper": "ab"}},
+        {"id": "c", "after": ["ab"], "call": {"name": "c"}},
+    ], extra_calls="allow")
+    t = typewriter_run(example, "a", "b", "c")
+    scores = grade(example, t)
+    assert scores["trajectory_match"].value == 1.0
+    assert scores["trajectory_match"].details["matched"]["ab"] == {"kind": "state", "at": 2}
+    old = grade(example, without_states(t))  # only the final state "abc" is known: "ab" is never seen
+    assert old["trajectory_match"].value == 0.0 and old["milestone_progress"].value == 0.0
+    assert old["trajectory_match"].details["missing"] == ["ab", "c"]  # c waits for ab
+
+
+def test_a_state_minefield_that_held_for_one_step_fails_the_trajectory_at_that_step():
+    example = Example(id="abc", input="Type abc", milestones=[{"id": "c", "call": {"name": "c"}}],
+                      minefields=[{"state": {"paper": "ab"}}], extra_calls="allow")
+    t = typewriter_run(example, "a", "b", "c")
+    scores = grade(example, t)
+    assert scores["trajectory_match"].value == 0.0 and scores["milestone_progress"].value == 0.0
+    assert scores["trajectory_match"].details["first_error"] == {
+        "step": 2, "type": "forbidden", "milestone": None, "argument": None}
+    assert scores["trajectory_match"].details["minefields_hit"][0]["step"] == 2
+    old = grade(example, without_states(t))  # the final state "abc" is no minefield
+    assert old["trajectory_match"].value == 1.0
+
+
+def test_a_state_minefield_seen_only_in_the_final_state_names_no_step_as_before():
+    example = Example(id="ab", input="Type ab", milestones=[], minefields=[{"state": {"paper": "ab"}}],
+                      extra_calls="allow")
+    t = without_states(typewriter_run(example, "a", "b"))
+    first = grade(example, t)["trajectory_match"].details["first_error"]
+    assert first == {"step": None, "type": "forbidden", "milestone": None, "argument": None}
+
+
+def test_multiverse_math_counts_calls_in_its_state_and_a_milestone_reads_the_count_after_each_step():
+    example = Example(id="m", input="x", milestones=[
+        {"id": "two", "state": {"calls": 2}},
+        {"id": "mul", "call": {"name": "multiply", "arguments": {"a": 2, "b": 3}}},
+    ], extra_calls="allow")
+    script = [{"content": "", "tool_calls": [{"name": "add", "args": {"a": 1, "b": 1}, "id": "1"}]},
+              {"content": "", "tool_calls": [{"name": "multiply", "args": {"a": 2, "b": 3}, "id": "2"}]},
+              {"content": "", "tool_calls": [{"name": "add", "args": {"a": 1, "b": 2}, "id": "3"}]},
+              {"content": "done"}]
+    t = toolgym.evaluate("multiverse_math", model=ScriptedChatModel(turns=script), dataset=[example],
+                         graders=["trajectory_match"]).trajectories[0]
+    assert [s["calls"] for s in toolgym.states_after(t)] == [1, 2, 3]
+    score = grade(example, t)["trajectory_match"]
+    assert score.value == 1.0 and score.details["matched"]["two"] == {"kind": "state", "at": 2}
