@@ -441,3 +441,32 @@ def test_check_reports_a_reference_whose_replay_errors_or_misses_its_own_milesto
     dataset.write_text(json.dumps(rows[0]) + "\n", encoding="utf-8")
     assert main(["check", "--env", env, "--dataset", str(dataset)]) == 1
     assert "good: its expected calls do not satisfy its milestones (step 1: forbidden" in capsys.readouterr().err
+
+
+# --- show draws each tool step's state change ------------------------------------------------
+
+def test_show_draws_the_state_change_of_each_tool_step_and_where_recording_stopped(tmp_path):
+    import io
+
+    from rich.console import Console
+
+    from toolgym.views.show import show
+
+    example = Example(id="ab", input="Type ab", milestones=[{"id": "ab", "state": {"paper": "ab"}}], extra_calls="allow")
+    toolgym.evaluate("typewriter_26", model=ScriptedChatModel(turns=typed("a", "b")), dataset=[example],
+                     out=tmp_path / "tw", graders=["trajectory_match"])
+    buf = io.StringIO()
+    assert show(tmp_path / "tw", console=Console(file=buf, width=200)) == 0
+    text = buf.getvalue()
+    assert 'state /paper: "" → "a"' in text and 'state /paper: "a" → "ab"' in text
+    assert text.index('"" → "a"') < text.index("  4 tool  b")  # under its own step
+
+    script = [{"content": "", "tool_calls": [{"name": "add", "args": {"text": "x" * 100}, "id": f"c{k}"}]}
+              for k in range(3)] + [{"content": "done"}]
+    toolgym.evaluate(Ledger, model=ScriptedChatModel(turns=script), dataset=[Example(id="e", input="go")],
+                     out=tmp_path / "ledger")
+    buf = io.StringIO()
+    assert show(tmp_path / "ledger", console=Console(file=buf, width=300)) == 0
+    text = buf.getvalue()
+    assert text.count("state /entries/") == 2
+    assert "state not recorded from this step: states recorded up to tool step 2" in text
