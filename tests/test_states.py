@@ -470,3 +470,35 @@ def test_show_draws_the_state_change_of_each_tool_step_and_where_recording_stopp
     text = buf.getvalue()
     assert text.count("state /entries/") == 2
     assert "state not recorded from this step: states recorded up to tool step 2" in text
+
+
+# --- the fast path for scalar states is the patch jsonpatch makes ----------------------------
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+SCALAR = st.one_of(st.none(), st.booleans(), st.integers(-3, 3), st.floats(-2, 2, allow_nan=False), st.text(max_size=3))
+KEYS = st.text(alphabet="ab/~", min_size=1, max_size=3)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.dictionaries(KEYS, st.tuples(SCALAR, SCALAR), max_size=5))
+def test_scalar_replacements_equal_jsonpatch(pairs):
+    import jsonpatch
+
+    from toolgym.environments.states import scalar_replacements
+
+    before = {k: a for k, (a, _) in pairs.items()}
+    after = {k: b for k, (_, b) in pairs.items()}
+    fast = scalar_replacements(before, after)
+    made = jsonpatch.make_patch(before, after).patch
+    assert sorted(fast, key=lambda op: op["path"]) == sorted(made, key=lambda op: op["path"])
+    assert jsonpatch.apply_patch(before, fast) == after
+
+
+def test_scalar_replacements_leave_containers_and_new_keys_to_jsonpatch():
+    from toolgym.environments.states import scalar_replacements
+
+    assert scalar_replacements({"a": [1]}, {"a": [1, 2]}) is None
+    assert scalar_replacements({"a": 1}, {"a": 1, "b": 2}) is None
+    assert scalar_replacements({"a": "x", "b": {"c": 1}}, {"a": "y", "b": {"c": 1}}) is None
