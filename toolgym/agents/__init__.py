@@ -89,7 +89,7 @@ class Episode:
         self.status: Status = "completed"
         self.final_answer: str | None = None
         self.started = time.perf_counter()
-        self.states = StateRecorder(env)  # reads the state after reset on the first tool step
+        self.states = StateRecorder(env)  # started right after reset (Agent.arun, the Gym, serve)
 
     def record_model(self, step: ModelStep) -> None:
         """Append a model turn."""
