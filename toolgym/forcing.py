@@ -35,7 +35,7 @@ from typing import Any, ClassVar
 from toolgym.agents import Agent, Episode
 from toolgym.environments import Environment, ToolBug
 from toolgym.graders.forced import reference_calls, reference_plan
-from toolgym.records import Example, ModelStep, Step, ToolCall, ToolCallSpec, ToolStep, Trajectory
+from toolgym.records import Example, ModelStep, Step, ToolCall, ToolCallSpec, ToolStep, Trajectory, without_surrogates
 
 __all__ = [
     "FAULT_KINDS",
@@ -49,6 +49,7 @@ __all__ = [
     "reference_calls",
     "reference_plan",
     "reference_steps",
+    "replay_calls",
     "wrong_value",
 ]
 
@@ -312,6 +313,37 @@ def record_reference(env_cls: type[Environment], example: Example, calls: Sequen
     finally:
         env.close()
     return steps, states
+
+
+def replay_calls(
+    env_cls: type[Environment], example: Example, steps: Sequence[ToolStep], skip: int | None = None,
+) -> tuple[list[ToolStep], list[dict[str, Any]], dict[str, Any]]:
+    """Execute recorded tool steps again on a fresh environment of ``env_cls`` reset for
+    ``example``: a malformed call is not executed (recorded as it was), nor is tool step
+    ``skip`` (1-based; an injected ``tool_error``).
+
+    Returns:
+        The replayed tool steps, the state after each, and the final state.
+
+    Raises:
+        ToolBug: when a tool is broken.
+    """
+    env = env_cls()
+    out: list[ToolStep] = []
+    states: list[dict[str, Any]] = []
+    try:
+        env.reset(example)
+        for n, step in enumerate(steps, start=1):
+            if step.malformed or n == skip:
+                out.append(step.model_copy())
+            else:
+                result = env.call(step.name, step.arguments)
+                out.append(step.model_copy(update={"output": without_surrogates(result.output), "error": result.error,
+                                                   "rejected": result.rejected}))
+            states.append(env.read_state())
+        return out, states, env.read_state()
+    finally:
+        env.close()
 
 
 class TeacherForced(Agent):
