@@ -169,6 +169,11 @@ def cmd_summary(args: argparse.Namespace) -> int:
 
     runs = load_runs([Path(d) for d in args.dirs], with_examples=False)
     print_cells(summary_cells(runs), console, title="summary: mean ± standard error per grader")
+    from toolgym.views.stepwise import stepwise_tables
+
+    for view in runs:
+        for table in stepwise_tables(view.run, view.label):
+            console.print(table)
     milestones = any(s.grader == "trajectory_match" for view in runs for s in view.run.scores)
     if milestones or args.suite_tables:  # the tables below need the datasets: read them once
         runs = load_runs([Path(d) for d in args.dirs], with_examples=True)
