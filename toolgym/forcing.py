@@ -35,7 +35,16 @@ from typing import Any, ClassVar
 from toolgym.agents import Agent, Episode
 from toolgym.environments import Environment, ToolBug
 from toolgym.graders.forced import reference_calls, reference_plan
-from toolgym.records import Example, ModelStep, Step, ToolCall, ToolCallSpec, ToolStep, Trajectory, without_surrogates
+from toolgym.records import (
+    Example,
+    ModelStep,
+    Step,
+    ToolCall,
+    ToolCallSpec,
+    ToolStep,
+    Trajectory,
+    without_surrogates,
+)
 
 __all__ = [
     "FAULT_KINDS",

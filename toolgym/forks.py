@@ -133,7 +133,7 @@ def fork(
         inner = agent_cls(model=chat, model_spec=label, max_steps=steps)
     else:
         inner = agent_obj
-    parent = {"run": str(directory), "example_id": example_id, "trial": traj.trial, "step": step}
+    parent = {"run": str(directory.resolve()), "example_id": example_id, "trial": traj.trial, "step": step}
     forked = ForkAgent(inner, prefix, parent, states, Injection.parse(inject) if inject else None)
     env_spec = record.spec_of("env") or record.env
     config = RunConfig(

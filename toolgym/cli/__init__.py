@@ -226,6 +226,15 @@ def cmd_compare(args: argparse.Namespace) -> int:
     from toolgym.views.tables import print_comparison
 
     print_comparison(compare_runs(Path(args.run_a), Path(args.run_b), n_boot=args.n_boot, seed=args.seed), console)
+    from toolgym.api import load_run
+    from toolgym.views.stepwise import fork_tables
+
+    a, b = (load_run(Path(d), with_examples=False) for d in (args.run_a, args.run_b))
+    for fork_run, parent_run in ((b, a), (a, b)):  # a fork of the other run: side by side from its step K
+        parent_dir = Path(parent_run.directory or ".").resolve()
+        if any(t.parent and Path(str(t.parent.get("run"))).resolve() == parent_dir for t in fork_run.trajectories):
+            for table in fork_tables(fork_run, parent_run):
+                console.print(table)
     return 0
 
 

@@ -8,6 +8,7 @@ the console: off when the output is not a terminal (or ``NO_COLOR`` is set).
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import json
 from pathlib import Path
@@ -98,6 +99,13 @@ def show(
         chosen = chosen[:1]
     for traj in chosen[:limit] if limit else chosen:
         print_trajectory(run, traj, console, highlight_grader=grader)
+    if any(t.parent for t in chosen):
+        from toolgym.views.stepwise import fork_tables
+
+        shown = {t.key for t in chosen}
+        only = dataclasses.replace(run.run, trajectories=[t for t in run.run.trajectories if t.key in shown])
+        for table in fork_tables(only):
+            console.print(table)
     if limit and len(chosen) > limit:
         console.print(Text(f"... {len(chosen) - limit} more (raise --limit)"))
     return 0

@@ -176,3 +176,86 @@ def stepwise_tables(run: Run, label: str):
             t.add_row(kind, est.format(), str(est.n), f"{steps:.2f}" if steps is not None else "—")
         tables.append(t)
     return tables
+
+
+def _tool_cells(trajectory, start: int) -> list[str]:
+    from toolgym.views.rundata import format_call, shorten
+
+    cells = []
+    for s in trajectory.tool_steps[start - 1:]:
+        mark = " (error)" if s.error else ""
+        cells.append(f"{format_call(s.name, s.arguments, 120)} → {shorten(s.output, 120)}{mark}")
+    return cells
+
+
+def fork_table(parent, fork, parent_scores=(), fork_scores=(), label: str = ""):
+    """Parent and fork side by side from the fork's step ``K`` (``fork.parent["step"]``): one
+    row per tool step (call → result), then the status, the final answer and each grader both
+    were scored by. A ``rich.table.Table``.
+
+    Args:
+        parent / fork: The two trajectories (``fork.parent`` set).
+        parent_scores / fork_scores: Their scores.
+    """
+    from rich.table import Table
+    from rich.text import Text
+
+    from toolgym.views.rundata import format_value, shorten
+
+    k = int(fork.parent["step"])
+    t = Table(title=Text(f"{label}fork of {fork.parent['run']} · {fork.parent['example_id']} trial "
+                         f"{fork.parent['trial']}, side by side from step {k} (steps before {k} replayed)"))
+    t.add_column("step", justify="right")
+    t.add_column(f"parent ({parent.model or parent.agent})", overflow="fold")
+    t.add_column(f"fork ({fork.model or fork.agent})", overflow="fold")
+    left, right = _tool_cells(parent, k), _tool_cells(fork, k)
+    for i in range(max(len(left), len(right))):
+        a = left[i] if i < len(left) else ""
+        b = right[i] if i < len(right) else ""
+        t.add_row(str(k + i), Text(a), Text(b if b != a else "= " + b))
+    t.add_row("status", parent.status, fork.status)
+    t.add_row("answer", Text(shorten(parent.final_answer or "", 200)), Text(shorten(fork.final_answer or "", 200)))
+    a_scores = {s.grader: s for s in parent_scores}
+    for s in fork_scores:
+        if s.grader in a_scores:
+            t.add_row(s.grader, format_value(a_scores[s.grader].value), format_value(s.value))
+    if fork.injected:
+        t.add_row("injected", "", f"{fork.injected['kind']} at step {fork.injected['step']}")
+    return t
+
+
+def fork_tables(fork_run: Run, parent_run: Run | None = None) -> list:
+    """:func:`fork_table` for every trajectory of ``fork_run`` with a ``parent`` (its parent
+    read from ``parent_run``, else from the recorded parent directory; a parent that cannot be
+    read is said in the table's place as a ``rich.text.Text``)."""
+    from rich.text import Text
+
+    from toolgym.api import load_run
+    from toolgym.runio import RunDirError, latest_attempts
+
+    out = []
+    cache: dict[str, Run | None] = {}
+    for traj in latest_attempts(fork_run.trajectories):
+        if not traj.parent:
+            continue
+        where = str(traj.parent.get("run"))
+        source = parent_run
+        if source is None:
+            if where not in cache:
+                try:
+                    cache[where] = load_run(where, with_examples=False)
+                except RunDirError as exc:
+                    cache[where] = None
+                    out.append(Text(f"parent run {where} cannot be read: {exc}"))
+            source = cache[where]
+        if source is None:
+            continue
+        parent = next((t for t in latest_attempts(source.trajectories) if t.example_id == traj.parent["example_id"]
+                       and t.trial == traj.parent["trial"]), None)
+        if parent is None:
+            out.append(Text(f"the parent trajectory {traj.parent['example_id']} trial {traj.parent['trial']} is not in {where}"))
+            continue
+        p_scores = [s for s in source.scores if (s.example_id, s.trial) == parent.key]
+        f_scores = [s for s in fork_run.scores if (s.example_id, s.trial) == traj.key]
+        out.append(fork_table(parent, traj, p_scores, f_scores))
+    return out
