@@ -434,34 +434,26 @@ class StepRecall(_MilestoneGrader):
 def milestone_problems(benchmark: Any, example: Example) -> list[str]:
     """Whether an example's reference solves its own milestones (``toolgym check``): its
     ``expected_calls`` are replayed on a fresh environment of ``benchmark`` (a
-    :class:`toolgym.Benchmark`) and the replay is graded by ``trajectory_match``; a reference
-    that fails is a defect of the benchmark, not of a model. Examples without milestones or
-    without expected calls have nothing to check.
+    :class:`toolgym.Benchmark`) by :func:`toolgym.replay.reference_replay` and the replay is
+    graded by ``trajectory_match``; a reference that errors or fails is a defect of the
+    benchmark, not of a model. Examples without milestones or without expected calls have
+    nothing to check.
 
     Returns:
         One line per problem (empty when the reference passes).
-
-    Raises:
-        ToolBug: when a tool of the environment is broken.
     """
     if example.plan is None or example.expected_calls is None:
         return []
-    from toolgym.records import ToolStep
+    from toolgym.replay import reference_replay
 
-    env = benchmark.environment()
-    steps = []
-    try:
-        env.reset(example)
-        for k, call in enumerate(example.expected_calls):
-            result = env.call(call.name, call.arguments)
-            steps.append(ToolStep(call_id=f"ref{k}", name=call.name, arguments=call.arguments,
-                                  output=result.output, error=result.error))
-        state = env.read_state()
-    finally:
-        env.close()
-    replay = Trajectory(example_id=example.id, env=benchmark.name, agent="reference", status="completed",
-                        steps=steps, final_state=state)
+    replay = reference_replay(benchmark, example)
+    problems = []
+    if replay.status == "error":
+        problems.append(f"{example.id}: replaying its expected calls fails: {replay.error}")
+    for k, step in enumerate(replay.tool_steps):
+        if step.error:
+            problems.append(f"{example.id}: expected call {k + 1} {step.name}({step.arguments}) fails: {step.output}")
     score = TrajectoryMatch().grade(example, replay)
-    if score is None or score.value == 1.0:
-        return []
-    return [f"{example.id}: its expected calls do not satisfy its milestones ({score.explanation})"]
+    if score is not None and score.value != 1.0:
+        problems.append(f"{example.id}: its expected calls do not satisfy its milestones ({score.explanation})")
+    return problems
