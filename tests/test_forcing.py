@@ -78,6 +78,7 @@ def test_one_wrong_step_is_one_failed_next_step(env):
     for t in forced:  # the prefix is the reference, executed for real, then the model's one call
         assert [s.arguments for s in t.tool_steps[: t.prefix_steps]] == [c["arguments"] for c in example["expected_calls"][: t.prefix_steps]]
         assert len(t.model_steps) == t.prefix_steps + 1
+        assert toolgym.states_after(t)[-1] == t.final_state  # the state after every step is recorded too
     # free-running episodes keep trials 0 and 1 and are graded by the usual graders only
     free_graders = {s.grader for s in result.scores if s.trial < 2}
     assert "next_step" not in free_graders and free_graders
@@ -199,8 +200,10 @@ def test_replay_and_fork_catch_a_nondeterministic_environment(tmp_path, capsys, 
     capsys.readouterr()
     assert main(["replay", str(out)]) == 1
     lines = capsys.readouterr().out.splitlines()
-    assert len(lines) == 3  # both outputs and the final state
+    assert len(lines) == 5  # each step's output and state after it, and the final state
     assert lines[0].startswith("two trial 0 step 1: output recorded")
+    assert lines[1].startswith("two trial 0 step 1: state recorded")
+    assert lines[4].startswith("two trial 0 final state: state recorded")
     assert main(["fork", str(out), "--example", "two", "--at", "2", "--model", f"scripted:{script}",
                  "--out", str(tmp_path / "fork")]) == 2
     err = capsys.readouterr().err

@@ -43,7 +43,6 @@ from toolgym.records import (
     ToolCallSpec,
     ToolStep,
     Trajectory,
-    without_surrogates,
 )
 
 __all__ = [
@@ -58,7 +57,6 @@ __all__ = [
     "reference_calls",
     "reference_plan",
     "reference_steps",
-    "replay_calls",
     "wrong_value",
 ]
 
@@ -194,10 +192,10 @@ class FaultyEpisode(Episode):
         if fault is None or self.tool_count != fault.step or call.malformed:
             return super().execute(call)
         if fault.kind == "tool_error":  # a failed tool changes nothing: never executed
+            self.states.start()
             step = ToolStep(call_id=call.id, name=call.name, arguments=call.arguments,
-                            output=TOOL_ERROR.format(name=call.name), error=True, rejected=True)
-            if "state_patch" in ToolStep.model_fields:
-                step.state_patch = []
+                            output=TOOL_ERROR.format(name=call.name), error=True, rejected=True,
+                            state_patch=self.states.unchanged())
             self.steps.append(step)
             self.injected = {"kind": fault.kind, "step": fault.step, "output": None}
             return step
@@ -302,57 +300,25 @@ async def _play_from(
     return traj
 
 
-def record_reference(env_cls: type[Environment], example: Example, calls: Sequence[ToolCallSpec]) -> tuple[list[Step], list[dict[str, Any]]]:
-    """The reference path executed once on a fresh environment: its steps (outputs filled in)
-    and the state after each tool step; what every teacher-forced prefix is checked against.
+def record_reference(env_cls: type[Environment], example: Example, calls: Sequence[ToolCallSpec]) -> tuple[list[Step], list[dict[str, Any] | None]]:
+    """The reference path executed once on a fresh environment (:func:`toolgym.replay.replay_calls`):
+    its steps as :func:`reference_steps` writes them, outputs filled in, and the state after
+    each tool step (``None`` where not recorded); what every teacher-forced prefix is checked
+    against.
 
     Raises:
-        ToolBug: when a tool is broken.
+        ValueError: when the replay ends in error (a failing reset, a broken tool).
     """
-    env = env_cls()
+    from toolgym.records import states_after
+    from toolgym.replay import replay_calls
+
+    replayed = replay_calls(env_cls, example, list(calls))
+    if replayed.status == "error":
+        raise ValueError(f"the reference path of {example.id!r} does not replay: {replayed.error}")
     steps = reference_steps(calls)
-    states: list[dict[str, Any]] = []
-    try:
-        env.reset(example)
-        for step in steps:
-            if step.kind == "tool":
-                result = env.call(step.name, step.arguments)
-                step.output, step.error, step.rejected = result.output, result.error, result.rejected
-                states.append(env.read_state())
-    finally:
-        env.close()
-    return steps, states
-
-
-def replay_calls(
-    env_cls: type[Environment], example: Example, steps: Sequence[ToolStep], skip: int | None = None,
-) -> tuple[list[ToolStep], list[dict[str, Any]], dict[str, Any]]:
-    """Execute recorded tool steps again on a fresh environment of ``env_cls`` reset for
-    ``example``: a malformed call is not executed (recorded as it was), nor is tool step
-    ``skip`` (1-based; an injected ``tool_error``).
-
-    Returns:
-        The replayed tool steps, the state after each, and the final state.
-
-    Raises:
-        ToolBug: when a tool is broken.
-    """
-    env = env_cls()
-    out: list[ToolStep] = []
-    states: list[dict[str, Any]] = []
-    try:
-        env.reset(example)
-        for n, step in enumerate(steps, start=1):
-            if step.malformed or n == skip:
-                out.append(step.model_copy())
-            else:
-                result = env.call(step.name, step.arguments)
-                out.append(step.model_copy(update={"output": without_surrogates(result.output), "error": result.error,
-                                                   "rejected": result.rejected}))
-            states.append(env.read_state())
-        return out, states, env.read_state()
-    finally:
-        env.close()
+    for step, done in zip((s for s in steps if s.kind == "tool"), replayed.tool_steps, strict=True):
+        step.output, step.error, step.rejected = done.output, done.error, done.rejected
+    return steps, states_after(replayed)
 
 
 class TeacherForced(Agent):
@@ -381,7 +347,7 @@ class TeacherForced(Agent):
         self.needs_model = inner.needs_model  # type: ignore[misc]
         self.trials = trials
         self.injection = injection
-        self._references: dict[str, tuple[Example, list[Step], list[dict[str, Any]]]] = {}
+        self._references: dict[str, tuple[Example, list[Step], list[dict[str, Any] | None]]] = {}
 
     def describe(self) -> dict[str, Any]:
         return {**self.inner.describe(), "protocol": self.protocol,
@@ -407,7 +373,7 @@ class TeacherForced(Agent):
         t, k = divmod(trial - self.trials, n)
         return t, k + 1
 
-    def reference(self, env_cls: type[Environment], example: Example) -> tuple[list[Step], list[dict[str, Any]]]:
+    def reference(self, env_cls: type[Environment], example: Example) -> tuple[list[Step], list[dict[str, Any] | None]]:
         """The example's reference steps and states (:func:`record_reference`), once per example."""
         kept = self._references.get(example.id)
         if kept is None or kept[0] is not example:

@@ -149,13 +149,11 @@ def fork(
     return result
 
 
-def _recorded_states(trajectory: Trajectory) -> list[dict[str, Any] | None] | None:
-    """The state after each tool step where the run recorded it (``toolgym.states_after``,
-    when this toolgym records states), else ``None``."""
-    try:
-        from toolgym.states import states_after  # type: ignore[import-not-found]
-    except ImportError:
-        return None
+def _recorded_states(trajectory: Trajectory) -> list[dict[str, Any] | None]:
+    """The state after each tool step where the run recorded it (:func:`toolgym.states_after`;
+    ``None`` entries where it did not)."""
+    from toolgym.records import states_after
+
     return states_after(trajectory)
 
 
@@ -218,25 +216,35 @@ def replay_run(directory: str | Path) -> list[Difference]:
 
 
 def _replay_one(benchmark: Any, example: Example, traj: Trajectory) -> list[Difference]:
-    from toolgym.forcing import replay_calls
+    """The differences of one trajectory: its executed calls replayed by
+    :func:`toolgym.replay.replay_calls` (a malformed call, and an injected ``tool_error``,
+    never ran: left out)."""
+    from toolgym.records import states_after
+    from toolgym.replay import replay_calls
 
     faulted = int(traj.injected["step"]) if traj.injected else None
     skip = faulted if traj.injected and traj.injected.get("kind") == "tool_error" else None
-    replayed, states, final = replay_calls(benchmark.environment, example, traj.tool_steps, skip=skip)
+    ran = [n for n, s in enumerate(traj.tool_steps, start=1) if not s.malformed and n != skip]
+    calls = [{"name": traj.tool_steps[n - 1].name, "arguments": traj.tool_steps[n - 1].arguments} for n in ran]
+    replayed = replay_calls(benchmark, example, calls, trial=traj.trial)
     recorded_states = _recorded_states(traj)
+    replayed_states = states_after(replayed)
     out: list[Difference] = []
-    for n, (old, new) in enumerate(zip(traj.tool_steps, replayed, strict=True), start=1):
-        if n == faulted or old.malformed:
+    for n, new, state in zip(ran, replayed.tool_steps, replayed_states, strict=False):
+        old = traj.tool_steps[n - 1]
+        if n == faulted:
             continue
         if new.output != old.output:
             out.append(Difference(traj.example_id, traj.trial, n, "output", old.output, new.output))
         elif new.error != old.error:
             out.append(Difference(traj.example_id, traj.trial, n, "error", old.error, new.error))
-        if recorded_states is not None and n - 1 < len(recorded_states) and recorded_states[n - 1] is not None \
-                and states[n - 1] != recorded_states[n - 1]:
-            out.append(Difference(traj.example_id, traj.trial, n, "state", recorded_states[n - 1], states[n - 1]))
-    if traj.status != "error" and final != traj.final_state:
-        out.append(Difference(traj.example_id, traj.trial, None, "state", traj.final_state, final))
+        recorded = recorded_states[n - 1]
+        if recorded is not None and state is not None and state != recorded:
+            out.append(Difference(traj.example_id, traj.trial, n, "state", recorded, state))
+    if replayed.status == "error":
+        out.append(Difference(traj.example_id, traj.trial, None, "error", None, replayed.error))
+    elif traj.status != "error" and replayed.final_state != traj.final_state:
+        out.append(Difference(traj.example_id, traj.trial, None, "state", traj.final_state, replayed.final_state))
     return out
 
 
