@@ -49,6 +49,7 @@ __all__ = [
     "FAULT_KINDS",
     "PROTOCOLS",
     "ForkAgent",
+    "NotDeterministic",
     "Injection",
     "PrefixMismatch",
     "TeacherForced",
@@ -273,6 +274,25 @@ def episode_numbers(example: Example, trials: int, injection: Injection | None =
     return [*range(trials), *forced]
 
 
+class NotDeterministic(ValueError):
+    """The environment does not say that it replays deterministically
+    (:meth:`toolgym.Environment.replays_deterministically`)."""
+
+
+def check_deterministic(env: Environment) -> None:
+    """Refuse to build a prefix on an environment that does not say it replays
+    deterministically.
+
+    Raises:
+        NotDeterministic: naming the environment.
+    """
+    if not env.replays_deterministically():
+        raise NotDeterministic(
+            f"environment {env.name or type(env).__name__!r} does not say that its tools replay deterministically "
+            "(an MCP server: openWorldHint false on every tool), so a replayed prefix cannot stand for the recorded "
+            "one; teacher forcing and fork need such an environment")
+
+
 def _check_continuable(agent: Agent) -> None:
     if type(agent).prefix_messages is Agent.prefix_messages:
         agent.prefix_messages([])  # raises, naming the agent
@@ -287,6 +307,7 @@ async def _play_from(
     episode = FaultyEpisode(env, example, trial, injection)
     error = None
     try:
+        check_deterministic(env)
         replay_prefix(episode, prefix, recorded_states)
         await agent.play(episode)
     except asyncio.CancelledError:

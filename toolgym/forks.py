@@ -10,7 +10,15 @@ from pathlib import Path
 from typing import Any
 
 from toolgym.api import load_run
-from toolgym.forcing import FaultyEpisode, ForkAgent, Injection, PrefixMismatch, fork_prefix, replay_prefix
+from toolgym.forcing import (
+    FaultyEpisode,
+    ForkAgent,
+    Injection,
+    PrefixMismatch,
+    check_deterministic,
+    fork_prefix,
+    replay_prefix,
+)
 from toolgym.providers import ModelSettings
 from toolgym.records import Example, Trajectory
 from toolgym.runio import Run, RunDirError, latest_attempts
@@ -112,6 +120,7 @@ def fork(
     env = benchmark.environment()
     try:  # the check, before any model is built or called
         env.reset(example)
+        check_deterministic(env)
         replay_prefix(FaultyEpisode(env, example, 0, None), prefix, states)
     finally:
         env.close()

@@ -719,9 +719,10 @@ def run(config: RunConfig, progress: bool = True) -> RunResult:
             print(f"note: --inject {injection}: {len(short)} example(s) have a reference path shorter than "
                   f"{injection.step} steps and are played free-running only (first: {short[0]!r})", file=sys.stderr)
     graders = make_graders(benchmark, config.graders, config.grader_settings, examples)
-    if config.graders is None:
-        extra = (["next_step"] if forced and injection is None else []) + (["recovery"] if injection else [])
-        graders += make_graders(benchmark, extra) if extra else []
+    chosen = {grader_name(g) for g, _ in graders}
+    extra = [n for n in (["next_step"] if forced and injection is None else []) + (["recovery"] if injection else [])
+             if n not in chosen]  # what a forced episode is graded by, whatever else was asked for
+    graders += make_graders(benchmark, extra) if extra else []
     concurrency = config.concurrency if config.concurrency is not None else benchmark.default_concurrency
     out = Path(config.out) if config.out is not None else None
     done: set[tuple[str, int]] = set()
