@@ -291,3 +291,20 @@ def test_fork_step_out_of_range(tmp_path, script_file):
     assert main(["fork", str(parent), "--example", "tw-abcd", "--at", "9", "--model", f"scripted:{script}",
                  "--out", str(tmp_path / "f")]) == 2
     assert Path(parent / "run.json").exists()
+
+
+def test_step_accuracy_and_compounding_over_examples():
+    from toolgym.views.stepwise import compounding, step_accuracy
+
+    good = {**TYPEWRITER, "id": "good"}
+    bad = {**TYPEWRITER, "id": "bad", "input": "abcd!"}  # the same path, another request: another script
+    model = ScriptedChatModel(turns=reference_turns(TYPEWRITER),
+                              by_input={"abcd!": reference_turns(TYPEWRITER, 3, call("type_letter", letter="x"))})
+    result = toolgym.evaluate("typewriter_1", model=model, dataset=[good, bad], protocol="teacher-forced")
+    by_k = {a.k: a for a in step_accuracy(result.run)}
+    assert [by_k[k].estimate.mean for k in (1, 2, 3, 4)] == [1.0, 1.0, 0.5, 1.0]
+    assert by_k[3].estimate.n == 2 and by_k[3].examples == 2 and by_k[3].estimate.stderr > 0
+    rows = {r.example_id: r for r in compounding(result.run)}
+    assert (rows["good"].product, rows["good"].free_pass_rate) == (1.0, 1.0)
+    assert (rows["bad"].product, rows["bad"].free_pass_rate, rows["bad"].mean_accuracy) == (0.0, 0.0, 0.75)
+    assert rows["bad"].grader == "final_state"

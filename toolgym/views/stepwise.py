@@ -77,6 +77,7 @@ class ExampleCompounding:
         example_id: The example.
         steps: Steps ``k`` with a scored ``next_step``.
         product: The product over ``k`` of the mean ``next_step`` at ``k`` (over trials).
+        mean_accuracy: The mean over ``k`` of the mean ``next_step`` at ``k``.
         free_pass_rate: The share of its free-running episodes that pass ``grader`` (``None``
             when none was scored).
         grader: The free-running grader (:func:`free_grader`).
@@ -87,6 +88,7 @@ class ExampleCompounding:
     product: float
     free_pass_rate: float | None
     grader: str | None
+    mean_accuracy: float = math.nan
 
 
 def compounding(run: Run, grader: str | None = None) -> list[ExampleCompounding]:
@@ -105,10 +107,11 @@ def compounding(run: Run, grader: str | None = None) -> list[ExampleCompounding]
                 free[s.example_id].append(float(bool(measure.passed(s.value))))
     rows = []
     for example_id, by_k in per.items():
-        product = math.prod(sum(v) / len(v) for v in by_k.values())
+        accuracies = [sum(v) / len(v) for v in by_k.values()]
         passes = free.get(example_id)
-        rows.append(ExampleCompounding(example_id, len(by_k), product,
-                                       sum(passes) / len(passes) if passes else None, grader))
+        rows.append(ExampleCompounding(example_id, len(by_k), math.prod(accuracies),
+                                       sum(passes) / len(passes) if passes else None, grader,
+                                       sum(accuracies) / len(accuracies)))
     return rows
 
 
@@ -151,12 +154,12 @@ def stepwise_tables(run: Run, label: str):
             by_len[r.steps].append(r)
         t = Table(title=Text(f"{label} · compounding: product of per-step accuracies vs free-running "
                              f"pass rate ({grader or 'no free-running grader'}), by path length"))
-        for name in ("steps", "examples", "product of step accuracies", "free-running pass rate"):
+        for name in ("steps", "examples", "step accuracy", "product of step accuracies", "free-running pass rate"):
             t.add_column(name, justify="right")
         for n, group in sorted(by_len.items()):
             free = [r.free_pass_rate for r in group if r.free_pass_rate is not None]
-            t.add_row(str(n), str(len(group)), f"{sum(r.product for r in group) / len(group):.3f}",
-                      f"{sum(free) / len(free):.3f}" if free else "—")
+            t.add_row(str(n), str(len(group)), f"{sum(r.mean_accuracy for r in group) / len(group):.3f}",
+                      f"{sum(r.product for r in group) / len(group):.3f}", f"{sum(free) / len(free):.3f}" if free else "—")
         tables.append(t)
         if len(rows) <= 50:
             t = Table(title=Text(f"{label} · compounding per example"))
