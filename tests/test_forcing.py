@@ -146,6 +146,9 @@ def test_fork_replays_the_prefix_without_the_model(tmp_path, capsys, script_file
     assert run.record.protocol == "fork"
     parent_traj = toolgym.load_run(parent).trajectories[0]
     assert traj.steps[:4] == parent_traj.steps[:4]  # two recorded model turns and their tool steps
+    from toolgym.accounting import account
+
+    assert account(run.trajectories).model_calls == 3  # c, d and the answer: the replayed turns called no model
     assert next(s.value for s in run.scores if s.grader == "final_state") == 1.0
     capsys.readouterr()
     assert main(["show", str(out)]) == 0
