@@ -311,3 +311,16 @@ def test_step_accuracy_and_compounding_over_examples():
     assert (rows["good"].product, rows["good"].free_pass_rate) == (1.0, 1.0)
     assert (rows["bad"].product, rows["bad"].free_pass_rate, rows["bad"].mean_accuracy) == (0.0, 0.0, 0.75)
     assert rows["bad"].grader == "final_state"
+
+
+def test_fork_of_a_faulted_trajectory_replays_its_fault(tmp_path):
+    model = ScriptedChatModel(turns=[turn(call("type_letter", letter=c)) for c in "abbcd"] + ["done"])
+    parent = tmp_path / "tf"
+    toolgym.evaluate("typewriter_1", model=model, dataset=[TYPEWRITER], protocol="teacher-forced",
+                     inject="tool_error@2", out=parent)
+    result = toolgym.fork(parent, "tw-abcd", 4, tmp_path / "fork", trial=1,
+                          model=ScriptedChatModel(turns=[turn(call("type_letter", letter=c)) for c in "abbcd"] + ["ok"]))
+    (traj,) = result.trajectories
+    assert traj.injected == {"kind": "tool_error", "step": 2, "output": None}
+    assert traj.final_state == {"paper": "abcd"} and result.run.record.inject == "tool_error@2"
+    assert [s.value for s in result.scores if s.grader == "recovery"] == [1.0]

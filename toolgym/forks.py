@@ -95,7 +95,8 @@ def fork(
         out: The new run directory.
         model: A model spec or chat model (default: the parent's).
         agent: An agent name or spec (default: the parent's).
-        inject: A fault ``KIND@K`` (``K`` may fall in the replayed prefix or after it).
+        inject: A fault ``KIND@K`` (``K`` may fall in the replayed prefix or after it). A
+            parent that had a fault before ``at`` gets it again (unless ``inject`` is given).
         max_steps: Model turns of the continuation (default: the parent's).
         settings: Model settings (default: temperature 0).
 
@@ -117,11 +118,14 @@ def fork(
     record = parent_run.record
     benchmark = benchmark_of(record, directory)
     states = _recorded_states(traj)
+    injection = Injection.parse(inject) if inject else None
+    if injection is None and traj.injected and int(traj.injected["step"]) < step:
+        injection = Injection(str(traj.injected["kind"]), int(traj.injected["step"]))  # the parent's fault, again
     env = benchmark.environment()
     try:  # the check, before any model is built or called
         env.reset(example)
         check_deterministic(env)
-        replay_prefix(FaultyEpisode(env, example, 0, None), prefix, states)
+        replay_prefix(FaultyEpisode(env, example, 0, injection), prefix, states)
     finally:
         env.close()
     agent_obj, agent_ref = resolve_agent(agent or record.spec_of("agent") or record.agent_name)
@@ -143,12 +147,12 @@ def fork(
     else:
         inner = agent_obj
     parent = {"run": str(directory.resolve()), "example_id": example_id, "trial": traj.trial, "step": step}
-    forked = ForkAgent(inner, prefix, parent, states, Injection.parse(inject) if inject else None)
+    forked = ForkAgent(inner, prefix, parent, states, injection)
     env_spec = record.spec_of("env") or record.env
     config = RunConfig(
         env=env_spec if not env_spec.startswith("<object") else benchmark, out=Path(out), agent=forked,
         dataset=[example], max_steps=steps, settings=settings, env_options=dict(record.env_options),
-        protocol="fork", inject=inject, grader_settings=dict(record.grader_settings),
+        protocol="fork", inject=str(injection) if injection else None, grader_settings=dict(record.grader_settings),
     )
     result = run(config, progress=False)
     result.record.extensions["agent"] = agent_ref
