@@ -146,6 +146,21 @@ def _input_text(value: str | list[dict[str, Any]]) -> Text:
     return text
 
 
+def _prefix_notes(traj: Trajectory) -> list[str]:
+    """Lines saying which steps were replayed rather than played (teacher forcing, a fork) and
+    which fault was injected."""
+    notes = []
+    if traj.parent:
+        p = traj.parent
+        notes.append(f"fork of {p.get('run')} · example {p.get('example_id')} trial {p.get('trial')}: tool steps "
+                     f"before {p.get('step')} replayed without a model")
+    elif traj.prefix_steps is not None:
+        notes.append(f"teacher-forced: {traj.prefix_steps} reference tool step(s) replayed, then the model's turn")
+    if traj.injected:
+        notes.append(f"injected: {traj.injected.get('kind')} at tool step {traj.injected.get('step')}")
+    return notes
+
+
 def print_trajectory(
     run: RunView, traj: Trajectory, console: Console, highlight_grader: str | None = None
 ) -> None:
@@ -167,6 +182,8 @@ def print_trajectory(
             f" · {traj.duration_s:.2f} s",
         )
     )
+    for note in _prefix_notes(traj):
+        console.print(Text(note, style="dim"))
     example = run.examples.get(traj.example_id) if run.examples is not None else None
     if example is not None:
         console.print(Text.assemble(("input: ", "bold"), _input_text(example.input)))
