@@ -324,3 +324,16 @@ def test_fork_of_a_faulted_trajectory_replays_its_fault(tmp_path):
     assert traj.injected == {"kind": "tool_error", "step": 2, "output": None}
     assert traj.final_state == {"paper": "abcd"} and result.run.record.inject == "tool_error@2"
     assert [s.value for s in result.scores if s.grader == "recovery"] == [1.0]
+
+
+def test_milestones_without_expected_calls_give_the_reference_path():
+    example = {"id": "ms", "input": "ab", "milestones": [
+        {"id": "b", "after": ["a"], "call": {"name": "type_letter", "arguments": {"letter": "b"}}},
+        {"id": "a", "call": {"name": "type_letter", "arguments": {"letter": "a"}}},
+    ]}
+    model = ScriptedChatModel(turns=[turn(call("type_letter", letter="a")), turn(call("type_letter", letter="c")), "ok"])
+    result = toolgym.evaluate("typewriter_1", model=model, dataset=[example], protocol="teacher-forced")
+    scores = next_step_scores(result)
+    assert [(s.details["k"], s.details["expected"], s.value) for s in scores] == [(1, "a", 1.0), (2, "b", 0.0)]
+    forced = next(t for t in result.trajectories if t.prefix_steps == 1)
+    assert forced.tool_steps[0].arguments == {"letter": "a"}  # the order `after` allows, not the written one
