@@ -60,6 +60,8 @@ _EXPORTS: dict[str, str] = {
     "aevaluate": "toolgym.api",
     "EvalResult": "toolgym.api",
     "load_run": "toolgym.api",
+    "fork": "toolgym.forks",
+    "replay_run": "toolgym.forks",
     "Estimate": "toolgym.stats",
     "UnknownNameError": "toolgym.registry",
     "ExtensionError": "toolgym.registry",

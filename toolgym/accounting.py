@@ -104,6 +104,24 @@ class Accounting:
         return out
 
 
+def played_model_steps(trajectory: Trajectory) -> list[Any]:
+    """The model turns a trajectory's model really played: all of them, but for an episode
+    played from a replayed prefix (teacher forcing: ``prefix_steps`` tool steps; a fork: the
+    tool steps before ``parent["step"]``), whose replayed turns called no model."""
+    boundary = trajectory.prefix_steps or 0
+    if trajectory.parent and isinstance(trajectory.parent.get("step"), int):
+        boundary = max(boundary, trajectory.parent["step"] - 1)
+    if boundary <= 0:
+        return trajectory.model_steps
+    played, tools = [], 0
+    for step in trajectory.steps:
+        if step.kind == "tool":
+            tools += 1
+        elif tools >= boundary:
+            played.append(step)
+    return played
+
+
 def account(
     trajectories: Iterable[Trajectory], price_in: float | None = None, price_out: float | None = None
 ) -> Accounting:
@@ -123,7 +141,7 @@ def account(
     latencies: list[float] = []
     tokens_in = tokens_out = with_usage = 0
     for traj in trajectories:
-        for step in traj.model_steps:
+        for step in played_model_steps(traj):  # replayed turns called no model
             latencies.append(step.latency_s)
             if step.input_tokens is not None or step.output_tokens is not None:
                 with_usage += 1

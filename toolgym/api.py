@@ -45,6 +45,8 @@ def evaluate(
     progress: bool = False,
     executor: Any = "local",
     executor_options: dict[str, Any] | None = None,
+    protocol: str = "free-running",
+    inject: str | None = None,
 ) -> EvalResult:
     """Run an agent over a dataset, grade every trajectory, and return everything in memory.
 
@@ -81,6 +83,12 @@ def evaluate(
             ``toolgym[ray]`` extra), or an executor spec (see :mod:`toolgym.executor`).
         executor_options: Keyword arguments of the executor, e.g. ``{"address": "auto"}``
             for ``ray``.
+        protocol: ``"free-running"`` (default) or ``"teacher-forced"``: besides each
+            free-running episode, one episode per step ``k`` of each example's reference path
+            (the reference steps before ``k`` replayed, then one model turn), graded by
+            ``next_step`` (see :mod:`toolgym.forcing`).
+        inject: A fault ``"KIND@K"`` (``tool_error``, ``wrong_value``, ``empty``) injected at
+            tool step ``K`` of every teacher-forced episode, graded by ``recovery``.
 
     Returns:
         An :data:`EvalResult`.
@@ -98,7 +106,7 @@ def evaluate(
         resume=resume, graders=list(graders) if graders is not None else None,
         settings=settings or ModelSettings(), env_options=dict(env_options or {}),
         grader_settings=dict(grader_settings or {}), executor=executor,
-        executor_options=dict(executor_options or {}),
+        executor_options=dict(executor_options or {}), protocol=protocol, inject=inject,
     )
     check_resume(config)
     if _loop_running():

@@ -274,6 +274,15 @@ class Trajectory(BaseModel):
             else ``None``.
         final_answer: The agent's last text when it stopped, if any.
         duration_s: Wall-clock seconds of the whole episode.
+        parent: For a fork (``toolgym fork``): the trajectory it continues, ``{"run": run
+            directory, "example_id": str, "trial": int, "step": K}``, where tool step ``K`` is
+            the first one the new agent played (steps before it were replayed); else ``None``.
+        prefix_steps: For a teacher-forced episode (``--protocol teacher-forced``): how many
+            reference tool steps were replayed before the model's first turn (``k - 1`` for
+            step ``k`` of the reference path); ``None`` for a free-running episode.
+        injected: The fault injected (``--inject KIND@K``): ``{"kind": "tool_error" |
+            "wrong_value" | "empty", "step": K (1-based tool step), "output": the result the
+            tool gave, or None when it was not executed}``; else ``None``.
     """
 
     schema_version: int = SCHEMA_VERSION
@@ -290,6 +299,9 @@ class Trajectory(BaseModel):
     duration_s: float = 0.0
     initial_state: dict[str, JSONValue] | None = None
     state_note: str | None = None
+    parent: dict[str, JSONValue] | None = None
+    prefix_steps: int | None = None
+    injected: dict[str, JSONValue] | None = None
 
     @property
     def model_steps(self) -> list[ModelStep]:

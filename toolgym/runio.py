@@ -250,6 +250,11 @@ class RunRecord(BaseModel):
         resumes: One entry per ``--resume`` of the run: ``{"at": ISO time, "reran_errors": N,
             "forced": {setting: [before, now]}}`` (``forced`` lists the settings changed under
             ``--force``).
+        protocol: How episodes were played: ``free-running`` (the agent plays each episode
+            from the start), ``teacher-forced`` (reference steps replayed, then one model
+            turn per step ``k``; see :mod:`toolgym.forcing`) or ``fork`` (a recorded
+            trajectory continued from a step).
+        inject: The fault injected in every episode (``KIND@K``), or ``None``.
     """
 
     model_config = ConfigDict(extra="allow")
@@ -276,6 +281,8 @@ class RunRecord(BaseModel):
     finished_at: str | None = None
     accounting: dict[str, Any] | None = None
     resumes: list[dict[str, Any]] = Field(default_factory=list)
+    protocol: str = "free-running"
+    inject: str | None = None
 
     @property
     def agent_name(self) -> str:

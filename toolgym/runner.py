@@ -113,6 +113,12 @@ class RunConfig:
             executor object (see :mod:`toolgym.executor`).
         executor_options: Keyword arguments of the executor (``{"address": "auto"}`` for
             ``ray``).
+        protocol: ``free-running`` (default), ``teacher-forced`` (besides each free-running
+            episode, one episode per step ``k`` of the example's reference path: the steps
+            before ``k`` replayed, then one model turn; see :mod:`toolgym.forcing`) or ``fork``
+            (only with a :class:`toolgym.forcing.ForkAgent`, made by ``toolgym fork``).
+        inject: A fault ``KIND@K`` (``tool_error``, ``wrong_value`` or ``empty`` at tool step
+            ``K``) for a teacher-forced run or a fork; see :mod:`toolgym.forcing`.
     """
 
     env: Any
@@ -134,6 +140,8 @@ class RunConfig:
     grader_settings: dict[str, Any] = field(default_factory=dict)
     executor: Any = "local"
     executor_options: dict[str, Any] = field(default_factory=dict)
+    protocol: str = "free-running"
+    inject: str | None = None
 
 
 FIRST_ERRORS = 20
@@ -695,19 +703,48 @@ def run(config: RunConfig, progress: bool = True) -> RunResult:
             f"{where}: the {agent_cls.name} agent cannot play {len(missing)} of {len(examples)} examples "
             f"(first: {missing[0]!r}): they name expected steps without expected_calls (the arguments) to replay"
         )
+    from toolgym import forcing
+
+    if config.protocol not in forcing.PROTOCOLS:
+        raise ValueError(f"protocol {config.protocol!r}: expected one of {', '.join(forcing.PROTOCOLS)}")
+    injection = forcing.Injection.parse(config.inject) if config.inject else None
+    if injection is not None and config.protocol == "free-running":
+        raise ValueError("--inject needs --protocol teacher-forced (or toolgym fork): a free-running episode has no "
+                         "replayed step to put the fault in")
+    if config.protocol == "fork" and not isinstance(agent_obj, forcing.ForkAgent):
+        raise ValueError("protocol 'fork' is made by toolgym fork (toolgym.forks.fork), not by run")
+    forced = config.protocol == "teacher-forced"
+    if forced:
+        pathless = [ex.id for ex in examples if not forcing.reference_calls(ex)]
+        if pathless:
+            raise DatasetError(
+                f"{dataset_path or 'dataset'}: {len(pathless)} example(s) have no reference path to force (first: "
+                f"{pathless[0]!r}): give expected_calls, or milestones whose calls name plain arguments")
+        if injection is not None and (short := [ex.id for ex in examples if len(forcing.reference_calls(ex) or []) < injection.step]):
+            print(f"note: --inject {injection}: {len(short)} example(s) have a reference path shorter than "
+                  f"{injection.step} steps and are played free-running only (first: {short[0]!r})", file=sys.stderr)
     graders = make_graders(benchmark, config.graders, config.grader_settings, examples)
+    chosen = {grader_name(g) for g, _ in graders}
+    extra = [n for n in (["next_step"] if forced and injection is None else []) + (["recovery"] if injection else [])
+             if n not in chosen]  # what a forced episode is graded by, whatever else was asked for
+    graders += make_graders(benchmark, extra) if extra else []
     concurrency = config.concurrency if config.concurrency is not None else benchmark.default_concurrency
     out = Path(config.out) if config.out is not None else None
     done: set[tuple[str, int]] = set()
     errored: set[tuple[str, int]] = set()
     previous: list[Trajectory] = []
     previous_record: RunRecord | None = None
-    forced: dict[str, list[Any]] = {}
+    changed: dict[str, list[Any]] = {}
     if out is not None and config.resume and (out / RUN_FILE_NAME).exists():
         previous_record = read_run(out)
-        forced = {k: [before, now] for k, before, now in setting_differences(config, previous_record)}
-        if forced and not config.force:
-            raise RunDirError(resume_refusal(out, forced))
+        if (previous_record.protocol, previous_record.inject) != (config.protocol, config.inject):
+            raise RunDirError(
+                f"{out / RUN_FILE_NAME}: cannot resume a {previous_record.protocol} run"
+                f"{f' (inject {previous_record.inject})' if previous_record.inject else ''} as a {config.protocol} one"
+                f"{f' (inject {config.inject})' if config.inject else ''}")
+        changed = {k: [before, now] for k, before, now in setting_differences(config, previous_record)}
+        if changed and not config.force:
+            raise RunDirError(resume_refusal(out, changed))
     if out is not None:
         if out.exists() and not out.is_dir():
             raise RunDirError(f"{out}: is a file, not a run directory; choose another --out (out= in Python)")
@@ -719,12 +756,16 @@ def run(config: RunConfig, progress: bool = True) -> RunResult:
             errored = {t.key for t in previous if t.status == "error"}
             previous = [t for t in previous if t.key not in errored]  # played again; the new attempt counts
             done = {t.key for t in previous}
-    jobs = [(ex, k) for ex in examples for k in range(config.trials) if (ex.id, k) not in done]
+    jobs = [
+        (ex, k) for ex in examples
+        for k in (forcing.episode_numbers(ex, config.trials, injection) if forced else range(config.trials))
+        if (ex.id, k) not in done
+    ]
     error_limit = ErrorLimit.parse(config.max_errors, len(jobs), completed_before=len(previous))
     resumed: dict[str, Any] | None = None
     if out is not None and config.resume and previous_record is not None:
         rerun = sum(1 for ex, k in jobs if (ex.id, k) in errored)
-        resumed = {"at": dt.datetime.now(dt.UTC).isoformat(), "reran_errors": rerun, "forced": forced}
+        resumed = {"at": dt.datetime.now(dt.UTC).isoformat(), "reran_errors": rerun, "forced": changed}
         print(
             f"resuming {out}: {len(done)} finished episode(s) kept, {rerun} that ended in error played again, "
             f"{len(jobs) - rerun} not yet played",
@@ -757,6 +798,10 @@ def run(config: RunConfig, progress: bool = True) -> RunResult:
                 model_part = model_label
                 model = agent_cls.make_model(model_label, settings) if jobs and executor.in_process else None
         agent = agent_cls(model=model, model_spec=model_label, max_steps=config.max_steps)
+    if forced:
+        if not executor.in_process:
+            raise ValueError(f"--protocol teacher-forced plays in this process only (--executor local), not {executor.name}")
+        agent = forcing.TeacherForced(agent, config.trials, injection)
     if out is not None:  # only now: a model refused while it was built (a server's probe) leaves nothing behind
         out.mkdir(parents=True, exist_ok=True)
         if dataset_path is None:  # examples given in memory: kept beside the run
@@ -769,6 +814,7 @@ def run(config: RunConfig, progress: bool = True) -> RunResult:
         trials=config.trials, concurrency=concurrency, workers=workers, grader_settings=config.grader_settings,
     )
     record.resumes = [*(previous_record.resumes if previous_record else []), *([resumed] if resumed else [])]
+    record.protocol, record.inject = config.protocol, config.inject
     if out is not None:
         write_run(out, record)
 
@@ -1114,6 +1160,10 @@ def grade_trajectories(
     A grader that raises, or returns something other than a :class:`Score` or ``None``, gives
     an unscored value (``None``) whose explanation names the exception.
 
+    A teacher-forced trajectory (``prefix_steps`` set) is graded only by the graders made for
+    it (a class attribute ``forced = True``: ``next_step``, ``recovery``): the others would
+    grade a reference prefix and one model turn as if they were a whole episode.
+
     Raises:
         RunDirError: if a trajectory names an example missing from the dataset.
     """
@@ -1124,7 +1174,10 @@ def grade_trajectories(
         example = examples.get(traj.example_id)
         if example is None:
             raise RunDirError(f"trajectory for example {traj.example_id!r} has no example in the dataset")
+        forced = traj.prefix_steps is not None
         for grader in graders:
+            if forced and not getattr(grader, "forced", False):
+                continue
             try:
                 score = grader.grade(example, traj)
                 if score is not None and not isinstance(score, Score):

@@ -85,6 +85,7 @@ class Episode:
         self.trial = trial
         self.steps: list[Step] = []
         self.messages: list[BaseMessage] = []  # the chat history, for architectures that keep one
+        self.prefix: list[Step] = []  # steps played before the agent took over (teacher forcing, a fork)
         self.model_turns = 0
         self.status: Status = "completed"
         self.final_answer: str | None = None
@@ -202,6 +203,19 @@ class Agent:
         except Exception as exc:
             error = f"{type(exc).__name__}: {exc}"
         return episode.trajectory(self.name, self.model_spec, error)
+
+    def prefix_messages(self, steps: list[Step]) -> list[BaseMessage]:
+        """The chat history this architecture would have built while playing ``steps``
+        (model turns, each followed by the tool steps of its calls), appended after the start
+        messages when an episode starts from a prefix (:attr:`Episode.prefix`): teacher
+        forcing (:mod:`toolgym.forcing`) and ``toolgym fork``. A model turn with no text
+        (a reference step) is written as the architecture writes a call.
+
+        Raises:
+            ValueError: when the architecture cannot continue an episode (the default).
+        """
+        raise ValueError(f"the {self.name or type(self).__name__} agent cannot continue an episode from "
+                         "recorded steps (teacher forcing and fork need tool_calling, react_json or xml_prompting)")
 
     def run(self, env: Environment, example: Example, trial: int = 0) -> Trajectory:
         """Synchronous :meth:`arun`."""

@@ -168,8 +168,39 @@ class PromptedAgent(Agent):
             return END
         return "model"
 
+    def write_calls(self, calls: list[ToolCall]) -> str:
+        """A reply that makes ``calls`` in this architecture's format (for the reference
+        steps of teacher forcing, which no model wrote)."""
+        raise ValueError(f"the {self.name} agent cannot write a reference call as text")
+
+    def prefix_messages(self, steps: list[Any]) -> list[BaseMessage]:
+        """Each model turn as its reply text (a reference turn, which has none, written by
+        :meth:`write_calls`), the tool steps of each turn as one observation message."""
+        messages: list[BaseMessage] = []
+        calls: list[ToolCall] = []
+        results: list[tuple[ToolCall, ToolStep]] = []
+
+        def flush() -> None:
+            if results:
+                messages.append(observation_message(self.observation(list(results))))
+                results.clear()
+
+        for step in steps:
+            if step.kind == "model":
+                flush()
+                calls = list(step.tool_calls)
+                messages.append(AIMessage(step.text or self.write_calls(calls)))
+            else:
+                call = next((c for c in calls if c.id == step.call_id),
+                            ToolCall(id=step.call_id, name=step.name, arguments=step.arguments))
+                results.append((call, step))
+        flush()
+        return messages
+
     async def play(self, episode: Episode) -> None:
         episode.messages = self.start_messages(episode)
+        if episode.prefix:
+            episode.messages += self.prefix_messages(episode.prefix)
         await self.graph.ainvoke(
             {"turns": 0},
             config={"configurable": {"episode": episode}, "recursion_limit": recursion_limit(self.max_steps)},

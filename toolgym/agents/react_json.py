@@ -165,3 +165,7 @@ class ReactJsonAgent(PromptedAgent):
 
     def observation(self, results: list[tuple[ToolCall, ToolStep]]) -> str:
         return "\n".join(f"Observation: {step.output}" for _, step in results)
+
+    def write_calls(self, calls: list[ToolCall]) -> str:
+        blobs = [json.dumps({"action": c.name, "action_input": c.arguments}, ensure_ascii=False) for c in calls]
+        return "\n".join(f"Action:\n```json\n{b}\n```" for b in blobs)

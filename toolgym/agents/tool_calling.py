@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 from typing import Any, TypedDict
 
-from langchain_core.messages import BaseMessage, ToolMessage
+from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 from langchain_core.prompt_values import ChatPromptValue
 from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END, START, StateGraph
@@ -141,6 +141,30 @@ class ToolCallingAgent(Agent):
         episode: Episode = config["configurable"]["episode"]
         return "tools" if episode.steps[-1].tool_calls else END
 
+    def prefix_messages(self, steps: list[Any]) -> list[BaseMessage]:
+        """Each model turn as an AIMessage with its calls (malformed ones as invalid tool
+        calls, with their raw text), each tool step as the ToolMessage answering its call
+        (or, for a call the provider gave no id, the observation message)."""
+        messages: list[BaseMessage] = []
+        ids: set[str] = set()
+        for step in steps:
+            if step.kind == "model":
+                good = [c for c in step.tool_calls if not c.malformed]
+                bad = [c for c in step.tool_calls if c.malformed]
+                ids = {c.id for c in step.tool_calls}
+                messages.append(AIMessage(
+                    step.text,
+                    tool_calls=[{"name": c.name, "args": c.arguments, "id": c.id, "type": "tool_call"} for c in good],
+                    invalid_tool_calls=[{"name": c.name, "args": c.raw, "id": c.id, "error": c.malformed,
+                                         "type": "invalid_tool_call"} for c in bad],
+                ))
+            elif step.call_id in ids:
+                messages.append(ToolMessage(step.output, tool_call_id=step.call_id, name=step.name,
+                                            status="error" if step.error else "success"))
+            else:
+                messages.append(observation_message(step.output))
+        return messages
+
     def _after_tools(self, state: AgentState, config: RunnableConfig) -> str:
         episode: Episode = config["configurable"]["episode"]
         protocol = episode.env.max_model_turns
@@ -154,6 +178,8 @@ class ToolCallingAgent(Agent):
     async def play(self, episode: Episode) -> None:
         configurable = {"episode": episode, "model": self.model_for(episode)}
         episode.messages = episode.env.prompt(episode.example)
+        if episode.prefix:
+            episode.messages += self.prefix_messages(episode.prefix)
         await self.graph.ainvoke(
             {"turns": 0},
             config={"configurable": configurable, "recursion_limit": recursion_limit(self.max_steps)},

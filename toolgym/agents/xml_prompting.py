@@ -163,6 +163,13 @@ class XmlPromptingAgent(PromptedAgent):
     def parse(self, text: str, env: Environment, turn: int) -> Parsed:
         return parse_xml_calls(text, env, lambda i: self.call_id(turn, i))
 
+    def write_calls(self, calls: list[ToolCall]) -> str:
+        return "\n".join(
+            f"<tool_call>\n<name>{escape(c.name)}</name>\n"
+            f"<arguments>{escape(json.dumps(c.arguments, ensure_ascii=False))}</arguments>\n</tool_call>"
+            for c in calls
+        )
+
     def observation(self, results: list[tuple[ToolCall, ToolStep]]) -> str:
         blocks = []
         for call, step in results:

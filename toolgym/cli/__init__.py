@@ -103,6 +103,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         force=args.force, max_errors=args.max_errors,
         settings=settings, grader_settings=judge_settings(args), env_options=env_options(args),
         executor=args.executor, executor_options={"address": args.ray_address} if args.ray_address else {},
+        protocol=args.protocol, inject=args.inject,
     )
     check_resume(config)
     with locked_run_dir(out), serve_for(args, settings, out):
@@ -168,6 +169,11 @@ def cmd_summary(args: argparse.Namespace) -> int:
 
     runs = load_runs([Path(d) for d in args.dirs], with_examples=False)
     print_cells(summary_cells(runs), console, title="summary: mean ± standard error per grader")
+    from toolgym.views.stepwise import stepwise_tables
+
+    for view in runs:
+        for table in stepwise_tables(view.run, view.label):
+            console.print(table)
     milestones = any(s.grader == "trajectory_match" for view in runs for s in view.run.scores)
     if milestones or args.suite_tables:  # the tables below need the datasets: read them once
         runs = load_runs([Path(d) for d in args.dirs], with_examples=True)
@@ -220,6 +226,15 @@ def cmd_compare(args: argparse.Namespace) -> int:
     from toolgym.views.tables import print_comparison
 
     print_comparison(compare_runs(Path(args.run_a), Path(args.run_b), n_boot=args.n_boot, seed=args.seed), console)
+    from toolgym.api import load_run
+    from toolgym.views.stepwise import fork_tables
+
+    a, b = (load_run(Path(d), with_examples=False) for d in (args.run_a, args.run_b))
+    for fork_run, parent_run in ((b, a), (a, b)):  # a fork of the other run: side by side from its step K
+        parent_dir = Path(parent_run.directory or ".").resolve()
+        if any(t.parent and Path(str(t.parent.get("run"))).resolve() == parent_dir for t in fork_run.trajectories):
+            for table in fork_tables(fork_run, parent_run):
+                console.print(table)
     return 0
 
 
@@ -374,6 +389,16 @@ def build_parser() -> argparse.ArgumentParser:
         "first 20 all do)",
     )
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument(
+        "--protocol", choices=("free-running", "teacher-forced"), default="free-running",
+        help="teacher-forced: besides each episode, one per reference step k (steps before k replayed, then one "
+        "model turn), graded by next_step (docs/step-by-step.md)",
+    )
+    from toolgym.cli.stepwise import inject_arg
+
+    p.add_argument("--inject", type=inject_arg, metavar="KIND@K",
+                   help="with --protocol teacher-forced: replace the result of tool step K (tool_error, wrong_value, "
+                   "empty); the agent plays on, graded by recovery")
     p.add_argument("--shots", type=int, help="solved examples in a multiple-choice prompt (default 5)")
     p.add_argument("--shots-from", help="file the solved examples come from (default: the sibling dev/val split)")
     p.add_argument("--sample", type=positive_int, help="evaluate a reproducible subset of N examples (stratified where the environment defines strata)")
@@ -439,10 +464,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0, help="bootstrap seed")
     p.set_defaults(func=cmd_compare)
 
-    from toolgym.cli import export, serve
+    from toolgym.cli import export, serve, stepwise
 
     serve.add_parser(sub)
     export.add_parser(sub)
+    stepwise.add_parsers(sub)
     parser.set_defaults(subcommands=dict(sub.choices))
     return parser
 

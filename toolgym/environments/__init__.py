@@ -202,6 +202,17 @@ class Environment:
         """A JSON-safe snapshot of the state (a copy, never a live reference)."""
         return {}
 
+    def replays_deterministically(self) -> bool:
+        """Whether the same calls on a freshly reset environment give the same results and
+        states (call after :meth:`reset`). Teacher forcing and ``toolgym fork`` build only on
+        an environment that says so (and check each replayed prefix against its record).
+
+        True by default (an environment is a Python object toolgym resets); an environment
+        whose tools reach the outside world overrides it (an MCP server: only when each of its
+        tools declares ``openWorldHint: false``).
+        """
+        return True
+
     def close(self) -> None:
         """Release resources (database connections, files) at the end of the episode."""
 

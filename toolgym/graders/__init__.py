@@ -45,6 +45,8 @@ _BUILTIN = {
     "milestone_progress": "toolgym.graders.trajectory",
     "step_precision": "toolgym.graders.trajectory",
     "step_recall": "toolgym.graders.trajectory",
+    "next_step": "toolgym.graders.forced",
+    "recovery": "toolgym.graders.forced",
 }
 """Built-in grader name → the module that registers it (imported when the name is used)."""
 

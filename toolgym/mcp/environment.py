@@ -394,6 +394,16 @@ class MCPEnvironment(Environment):
             self._connection.close()
             self._connection = None
 
+    def replays_deterministically(self) -> bool:
+        """True when the server says every tool of this session works on a closed world: its
+        annotations set ``openWorldHint`` to false (MCP specification, "Tool annotations":
+        an open-world tool "may interact with an open world of external entities", so calling
+        it again need not give the same result)."""
+        tools = self._connection.tools if self._connection is not None else (type(self)._listed or [])
+        return bool(tools) and all(
+            getattr(t, "annotations", None) is not None and t.annotations.openWorldHint is False for t in tools
+        )
+
     def tool_functions(self) -> dict[str, Callable]:
         """One :func:`schema_tool` per tool the server lists. Before :meth:`reset` (the
         dataset check) a session is opened once to list them."""

@@ -96,6 +96,10 @@ class GraderStats:
     examples_at_k: dict[int, int] = field(default_factory=dict)
 
 
+PER_STEP_GRADERS = ("next_step",)
+"""Graders with one score per step of an example, not per trial: no pass@k / pass^k."""
+
+
 def _scored_by_example(scores: list[Score], grader: str) -> dict[str, list[float]]:
     found: dict[str, list[float]] = defaultdict(list)
     for s in scores:
@@ -132,7 +136,7 @@ def grader_stats(env: str, grader: str, scores: list[Score], measure: Measure, n
     at_k: dict[int, float] = {}
     hat_k: dict[int, float] = {}
     n_at_k: dict[int, int] = {}
-    for k in range(1, trials + 1):
+    for k in range(1, trials + 1 if grader not in PER_STEP_GRADERS else 1):
         eligible = [(len(p), int(sum(p))) for p in passes.values() if len(p) >= k]
         at_k[k] = sum(pass_at_k(n, c, k) for n, c in eligible) / len(eligible)
         hat_k[k] = sum(pass_hat_k(n, c, k) for n, c in eligible) / len(eligible)

@@ -9,6 +9,7 @@ the console: off when the output is not a terminal (or ``NO_COLOR`` is set).
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import json
 from pathlib import Path
@@ -106,6 +107,13 @@ def show(
         chosen = chosen[:1]
     for traj in chosen[:limit] if limit else chosen:
         print_trajectory(run, traj, console, highlight_grader=grader)
+    if any(t.parent for t in chosen):
+        from toolgym.views.stepwise import fork_tables
+
+        shown = {t.key for t in chosen}
+        only = dataclasses.replace(run.run, trajectories=[t for t in run.run.trajectories if t.key in shown])
+        for table in fork_tables(only):
+            console.print(table)
     if limit and len(chosen) > limit:
         console.print(Text(f"... {len(chosen) - limit} more (raise --limit)"))
     return 0
@@ -146,6 +154,21 @@ def _input_text(value: str | list[dict[str, Any]]) -> Text:
     return text
 
 
+def _prefix_notes(traj: Trajectory) -> list[str]:
+    """Lines saying which steps were replayed rather than played (teacher forcing, a fork) and
+    which fault was injected."""
+    notes = []
+    if traj.parent:
+        p = traj.parent
+        notes.append(f"fork of {p.get('run')} · example {p.get('example_id')} trial {p.get('trial')}: tool steps "
+                     f"before {p.get('step')} replayed without a model")
+    elif traj.prefix_steps is not None:
+        notes.append(f"teacher-forced: {traj.prefix_steps} reference tool step(s) replayed, then the model's turn")
+    if traj.injected:
+        notes.append(f"injected: {traj.injected.get('kind')} at tool step {traj.injected.get('step')}")
+    return notes
+
+
 def print_trajectory(
     run: RunView, traj: Trajectory, console: Console, highlight_grader: str | None = None
 ) -> None:
@@ -167,6 +190,8 @@ def print_trajectory(
             f" · {traj.duration_s:.2f} s",
         )
     )
+    for note in _prefix_notes(traj):
+        console.print(Text(note, style="dim"))
     example = run.examples.get(traj.example_id) if run.examples is not None else None
     if example is not None:
         console.print(Text.assemble(("input: ", "bold"), _input_text(example.input)))

@@ -50,7 +50,7 @@ def print_run_report(report: RunReport, console: Console | None = None) -> None:
         rows.append([s.grader, rule_text(s.measure), s.estimate.format(), rate, str(s.n_examples), str(s.trials)])
     print_fitted(console, cols, rows, keys=1, title=Text(f"{report.env}: per grader (SE clustered by example)"),
                  box=box.SIMPLE_HEAD, collapse_padding=True, pad_edge=False)
-    binary = [s for s in report.stats if s.pass_rate is not None and s.trials > 1]
+    binary = [s for s in report.stats if s.pass_rate is not None and s.trials > 1 and s.pass_at_k]
     if ks and binary:
         cols = [Col("grader", "left"), Col(f"pass@{trials}"), *(Col(f"pass^{k}") for k in ks)]
         rows = [

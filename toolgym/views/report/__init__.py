@@ -120,7 +120,8 @@ def success_series(runs: Sequence[RunView], success_grader: str | None = None):
 
 def _charts(runs: Sequence[RunView], cells: Sequence[SummaryCell], success_grader: str | None):
     """``[(section, title, figure)]`` for every chart of the report."""
-    from toolgym.views.report.charts import grader_chart, run_colours, success_chart
+    from toolgym.views.report.charts import grader_chart, run_colours, step_accuracy_chart, success_chart
+    from toolgym.views.stepwise import step_accuracy
 
     colours = run_colours([r.label for r in runs])
     charts = []
@@ -134,6 +135,13 @@ def _charts(runs: Sequence[RunView], cells: Sequence[SummaryCell], success_grade
         charts.append(
             ("steps", f"{env}: success by number of expected steps", success_chart(env, series, colours))
         )
+    forced: dict[str, list] = defaultdict(list)
+    for run in runs:
+        points = [(a.k, a.estimate.mean, a.estimate.stderr, a.estimate.n) for a in step_accuracy(run.run) if a.estimate.n]
+        if points:
+            forced[run.env].append((run.label, points))
+    for env, series in forced.items():
+        charts.append(("steps", f"{env} teacher-forced: step accuracy by k", step_accuracy_chart(env, series, colours)))
     return charts
 
 

@@ -181,3 +181,40 @@ def save_png(fig: Figure, path: Path, dpi: int = 200) -> Path:
     with rc_context(_RC):
         fig.savefig(path, format="png", dpi=dpi)
     return path
+
+
+def step_accuracy_chart(env: str, series: Sequence[tuple[str, Sequence[tuple[int, float, float, int]]]],
+                        colours: dict[str, str]) -> Figure:
+    """Teacher-forced step accuracy against the step ``k``, one line per run, with ±1
+    standard-error bars clustered by example (:func:`toolgym.views.stepwise.step_accuracy`).
+
+    Args:
+        env: Environment name (the title).
+        series: ``(run label, [(k, accuracy, standard error, episodes), ...])`` per run.
+        colours: Run label → colour (:func:`run_colours`).
+
+    Raises:
+        ValueError: if no series has a point.
+    """
+    if not any(points for _, points in series):
+        raise ValueError(f"no teacher-forced step accuracy to draw for {env}")
+    with rc_context(_RC):
+        fig = Figure(figsize=(5.6, 3.4), layout="constrained")
+        ax = fig.add_subplot()
+        for label, points in series:
+            if not points:
+                continue
+            ks = [p[0] for p in points]
+            ys = [p[1] for p in points]
+            errs = [0.0 if math.isnan(p[2]) else p[2] for p in points]
+            ax.errorbar(ks, ys, yerr=errs, marker="o", markersize=3, capsize=3, linewidth=1.2,
+                        color=colours.get(label, PALETTE[0]), label=label)
+        from matplotlib.ticker import MaxNLocator
+
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.set_xlabel("step k (k - 1 reference steps replayed)")
+        ax.set_ylabel("next_step accuracy ± s.e. (clustered by example)")
+        ax.set_ylim(0, 1.05)
+        ax.set_title(f"{env}: teacher-forced step accuracy")
+        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)
+    return fig
