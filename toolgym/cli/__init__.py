@@ -439,10 +439,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0, help="bootstrap seed")
     p.set_defaults(func=cmd_compare)
 
-    from toolgym.cli import export, serve
+    from toolgym.cli import export, serve, view
 
     serve.add_parser(sub)
     export.add_parser(sub)
+    view.add_parser(sub)
     parser.set_defaults(subcommands=dict(sub.choices))
     return parser
 
