@@ -150,7 +150,11 @@ class Catalog:
                 n += 1
                 name = f"{d.name}-{n}"
             self._names[d] = name
-            self.indexes[name] = RunIndex(d, self.cache_dir)
+            self.indexes[name] = index = RunIndex(d, self.cache_dir)
+            try:
+                index.load_cached()  # up-to-date caches are ready at once; the others build in the background
+            except (RunDirError, OSError, ValueError):
+                pass
 
     def get(self, name: str) -> RunIndex:
         """The run called ``name``.
@@ -633,6 +637,7 @@ def serve(roots: Sequence[Path], settings: ViewSettings, open_browser: bool = Tr
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((settings.host, settings.port))
+    sock.listen(128)  # connections made as soon as the address is printed wait for the server
     port = sock.getsockname()[1]
     shown = f"[{settings.host}]" if ":" in settings.host else settings.host
     url = f"http://{shown}:{port}/"

@@ -406,6 +406,17 @@ class RunIndex:
         except (OSError, ValueError, AttributeError):
             return None
 
+    def load_cached(self) -> bool:
+        """Load the database's info when it is up to date with the run, without building.
+
+        Returns:
+            bool: Whether it was (else :meth:`refresh` will build it).
+        """
+        signature = _Signature.of(self.directory, self._dataset_path()).text()
+        if self._stored_signature() != signature:
+            return False
+        return self.refresh()
+
     def refresh(self) -> bool:
         """Build the database if missing or older than the run's files; load its info.
 
