@@ -16,7 +16,14 @@ from html.parser import HTMLParser
 
 import pytest
 from report_runs import make_runs
-from view_runs import FORMULA_IDS, LONG_OUTPUT, custom_examples, make_custom_run, view_server, write_custom_run
+from view_runs import (
+    FORMULA_IDS,
+    LONG_OUTPUT,
+    custom_examples,
+    make_custom_run,
+    view_server,
+    write_custom_run,
+)
 
 from toolgym import load_run
 from toolgym.runio import locked_run_dir

@@ -476,7 +476,7 @@ def create_app(roots: Sequence[Path], settings: ViewSettings) -> Any:
         (_, _, (traj_a, sa, _)), (_, _, (traj_b, sb, _)) = docs
         method, pairs = align_steps(traj_a, sa, traj_b, sb)
         sides = []
-        for run, idx, (traj, scores, _) in docs:
+        for run, idx, (traj, _, _) in docs:
             detail = await run_in_threadpool(trajectory_detail, run, idx, traj.example_id, traj.trial)
             sides.append(detail)
         return _json({"a": sides[0], "b": sides[1], "method": method, "pairs": pairs,
