@@ -13,7 +13,14 @@ import urllib.request
 
 import pytest
 from report_runs import make_runs
-from view_runs import LONG_OUTPUT, REASONING_PAYLOAD, custom_examples, make_custom_run, view_server, write_custom_run
+from view_runs import (
+    LONG_OUTPUT,
+    REASONING_PAYLOAD,
+    custom_examples,
+    make_custom_run,
+    view_server,
+    write_custom_run,
+)
 
 from toolgym import load_run
 from toolgym.views.report.browser import CHROMIUM, CHROMIUM_ARGS
