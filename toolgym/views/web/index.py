@@ -35,6 +35,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import orjson
+
 from toolgym.api import load_run
 from toolgym.records import Example, Score, Trajectory
 from toolgym.runio import RUN_FILE, SCORES_FILE, TRAJECTORIES_FILE, RunDirError
@@ -140,7 +142,9 @@ class _Signature:
 
 
 def _pack(value: Any) -> bytes:
-    return zlib.compress(json.dumps(value, ensure_ascii=False, default=str).encode(), 3)
+    if isinstance(value, bytes):
+        return zlib.compress(value, 1)
+    return zlib.compress(orjson.dumps(value, default=str, option=orjson.OPT_NON_STR_KEYS), 1)
 
 
 def _unpack(blob: bytes) -> Any:
@@ -306,6 +310,8 @@ def build_index(directory: Path, path: Path) -> dict[str, Any]:
         meta_values: dict[str, set[str]] = defaultdict(set)
         rows, fts_rows, meta_rows = [], [], []
         used_examples: set[str] = set()
+        marks = ", ".join("?" * (19 + 2 * len(graders)))
+        n, n_rows = len(view.trajectories), 0
         for tid, traj in enumerate(view.trajectories, 1):
             scores = view.scores_of(traj)
             example = examples.get(traj.example_id)
@@ -335,16 +341,18 @@ def build_index(directory: Path, path: Path) -> dict[str, Any]:
                     view.n_expected_steps(traj), traj.duration_s, tin, tout, tin + tout,
                     sum(s.latency_s for s in traj.model_steps), int(view.failed(traj)),
                     err["type"] if err else None, err["step"] if err else None, err["text"] if err else None,
-                    json.dumps(parent) if parent else None, json.dumps(meta, ensure_ascii=False, default=str),
-                    _pack(traj.model_dump(mode="json")), _pack([s.model_dump(mode="json") for s in scores]),
+                    json.dumps(parent) if parent else None, orjson.dumps(meta, default=str).decode(),
+                    _pack(traj.model_dump_json().encode()), _pack([s.model_dump(mode="json") for s in scores]),
                     *values,
                 )
             )
             fts_rows.append((tid, *_texts(traj, example)))
-        marks = ", ".join("?" * (19 + 2 * len(graders)))
-        db.executemany(f"INSERT INTO traj VALUES ({marks})", rows)
-        db.executemany(f"INSERT INTO fts (rowid, {', '.join(TEXT_COLUMNS)}) VALUES (?, ?, ?, ?, ?, ?)", fts_rows)
-        db.executemany("INSERT INTO meta VALUES (?, ?, ?)", meta_rows)
+            if len(rows) >= 2000 or tid == n:
+                db.executemany(f"INSERT INTO traj VALUES ({marks})", rows)
+                db.executemany(f"INSERT INTO fts (rowid, {', '.join(TEXT_COLUMNS)}) VALUES (?, ?, ?, ?, ?, ?)", fts_rows)
+                db.executemany("INSERT INTO meta VALUES (?, ?, ?)", meta_rows)
+                n_rows += len(rows)
+                rows, fts_rows, meta_rows = [], [], []
         db.executemany(
             "INSERT INTO example VALUES (?, ?)",
             ((i, _pack(examples[i].model_dump(mode="json", exclude_defaults=True))) for i in used_examples),
@@ -356,7 +364,7 @@ def build_index(directory: Path, path: Path) -> dict[str, Any]:
             "graders": graders,
             "measures": {g: {"rule": rule_text(m), "pass_fail": m.pass_fail} for g, m in view.measures.items()},
             "summary": summary_of(view),
-            "n_trajectories": len(rows),
+            "n_trajectories": n_rows,
             "facets": {k: dict(v) for k, v in facets.items()},
             "metadata": {k: sorted(v) if len(v) <= MAX_FACET_VALUES else None for k, v in sorted(meta_values.items())},
             "problem": view.run.problem,
