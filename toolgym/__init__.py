@@ -41,6 +41,10 @@ _EXPORTS: dict[str, str] = {
     "Score": "toolgym.records",
     "Measure": "toolgym.records",
     "BINARY": "toolgym.records",
+    "states_after": "toolgym.records",
+    "replay_calls": "toolgym.replay",
+    "reference_replay": "toolgym.replay",
+    "ReplayError": "toolgym.replay",
     "Run": "toolgym.runio",
     "RunRecord": "toolgym.runio",
     "DatasetError": "toolgym.data",
@@ -98,7 +102,9 @@ if TYPE_CHECKING:  # for type checkers and IDEs; at run time the names load lazi
         ToolCallSpec,
         ToolStep,
         Trajectory,
+        states_after,
     )
     from toolgym.registry import DuplicateNameError, ExtensionError, UnknownNameError
+    from toolgym.replay import ReplayError, reference_replay, replay_calls
     from toolgym.runio import Run, RunDirError, RunRecord
     from toolgym.stats import Estimate

@@ -409,6 +409,7 @@ class ToolgymEnv(gymnasium.Env):
         self._trials[example.id] += 1
         self._env = env
         self._episode = Episode(env, example, trial)
+        self._episode.states.start()
         self._messages = prompt_messages(env, example)
         self._done = False
         self._potential = 0.0

@@ -232,6 +232,11 @@ class ToolStep(BaseModel):
         malformed: True when the call could not be parsed and was never executed.
         rejected: True when the environment refused the call before running the tool (unknown
             tool, arguments that do not fit its parameters): the step it names was not taken.
+        state_patch: How this step changed the environment's state: an RFC 6902 JSON Patch
+            (a list of ``{"op", "path", ...}`` operations) from the state before the step to
+            the state after it, ``[]`` when it changed nothing, ``None`` when not recorded
+            (an older run, an imported file, or recording stopped: see
+            :attr:`Trajectory.state_note`). :func:`states_after` rebuilds the states.
     """
 
     kind: Literal["tool"] = "tool"
@@ -242,6 +247,7 @@ class ToolStep(BaseModel):
     error: bool = False
     malformed: bool = False
     rejected: bool = False
+    state_patch: list[dict[str, JSONValue]] | None = None
 
 
 Step = Annotated[ModelStep | ToolStep, Field(discriminator="kind")]
@@ -260,6 +266,12 @@ class Trajectory(BaseModel):
             far kept, not graded).
         error: ``"ErrorType: message"`` when status is ``error``.
         final_state: ``Environment.read_state()`` at the end (JSON-safe snapshot).
+        initial_state: ``Environment.read_state()`` after reset, before any step; with each
+            tool step's ``state_patch`` it gives the state after every step
+            (:func:`states_after`). ``None`` when not recorded.
+        state_note: Why the states were not recorded for every step (the environment's cap
+            :attr:`toolgym.Environment.state_record_chars` reached, ``read_state`` failing),
+            else ``None``.
         final_answer: The agent's last text when it stopped, if any.
         duration_s: Wall-clock seconds of the whole episode.
     """
@@ -276,6 +288,8 @@ class Trajectory(BaseModel):
     final_state: dict[str, JSONValue] = Field(default_factory=dict)
     final_answer: str | None = None
     duration_s: float = 0.0
+    initial_state: dict[str, JSONValue] | None = None
+    state_note: str | None = None
 
     @property
     def model_steps(self) -> list[ModelStep]:
@@ -288,6 +302,40 @@ class Trajectory(BaseModel):
     @property
     def key(self) -> tuple[str, int]:
         return (self.example_id, self.trial)
+
+
+def states_after(trajectory: Trajectory) -> list[dict[str, JSONValue] | None]:
+    """The environment's state after each tool step of ``trajectory``, rebuilt from its
+    ``initial_state`` and the steps' ``state_patch`` (RFC 6902 JSON Patch, applied with the
+    ``jsonpatch`` library).
+
+    Returns:
+        One entry per tool step (:attr:`Trajectory.tool_steps` order): the state as a dict,
+        or ``None`` from the first step whose patch was not recorded on (and for every step
+        when ``initial_state`` is ``None``: an older run, an imported file). A step that
+        changed nothing shares its state object with the step before: read, never mutate.
+
+    Raises:
+        ValueError: when a stored patch does not apply to the state before it (a record
+            edited by hand), naming the example, trial and tool step.
+    """
+    import jsonpatch
+
+    state = trajectory.initial_state
+    states: list[dict[str, JSONValue] | None] = []
+    for k, step in enumerate(trajectory.tool_steps):
+        if state is not None and step.state_patch is not None:
+            try:
+                state = jsonpatch.apply_patch(state, step.state_patch) if step.state_patch else state
+            except (jsonpatch.JsonPatchException, jsonpatch.JsonPointerException, TypeError, KeyError) as exc:
+                raise ValueError(
+                    f"trajectory {trajectory.example_id!r} trial {trajectory.trial}: the state_patch of tool step "
+                    f"{k + 1} does not apply: {exc}"
+                ) from None
+        else:
+            state = None
+        states.append(state)
+    return states
 
 
 class Score(BaseModel):

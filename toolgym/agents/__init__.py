@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from langchain_core.messages import BaseMessage
 
 from toolgym.environments import Environment, ToolBug
+from toolgym.environments.states import StateRecorder
 from toolgym.providers import ModelSettings, build_model
 from toolgym.records import (
     Example,
@@ -88,6 +89,7 @@ class Episode:
         self.status: Status = "completed"
         self.final_answer: str | None = None
         self.started = time.perf_counter()
+        self.states = StateRecorder(env)  # reads the state after reset on the first tool step
 
     def record_model(self, step: ModelStep) -> None:
         """Append a model turn."""
@@ -101,24 +103,29 @@ class Episode:
             ToolBug: if the tool itself is broken; the episode ends with status ``error``.
         """
         rejected = False
+        self.states.start()
         if call.malformed:
             error = True
             output = (
                 f"Error: malformed tool call ({call.malformed}). Use a tool call with a known "
                 "tool name and a JSON object of arguments."
             )
+            patch = self.states.unchanged()
         else:
             result = self.env.call(call.name, call.arguments)
             output, error, rejected = result.output, result.error, result.rejected
+            patch = self.states.unchanged() if rejected else self.states.patch()
         step = ToolStep(
             call_id=call.id, name=call.name, arguments=call.arguments, output=without_surrogates(output), error=error,
-            malformed=bool(call.malformed), rejected=rejected,
+            malformed=bool(call.malformed), rejected=rejected, state_patch=without_surrogates(patch),
         )
         self.steps.append(step)
         return step
 
     def trajectory(self, agent: str, model: str | None, error: str | None = None) -> Trajectory:
-        """The finished trajectory (status ``error`` when ``error`` is given)."""
+        """The finished trajectory (status ``error`` when ``error`` is given), with the state
+        after reset and each tool step's state patch (:class:`StateRecorder`)."""
+        initial = self.states.initial_state
         try:
             state = self.env.read_state()
             json.dumps(state)
@@ -136,6 +143,8 @@ class Episode:
             final_state=without_surrogates(state),
             final_answer=without_surrogates(self.final_answer),
             duration_s=time.perf_counter() - self.started,
+            initial_state=without_surrogates(initial),
+            state_note=self.states.note,
         )
 
 
@@ -184,6 +193,7 @@ class Agent:
         episode = Episode(env, example, trial)
         error = None
         try:
+            episode.states.start()
             await self.play(episode)
         except asyncio.CancelledError:
             raise

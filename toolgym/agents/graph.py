@@ -199,7 +199,8 @@ class EpisodeRecorder(BaseCallbackHandler):
         call = ToolCall(id=call_id or new_call_id(), name=name, arguments=arguments if isinstance(arguments, dict) else {})
         if not isinstance(arguments, dict):  # let the environment word the error
             result = self.episode.env.call(name, arguments)
-            step = ToolStep(call_id=call.id, name=name, output=result.output, error=result.error, rejected=result.rejected)
+            step = ToolStep(call_id=call.id, name=name, output=result.output, error=result.error, rejected=result.rejected,
+                            state_patch=self.episode.states.unchanged())
             self.episode.steps.append(step)
         else:
             try:
@@ -231,7 +232,7 @@ class EpisodeRecorder(BaseCallbackHandler):
             call = self._calls[index]
             step = ToolStep(
                 call_id=call.id, name=call.name, arguments=call.arguments, output=message_text(message),
-                error=message.status == "error", malformed=True,
+                error=message.status == "error", malformed=True, state_patch=self.episode.states.unchanged(),
             )
             later = [self._steps[i] for i in sorted(self._steps) if i > index]
             steps = self.episode.steps

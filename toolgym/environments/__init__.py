@@ -168,9 +168,17 @@ class Environment:
             reset, whatever the example, so readers of a run (``export``) reset one instance
             once instead of once per example (an MCP server's tools: one server start, not
             one per example).
+        state_record_chars: How much of the state a trajectory records, in characters of JSON:
+            the state after reset plus every tool step's patch (see
+            :class:`toolgym.environments.states.StateRecorder`). At the first step that would
+            pass it, recording stops (that step's and later steps' ``state_patch`` are
+            ``None``) and the trajectory's ``state_note`` says so; state milestones and
+            minefields then fall back to the final state. Default
+            :data:`STATE_RECORD_CHARS`; ``None``: no cap; ``0``: no states recorded.
     """
 
     name: ClassVar[str] = ""
+    state_record_chars: ClassVar[int | None] = 200_000  # STATE_RECORD_CHARS
     instructions: ClassVar[str] = ""
     max_model_turns: ClassVar[int | None] = None
     describe_once: ClassVar[bool] = False
@@ -352,6 +360,12 @@ class Environment:
             raise ToolBug(f"tool {name!r} raised {type(exc).__name__}: {exc}") from exc
         return ToolResult(_to_text(result))
 
+
+STATE_RECORD_CHARS = 200_000
+"""The default :attr:`Environment.state_record_chars`: 200,000 characters of JSON per
+trajectory, far above what the built-in environments record (a typewriter's 40 letters take a
+few kilobytes) and small enough that a run of thousands of trajectories stays a few hundred
+megabytes at worst."""
 
 ERROR_CHARS = 2000
 """Characters of an error observation kept (see :meth:`Environment.call`)."""

@@ -465,7 +465,12 @@ class Diagnosis:
         return self.first_error is None
 
 
-def _mine_hits(plan: Plan, steps: list[StepView], final_state: Mapping[str, Any] | None) -> list[dict[str, Any]]:
+def _mine_hits(
+    plan: Plan,
+    steps: list[StepView],
+    final_state: Mapping[str, Any] | None,
+    states: Mapping[int, Mapping[str, Any]] | None = None,
+) -> list[dict[str, Any]]:
     hits: list[dict[str, Any]] = []
     for i, s in enumerate(steps):
         if not s.executed:
@@ -474,10 +479,16 @@ def _mine_hits(plan: Plan, steps: list[StepView], final_state: Mapping[str, Any]
             if isinstance(p, CallPattern) and p.name == s.name and p.wrong_argument(s.arguments) is None:
                 hits.append({"step": i + 1, "minefield": k, "expected": p.expected()})
                 break
-    if final_state is not None:
-        for k, p in enumerate(plan.minefields):
-            if isinstance(p, StatePattern) and p.wrong_key(final_state) is None:
-                hits.append({"step": None, "minefield": k, "expected": p.expected()})
+    recorded = sorted(k for k in (states or {}) if k > 0)
+    for k, p in enumerate(plan.minefields):
+        if not isinstance(p, StatePattern):
+            continue
+        # the first state after a step that holds it names that step; only a final state: no step
+        at = next((j for j in recorded if p.wrong_key(states[j]) is None), None) if states else None
+        if at is not None:
+            hits.append({"step": at, "minefield": k, "expected": p.expected()})
+        elif final_state is not None and p.wrong_key(final_state) is None:
+            hits.append({"step": None, "minefield": k, "expected": p.expected()})
     return hits
 
 
@@ -487,8 +498,14 @@ def diagnose(
     alignment: Alignment,
     final_state: Mapping[str, Any] | None = None,
     judge: Callable[[str, Any], bool] | None = None,
+    states: Mapping[int, Mapping[str, Any]] | None = None,
 ) -> Diagnosis:
     """Label every tool step and find the first error.
+
+    ``states`` are the recorded states after ``k`` tool steps (``k`` >= 1, as for
+    :func:`align`): a state minefield is checked against each of them, and the first step
+    after which one holds is labelled ``forbidden``; without them (or when none holds) only
+    ``final_state`` is checked and a hit names no step.
 
     A step matched to no milestone is, in this order of checks: ``malformed`` or ``rejected``
     (never executed); ``out_of_order`` when its call fits a milestone whose ``after`` milestones
@@ -516,8 +533,11 @@ def diagnose(
 
     missing = [m.id for m in ms if m.id not in alignment.matched and not m.optional]
     missing_optional = [m.id for m in ms if m.id not in alignment.matched and m.optional]
-    mines = _mine_hits(plan, steps, final_state)
-    mine_steps = {h["step"]: h for h in mines if h["step"] is not None}
+    mines = _mine_hits(plan, steps, final_state, states)
+    mine_steps: dict[int, dict[str, Any]] = {}
+    for h in mines:
+        if h["step"] is not None:
+            mine_steps.setdefault(h["step"], h)
     labels: list[StepLabel] = []
     for i, s in enumerate(steps):
         label = StepLabel(step=i + 1)

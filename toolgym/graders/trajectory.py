@@ -2,9 +2,11 @@
 binary ``trajectory_match`` with its alignment and first error, and ``milestone_progress``,
 ``step_precision`` and ``step_recall``.
 
-They read the finished trajectory only: each tool step (name, arguments, output) and the final
-state, the only state a trajectory stores today, so a ``state`` milestone or minefield is
-checked against the state after the last tool step. All apply only to examples with
+They read the finished trajectory only: each tool step (name, arguments, output, state patch)
+and the final state. A ``state`` milestone or minefield is checked against the state after
+every tool step, rebuilt from the recorded patches (:func:`toolgym.states_after`); where the
+trajectory records none (an older run, an imported file, the environment's cap reached), only
+the final state is known, after the last tool step. All apply only to examples with
 ``milestones``; ``trajectory_match`` also grades examples with ``expected_calls`` alone in one
 of agentevals' modes when given ``trajectory_mode``.
 """
@@ -19,8 +21,8 @@ from typing import Any, ClassVar, Literal
 from toolgym.graders import make_score, register_grader
 from toolgym.graders.alignment import Alignment, Diagnosis, StepView, align, diagnose, step_allowed
 from toolgym.matchers import literal
-from toolgym.milestones import ARGS_MODES, CallPattern, Milestone, Plan
-from toolgym.records import BINARY, Example, Measure, Score, ToolCallSpec, Trajectory
+from toolgym.milestones import ARGS_MODES, CallPattern, Milestone, Plan, StatePattern
+from toolgym.records import BINARY, Example, Measure, Score, ToolCallSpec, Trajectory, states_after
 
 __all__ = [
     "TRAJECTORY_MODES",
@@ -117,6 +119,29 @@ class Analysis:
 _LAST: list[tuple[Any, ...]] = []
 
 
+def plan_reads_states(plan: Plan) -> bool:
+    """Whether a plan has a state milestone or a state minefield."""
+    return any(m.states for m in plan.milestones) or any(isinstance(p, StatePattern) for p in plan.minefields)
+
+
+def recorded_states(trajectory: Trajectory) -> dict[int, dict[str, Any]]:
+    """The state after each tool step ``k`` (1-based) whose patches the trajectory records
+    (:func:`toolgym.states_after`), by ``k``; empty when none are (an older run, an imported
+    file) or a stored patch does not apply (a record edited by hand)."""
+    if trajectory.initial_state is None:
+        return {}
+    try:
+        after = states_after(trajectory)
+    except ValueError:
+        return {}
+    states: dict[int, dict[str, Any]] = {}
+    for k, state in enumerate(after):
+        if state is None:
+            break
+        states[k + 1] = state
+    return states
+
+
 def analyse(
     example: Example, trajectory: Trajectory, plan: Plan | None = None, judge: Any = None
 ) -> Analysis | None:
@@ -134,9 +159,11 @@ def analyse(
     if last is not None and last[0] is example and last[1] is trajectory and last[2] is plan and last[3] is judge:
         return last[4]
     steps = step_views(trajectory, results=any(m.refs for m in plan.milestones))
-    states = {len(steps): trajectory.final_state}
-    alignment = align(plan, steps, states, judge=judge)
-    diagnosis = diagnose(plan, steps, alignment, trajectory.final_state, judge=judge)
+    # the states after recorded steps, and the final state after the last one: what the
+    # environment held at the end, whatever was recorded
+    recorded = recorded_states(trajectory) if plan_reads_states(plan) else {}
+    alignment = align(plan, steps, {**recorded, len(steps): trajectory.final_state}, judge=judge)
+    diagnosis = diagnose(plan, steps, alignment, trajectory.final_state, judge=judge, states=recorded)
     result = Analysis(plan, steps, alignment, diagnosis)
     _LAST[:1] = [(example, trajectory, plan, judge, result)]
     return result
@@ -434,34 +461,26 @@ class StepRecall(_MilestoneGrader):
 def milestone_problems(benchmark: Any, example: Example) -> list[str]:
     """Whether an example's reference solves its own milestones (``toolgym check``): its
     ``expected_calls`` are replayed on a fresh environment of ``benchmark`` (a
-    :class:`toolgym.Benchmark`) and the replay is graded by ``trajectory_match``; a reference
-    that fails is a defect of the benchmark, not of a model. Examples without milestones or
-    without expected calls have nothing to check.
+    :class:`toolgym.Benchmark`) by :func:`toolgym.replay.reference_replay` and the replay is
+    graded by ``trajectory_match``; a reference that errors or fails is a defect of the
+    benchmark, not of a model. Examples without milestones or without expected calls have
+    nothing to check.
 
     Returns:
         One line per problem (empty when the reference passes).
-
-    Raises:
-        ToolBug: when a tool of the environment is broken.
     """
     if example.plan is None or example.expected_calls is None:
         return []
-    from toolgym.records import ToolStep
+    from toolgym.replay import reference_replay
 
-    env = benchmark.environment()
-    steps = []
-    try:
-        env.reset(example)
-        for k, call in enumerate(example.expected_calls):
-            result = env.call(call.name, call.arguments)
-            steps.append(ToolStep(call_id=f"ref{k}", name=call.name, arguments=call.arguments,
-                                  output=result.output, error=result.error))
-        state = env.read_state()
-    finally:
-        env.close()
-    replay = Trajectory(example_id=example.id, env=benchmark.name, agent="reference", status="completed",
-                        steps=steps, final_state=state)
+    replay = reference_replay(benchmark, example)
+    problems = []
+    if replay.status == "error":
+        problems.append(f"{example.id}: replaying its expected calls fails: {replay.error}")
+    for k, step in enumerate(replay.tool_steps):
+        if step.error:
+            problems.append(f"{example.id}: expected call {k + 1} {step.name}({step.arguments}) fails: {step.output}")
     score = TrajectoryMatch().grade(example, replay)
-    if score is None or score.value == 1.0:
-        return []
-    return [f"{example.id}: its expected calls do not satisfy its milestones ({score.explanation})"]
+    if score is not None and score.value != 1.0:
+        problems.append(f"{example.id}: its expected calls do not satisfy its milestones ({score.explanation})")
+    return problems

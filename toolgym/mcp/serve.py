@@ -382,6 +382,7 @@ class Session:
                 status="error", error=error,
             ))
             raise RuntimeError(f"the environment failed to start example {example.id!r}: {error}") from None
+        episode.states.start()
         self.episode = episode
         return {
             "example_id": example.id,
