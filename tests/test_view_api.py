@@ -355,3 +355,17 @@ def test_a_run_being_written_updates_live(tmp_path):
                 time.sleep(0.2)
             assert now["total"] == 8 and now["version"] > first["version"]
         assert api(url, "/api/runs")["runs"][0]["live"] is False
+
+
+def test_state_changes_per_step_come_from_the_recorded_patches(server, runs):
+    import toolgym
+
+    _, dirs = runs
+    traj = next(t for t in load_run(dirs["scripted"], with_examples=False).trajectories if t.example_id == "tw-2-cat")
+    doc = api(server, "/api/runs/scripted/trajectories/tw-2-cat/0")
+    tools = [s for s in doc["trajectory"]["steps"] if s["kind"] == "tool"]
+    assert [s["state_patch"] for s in tools] == [s.state_patch for s in traj.tool_steps]
+    assert [s["state_after"] for s in tools] == toolgym.states_after(traj)
+    assert tools[0]["state_after"] == {"paper": "c"} and tools[1]["state_patch"] == []  # the refused letter
+    diff = api(server, "/api/diff", a="oracle/tw-3-dog/0", b="scripted/tw-3-dog/0")
+    assert any("state_patch" in p["differences"] for p in diff["pairs"])

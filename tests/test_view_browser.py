@@ -280,3 +280,17 @@ def test_token_refusal_in_the_browser(browser, root):
         assert pg.locator("#runs section.run").count() > 0
         assert "token" not in pg.url
         pg.context.close()
+
+
+def test_state_change_is_shown_on_each_tool_step(page, server):
+    wait(page, "#/t/scripted/tw-2-cat/0")
+    doc = api(server, "/api/runs/scripted/trajectories/tw-2-cat/0")
+    tools = [s for s in doc["trajectory"]["steps"] if s["kind"] == "tool"]
+    patches = page.locator("#steps .step.tool .patch")
+    assert patches.count() == len(tools)
+    for i, step in enumerate(tools):
+        text = patches.nth(i).inner_text()
+        if step["state_patch"] == []:
+            assert text == "state unchanged"
+        else:
+            assert all(op["path"] in text for op in step["state_patch"])
