@@ -6,6 +6,7 @@ numbers come from the JSON API or the runs read back, never written down."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import time
 import urllib.parse
@@ -37,7 +38,8 @@ pytestmark = [
     pytest.mark.slow,  # a server and a browser: about half a minute in all
 ]
 
-SCREENSHOTS = None  # set to a folder to keep screenshots of the pages (docs/view-*.png come from here)
+SCREENSHOTS = os.environ.get("TOOLGYM_VIEW_SCREENSHOTS")
+"""A folder to keep screenshots of the pages in (docs/view-*.png come from here)."""
 
 
 def api(url: str, path: str, **params) -> dict:
@@ -126,7 +128,6 @@ def test_runs_page_shows_each_run_with_the_api_summary(page, server):
             row = table.locator(f"tr[data-grader='{s['grader']}']")
             assert row.locator("td").nth(1).inner_text() == s["cells"]["mean ± stderr"]
             assert row.locator("td").nth(5).inner_text() == s["cells"]["passed"]
-    shot(page, "runs")
 
 
 def test_search_marks_the_match_and_runs_nothing(page, server):
@@ -210,7 +211,6 @@ def test_trajectory_view_folds_long_values_and_reasoning(page, server, root):
     page.locator("#steps .step.tool").first.locator("button.more").click()
     assert output.inner_text() == LONG_OUTPUT  # never dropped
     assert "tokens" in page.locator("#steps .step.model").first.inner_text()
-    shot(page, "trajectory")
 
 
 def test_first_error_is_marked_on_its_step(page, server):
@@ -220,6 +220,7 @@ def test_first_error_is_marked_on_its_step(page, server):
     marked = page.locator("#steps .step.first-error")
     assert marked.count() == 1 and marked.get_attribute("data-tool") == str(step - 1)
     assert doc["first_error"]["type"] in page.locator("#first-error-box").inner_text()
+    shot(page, "trajectory")
 
 
 def test_side_by_side_from_compare(page, server):

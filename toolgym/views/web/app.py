@@ -156,6 +156,16 @@ class Catalog:
             except (RunDirError, OSError, ValueError):
                 pass
 
+    def name_of(self, run: str) -> str | None:
+        """The name of a run given by name or by directory (as a fork's ``parent`` records it),
+        or ``None`` when it is not one of the runs served."""
+        if run in self.indexes:
+            return run
+        try:
+            return self._names.get(Path(run).resolve())
+        except (OSError, ValueError):
+            return None
+
     def get(self, name: str) -> RunIndex:
         """The run called ``name``.
 
@@ -288,7 +298,9 @@ def _states_after(traj: Any) -> list[Any] | None:
         return None
 
 
-def trajectory_detail(run: str, index: RunIndex, example_id: str, trial: int) -> dict[str, Any] | None:
+def trajectory_detail(
+    run: str, index: RunIndex, example_id: str, trial: int, catalog: Catalog | None = None
+) -> dict[str, Any] | None:
     """The document of ``GET /api/runs/{run}/trajectories/{example_id}/{trial}``: the trajectory
     record as stored (every field, ``steps`` whole), its scores (with ``passed``), its example,
     the first error, and on each step: ``index`` (0-based among all steps), on tool steps
@@ -324,7 +336,17 @@ def trajectory_detail(run: str, index: RunIndex, example_id: str, trial: int) ->
         "example": example.model_dump(mode="json", exclude_defaults=True) if example is not None else None,
         "first_error": row.get("first_error"),
         "row": row,
+        "parent_ref": _parent_ref(doc.get("parent"), catalog),
     }
+
+
+def _parent_ref(parent: Any, catalog: Catalog | None) -> str | None:
+    if not isinstance(parent, dict) or catalog is None:
+        return None
+    name = catalog.name_of(str(parent.get("run")))
+    if name is None:
+        return None
+    return f"{name}/{parent.get('example_id')}/{parent.get('trial', 0)}"
 
 
 # --- the application -----------------------------------------------------------------------------
@@ -452,7 +474,7 @@ def create_app(roots: Sequence[Path], settings: ViewSettings) -> Any:
         if idx is None:
             return _error(404, catalog.errors.get(name) or f"no run {name!r}")
         eid, trial = request.path_params["example_id"], request.path_params["trial"]
-        doc = await run_in_threadpool(trajectory_detail, name, idx, eid, trial)
+        doc = await run_in_threadpool(trajectory_detail, name, idx, eid, trial, catalog)
         if doc is None:
             return _error(404, f"run {name!r} has no trajectory {eid!r} trial {trial}")
         return _json(doc)
@@ -476,7 +498,7 @@ def create_app(roots: Sequence[Path], settings: ViewSettings) -> Any:
         method, pairs = align_steps(traj_a, sa, traj_b, sb)
         sides = []
         for run, idx, (traj, _, _) in docs:
-            detail = await run_in_threadpool(trajectory_detail, run, idx, traj.example_id, traj.trial)
+            detail = await run_in_threadpool(trajectory_detail, run, idx, traj.example_id, traj.trial, catalog)
             sides.append(detail)
         return _json({"a": sides[0], "b": sides[1], "method": method, "pairs": pairs,
                       "same": all(p["status"] == "same" for p in pairs)})

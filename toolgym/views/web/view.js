@@ -9,6 +9,8 @@ const crumbs = document.getElementById("crumbs");
 const statusLine = document.getElementById("status-line");
 let renderId = 0;
 let watched = null; // {run, version} of the page shown, for live updates
+const runInfo = new Map(); // run name → GET /api/runs/{run}, reused while its version is current
+const latestVersion = new Map(); // run name → the version the last poll saw
 
 function el(tag, attrs, ...children) {
   const node = document.createElement(tag);
@@ -82,6 +84,18 @@ function ready(version) {
   if (version !== undefined) document.documentElement.dataset.version = String(version);
 }
 
+// A file path shown by its name (the whole path is in the element's title).
+const baseName = (path) => String(path).split(/[\\/]/).pop();
+// "scripted:/some/dir/script.json" → "scripted:script.json", as run labels show a model given as a file.
+const shortModel = (model) => { const i = String(model).indexOf(":"); return i > 0 && model.includes("/") ? `${model.slice(0, i)}:${baseName(model)}` : model; };
+
+// The page of a trajectory given as RUN/EXAMPLE_ID/TRIAL (the example id may hold slashes).
+function refLink(ref) {
+  const [run, ...rest] = ref.split("/");
+  const trial = rest.pop();
+  return `#/t/${enc(run)}/${enc(rest.join("/"))}/${trial}`;
+}
+
 function parseHash() {
   const raw = location.hash.replace(/^#/, "") || "/";
   const [path, query] = raw.split("?");
@@ -122,7 +136,8 @@ function settingsLine(s) {
     ["dataset", s.dataset && s.dataset.path], ["started", s.started_at], ["finished", s.finished_at]];
   if (s.protocol) items.push(["protocol", json(s.protocol)]);
   return el("div", { class: "settings" }, items.filter(([, v]) => v !== null && v !== undefined && v !== "")
-    .map(([k, v]) => el("span", {}, `${k}: `, el("b", { text: v }))));
+    .map(([k, v]) => el("span", { title: k === "dataset" || k === "model" ? v : null }, `${k}: `,
+      el("b", { text: k === "dataset" ? baseName(v) : k === "model" ? shortModel(v) : v }))));
 }
 
 async function runsPage(id) {
@@ -197,9 +212,15 @@ function filterForm(run, info, params) {
 
 async function examplesPage(id, run, params) {
   setCrumbs(["runs", "#/"], [run]);
-  const info = await api(`/api/runs/${enc(run)}`);
   const query = new URLSearchParams(params);
-  const data = await api(`/api/runs/${enc(run)}/trajectories?${query.toString()}`);
+  // the run's facets are fetched once per version of the run, in parallel with the rows
+  const cached = runInfo.get(run);
+  const [info, data] = await Promise.all([
+    cached && cached.version === latestVersion.get(run) ? cached : api(`/api/runs/${enc(run)}`),
+    api(`/api/runs/${enc(run)}/trajectories?${query.toString()}`),
+  ]);
+  runInfo.set(run, info);
+  if (!latestVersion.has(run)) latestVersion.set(run, info.version);
   if (id !== renderId) return;
   const sort = params.get("sort") || "order";
   const desc = params.get("order") === "desc";
@@ -288,8 +309,10 @@ function trajectoryHead(detail) {
       el("span", {}, "status: ", el("b", { class: t.status === "completed" ? null : "fail", text: t.status })),
       el("span", { text: `duration ${num(t.duration_s, 2)} s` }),
       row.tokens ? el("span", { text: `tokens ${row.input_tokens} in · ${row.output_tokens} out` }) : null,
-      t.model ? el("span", { text: `model ${t.model}` }) : null,
-      t.parent ? el("span", {}, "fork of ", el("a", { href: `#/t/${enc(t.parent.run)}/${enc(t.parent.example_id)}/${t.parent.trial}`, text: `${t.parent.run}/${t.parent.example_id}/${t.parent.trial}` }), ` at step ${t.parent.step}`) : null),
+      t.model ? el("span", { title: t.model, text: `model ${shortModel(t.model)}` }) : null,
+      t.parent ? el("span", { id: "parent" }, "fork of ", detail.parent_ref
+        ? el("a", { href: refLink(detail.parent_ref), text: detail.parent_ref })
+        : `${t.parent.run} · ${t.parent.example_id} · trial ${t.parent.trial} (not served here)`, ` at step ${t.parent.step}`) : null),
     t.error ? el("p", { class: "error-box", text: t.error }) : null,
     detail.first_error ? el("div", { class: "firsterror", id: "first-error-box" }, el("b", { text: `first error: ${detail.first_error.type}` }),
       detail.first_error.step ? ` at tool step ${detail.first_error.step}` : "", " — ", detail.first_error.text || "") : null,
@@ -311,7 +334,7 @@ async function trajectoryPage(id, run, exampleId, trial) {
     location.hash = `#/diff?a=${enc(`${run}/${exampleId}/${trial}`)}&b=${enc(`${b}/${exampleId}/${trial}`)}`;
   } }, el("label", {}, "side by side with the same example in", el("select", { id: "diff-run" }, others.map((n) => el("option", { value: n, text: n })))),
   el("button", { type: "submit", text: "diff" })) : null;
-  const parentLink = t.parent ? el("a", { id: "diff-parent", href: `#/diff?a=${enc(`${t.parent.run}/${t.parent.example_id}/${t.parent.trial}`)}&b=${enc(`${run}/${exampleId}/${trial}`)}`, text: "side by side with its parent" }) : null;
+  const parentLink = detail.parent_ref ? el("a", { id: "diff-parent", href: `#/diff?a=${enc(detail.parent_ref)}&b=${enc(`${run}/${exampleId}/${trial}`)}`, text: "side by side with its parent" }) : null;
   show(el("h1", { text: `${exampleId} · trial ${trial}` }), ...trajectoryHead(detail), diffForm, parentLink,
     ex ? el("h2", { text: "input" }) : null, ex ? fold(ex.input) : null,
     ex && ex.expected_calls ? el("details", {}, el("summary", { text: `expected calls (${ex.expected_calls.length})` }), fold(ex.expected_calls)) : null,
@@ -332,14 +355,13 @@ async function diffPage(id, params) {
   if (id !== renderId) return;
   const toolsA = data.a.trajectory.steps.filter((s) => s.kind === "tool");
   const toolsB = data.b.trajectory.steps.filter((s) => s.kind === "tool");
-  const link = (ref) => { const [run, ...rest] = ref.split("/"); const trial = rest.pop(); return `#/t/${enc(run)}/${enc(rest.join("/"))}/${trial}`; };
   const cell = (step, cls, fe) => (step ? el("div", { class: `cell ${cls}` }, toolStep(step, fe)) : el("div", { class: "cell empty" }));
   const feA = data.a.first_error ? data.a.first_error.step : null, feB = data.b.first_error ? data.b.first_error.step : null;
   const counts = data.pairs.reduce((acc, p) => { acc[p.status] = (acc[p.status] || 0) + 1; return acc; }, {});
   show(el("h1", { text: "side by side" }),
     el("p", { class: "settings", id: "diff-summary", text: `aligned by ${data.method}: ${Object.entries(counts).map(([k, n]) => `${n} ${k.replace("_", " ")}`).join(", ") || "no tool steps"}` }),
     el("div", { class: "diff", id: "diff" },
-      el("div", { class: "side-head" }, el("a", { href: link(a), text: `A: ${a}` })), el("div", { class: "side-head" }, el("a", { href: link(b), text: `B: ${b}` })),
+      el("div", { class: "side-head" }, el("a", { href: refLink(a), text: `A: ${a}` })), el("div", { class: "side-head" }, el("a", { href: refLink(b), text: `B: ${b}` })),
       el("div", {}, ...trajectoryHead(data.a)), el("div", {}, ...trajectoryHead(data.b)),
       data.pairs.map((p) => {
         const cls = p.status === "same" ? "same" : p.status === "different" ? "different" : "only";
@@ -381,6 +403,7 @@ async function poll() {
   try {
     if (watched && document.documentElement.dataset.ready === "1") {
       const data = await api("/api/runs");
+      for (const r of data.runs) latestVersion.set(r.name, r.version);
       const version = watched.run === null ? data.runs.map((r) => `${r.name}:${r.version}`).join(",")
         : (data.runs.find((r) => r.name === watched.run) || {}).version;
       const live = data.runs.filter((r) => r.live).length;
