@@ -28,7 +28,6 @@ import sqlite3
 import tempfile
 import threading
 import time
-import zlib
 from collections import Counter, defaultdict
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -43,7 +42,7 @@ from toolgym.runio import RUN_FILE, SCORES_FILE, TRAJECTORIES_FILE, RunDirError
 from toolgym.views.rundata import RunView, first_call_divergence, rule_text
 from toolgym.views.summary import COLUMNS, summary_cells
 
-INDEX_VERSION = 1
+INDEX_VERSION = 2
 """Bumped when the database layout changes (older caches are rebuilt)."""
 
 TEXT_COLUMNS = ("input", "model", "reasoning", "calls", "results")
@@ -142,13 +141,13 @@ class _Signature:
 
 
 def _pack(value: Any) -> bytes:
-    if isinstance(value, bytes):
-        return zlib.compress(value, 1)
-    return zlib.compress(orjson.dumps(value, default=str, option=orjson.OPT_NON_STR_KEYS), 1)
+    # plain JSON: records are small (hundreds of bytes to a few kB), and setting up zlib for each
+    # cost more than the whole SQLite insert
+    return value if isinstance(value, bytes) else orjson.dumps(value, default=str, option=orjson.OPT_NON_STR_KEYS)
 
 
 def _unpack(blob: bytes) -> Any:
-    return json.loads(zlib.decompress(blob))
+    return orjson.loads(blob)
 
 
 def _finite(value: float | None) -> float | None:
