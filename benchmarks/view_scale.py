@@ -130,6 +130,7 @@ def browser_view(url: str, name: str, queries: list[str], repeat: int) -> dict[s
             page.goto(f"{url}/#/run/{urllib.parse.quote(name)}", wait_until="commit")
             page.wait_for_selector("html[data-ready='1']", timeout=600_000)
             out["navigation → first page of rows (s)"].append(time.perf_counter() - t)
+            out.setdefault("first render, performance.now() (s)", []).append(page.evaluate("window.toolgymReadyMs") / 1e3)
             out["bytes received by the page"].append(float(sum(sizes)))
             for q in queries:
                 key = f"search {q!r} in the page (s)"

@@ -12,7 +12,7 @@ reader never sees half of it.
 Full-text search uses FTS5's ``trigram`` tokenizer (SQLite 3.34 or later; sqlite.org/fts5.html
 section 4.3.4): a query matches any substring of three characters or more, case-insensitively,
 which works for Japanese as well as English (no word segmentation needed); shorter queries fall
-back to a scan with ``LIKE``. Five columns are indexed: ``input`` (the example's request),
+back to a scan with ``LIKE``. Six columns are indexed: ``example_id``, ``input`` (the example's request),
 ``model`` (model text and the final answer), ``reasoning``, ``calls`` (tool names with their
 arguments as JSON, malformed calls' raw text) and ``results`` (tool outputs and the episode's
 error).
@@ -42,11 +42,11 @@ from toolgym.runio import RUN_FILE, SCORES_FILE, TRAJECTORIES_FILE, RunDirError
 from toolgym.views.rundata import RunView, first_call_divergence, rule_text
 from toolgym.views.summary import COLUMNS, summary_cells
 
-INDEX_VERSION = 2
+INDEX_VERSION = 3
 """Bumped when the database layout changes (older caches are rebuilt)."""
 
-TEXT_COLUMNS = ("input", "model", "reasoning", "calls", "results")
-"""The full-text columns, in FTS5 column order."""
+TEXT_COLUMNS = ("example_id", "input", "model", "reasoning", "calls", "results")
+"""The full-text columns, in FTS5 column order (the example id is searchable too)."""
 
 SNIPPET_START, SNIPPET_END = "\x02", "\x03"
 """Markers around a matched substring in a search snippet (control characters that escaping
@@ -297,7 +297,8 @@ def build_index(directory: Path, path: Path) -> dict[str, Any]:
             CREATE TABLE traj (id INTEGER PRIMARY KEY, example_id TEXT, trial INTEGER, status TEXT,
                 n_tool INTEGER, n_expected INTEGER, duration REAL, tokens_in INTEGER, tokens_out INTEGER,
                 tokens INTEGER, latency REAL, failed INTEGER, first_error TEXT, first_error_step INTEGER,
-                first_error_text TEXT, parent TEXT, meta TEXT, record BLOB, scores BLOB{score_cols});
+                first_error_text TEXT, parent TEXT, meta TEXT{score_cols});
+            CREATE TABLE record (id INTEGER PRIMARY KEY, trajectory BLOB, scores BLOB);
             CREATE UNIQUE INDEX traj_key ON traj (example_id, trial);
             CREATE TABLE meta (tid INTEGER, key TEXT, value TEXT);
             CREATE TABLE example (id TEXT PRIMARY KEY, record BLOB);
@@ -307,9 +308,9 @@ def build_index(directory: Path, path: Path) -> dict[str, Any]:
         examples = view.examples or {}
         facets: dict[str, Counter] = {"status": Counter(), "first_error": Counter()}
         meta_values: dict[str, set[str]] = defaultdict(set)
-        rows, fts_rows, meta_rows = [], [], []
+        rows, fts_rows, meta_rows, records = [], [], [], []
         used_examples: set[str] = set()
-        marks = ", ".join("?" * (19 + 2 * len(graders)))
+        marks = ", ".join("?" * (17 + 2 * len(graders)))
         n, n_rows = len(view.trajectories), 0
         for tid, traj in enumerate(view.trajectories, 1):
             scores = view.scores_of(traj)
@@ -341,17 +342,18 @@ def build_index(directory: Path, path: Path) -> dict[str, Any]:
                     sum(s.latency_s for s in traj.model_steps), int(view.failed(traj)),
                     err["type"] if err else None, err["step"] if err else None, err["text"] if err else None,
                     json.dumps(parent) if parent else None, orjson.dumps(meta, default=str).decode(),
-                    _pack(traj.model_dump_json().encode()), _pack([s.model_dump(mode="json") for s in scores]),
                     *values,
                 )
             )
-            fts_rows.append((tid, *_texts(traj, example)))
+            records.append((tid, _pack(traj.model_dump_json().encode()), _pack([s.model_dump(mode="json") for s in scores])))
+            fts_rows.append((tid, traj.example_id, *_texts(traj, example)))
             if len(rows) >= 2000 or tid == n:
                 db.executemany(f"INSERT INTO traj VALUES ({marks})", rows)
-                db.executemany(f"INSERT INTO fts (rowid, {', '.join(TEXT_COLUMNS)}) VALUES (?, ?, ?, ?, ?, ?)", fts_rows)
+                db.executemany("INSERT INTO record VALUES (?, ?, ?)", records)
+                db.executemany(f"INSERT INTO fts (rowid, {', '.join(TEXT_COLUMNS)}) VALUES (?, ?, ?, ?, ?, ?, ?)", fts_rows)
                 db.executemany("INSERT INTO meta VALUES (?, ?, ?)", meta_rows)
                 n_rows += len(rows)
-                rows, fts_rows, meta_rows = [], [], []
+                rows, fts_rows, meta_rows, records = [], [], [], []
         db.executemany(
             "INSERT INTO example VALUES (?, ?)",
             ((i, _pack(examples[i].model_dump(mode="json", exclude_defaults=True))) for i in used_examples),
@@ -541,6 +543,8 @@ class RunIndex:
         else:
             raise QueryError(f"sort: {query.sort!r} is not one of {', '.join(SORTS)} or score:GRADER")
         direction = "DESC" if query.descending else "ASC"
+        if column == "t.id":  # file order: the primary key, no sort
+            return f" ORDER BY t.id {direction}"
         return f" ORDER BY {column} IS NULL, {column} {direction}, t.id {direction}"
 
     def _columns(self) -> str:
@@ -658,7 +662,8 @@ class RunIndex:
         ``None`` when the run has no such (example, trial)."""
         with self._connect() as db:
             row = db.execute(
-                "SELECT record, scores FROM traj WHERE example_id = ? AND trial = ?", (example_id, trial)
+                "SELECT r.trajectory, r.scores FROM traj t JOIN record r ON r.id = t.id WHERE t.example_id = ? AND t.trial = ?",
+                (example_id, trial),
             ).fetchone()
             if row is None:
                 return None

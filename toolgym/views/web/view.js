@@ -80,6 +80,7 @@ function setCrumbs(...items) {
 }
 
 function ready(version) {
+  if (window.toolgymReadyMs === undefined) window.toolgymReadyMs = performance.now(); // first render, for benchmarks
   document.documentElement.dataset.ready = "1";
   if (version !== undefined) document.documentElement.dataset.version = String(version);
 }
