@@ -393,12 +393,12 @@ def create_app(roots: Sequence[Path], settings: ViewSettings) -> Any:
             idx = catalog.get(name)
         except KeyError:
             return None
-        if idx._info is None:
+        if not idx.indexed:
             await run_in_threadpool(catalog.refresh, name)
-        return idx if idx._info is not None else None
+        return idx if idx.indexed else None
 
     def run_doc(name: str, idx: RunIndex, full: bool = False) -> dict[str, Any]:
-        info = idx._info
+        info = idx.info if idx.indexed else None
         doc: dict[str, Any] = {
             "name": name,
             "directory": str(idx.directory),
@@ -453,8 +453,7 @@ def create_app(roots: Sequence[Path], settings: ViewSettings) -> Any:
             if fmt == "json":
                 result = await run_in_threadpool(idx.query, query)
                 return _json({"run": name, "version": idx.version, **result})
-            idx._where(query)  # refuse bad parameters before the download starts
-            idx._order(query)
+            idx.check(query)  # refuse bad parameters before the download starts
         except QueryError as exc:
             return _error(400, str(exc))
         filename = quote(f"{name}.{fmt}")

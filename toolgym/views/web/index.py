@@ -466,6 +466,16 @@ class RunIndex:
         return sqlite3.connect(self.path, timeout=10)
 
     @property
+    def indexed(self) -> bool:
+        """Whether the database has been loaded (:attr:`info` answers without building)."""
+        return self._info is not None
+
+    def check(self, query: Query) -> None:
+        """Raises QueryError: as :meth:`query` would, without running it."""
+        self._where(query)
+        self._order(query)
+
+    @property
     def info(self) -> dict[str, Any]:
         """Settings, summary, graders, facets (:func:`build_index`); builds on first use."""
         if self._info is None:
