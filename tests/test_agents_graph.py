@@ -55,8 +55,9 @@ def dump(traj: Trajectory) -> list[dict]:
 
 
 def assert_same(a: Trajectory, b: Trajectory) -> None:
-    assert dump(a) == dump(b)
+    assert dump(a) == dump(b)  # the tool steps' state patches included
     assert (a.status, a.error, a.final_answer, a.final_state) == (b.status, b.error, b.final_answer, b.final_state)
+    assert a.initial_state == b.initial_state and a.state_note == b.state_note
 
 
 SCRIPTS = {

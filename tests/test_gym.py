@@ -418,3 +418,17 @@ def test_stepwise_reward_follows_milestones_on_an_example_with_several_orders():
     env.reset(options={"example_id": example.id})
     _, r_early, *_ = env.step({"tool_calls": [call_dict(calls[2], "x")]})
     assert r_early == 0.0
+
+
+def test_stepwise_reward_pays_a_state_milestone_when_the_step_that_reaches_it_is_taken():
+    data = [{"id": "abc", "input": "abc", "expected_calls": [{"name": n} for n in "abc"],
+             "milestones": [{"id": "ab", "state": {"paper": "ab"}}, {"id": "c", "after": ["ab"], "call": {"name": "c"}}],
+             "extra_calls": "allow"}]
+    env = make("typewriter_26", dataset=data, reward="stepwise").unwrapped
+    env.reset(options={"example_id": "abc"})
+    rewards = []
+    for i, letter in enumerate("abc"):
+        _, r, *_ = env.step({"tool_calls": [{"id": f"c{i}", "type": "function",
+                                             "function": {"name": letter, "arguments": "{}"}}]})
+        rewards.append(r)
+    assert rewards == pytest.approx([0.0, 0.5, 0.5])  # "ab" is reached by the second step, from its patch

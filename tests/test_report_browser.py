@@ -112,3 +112,52 @@ def test_trace_of_an_early_stop_lists_the_missing_call_and_filters_by_grader(pag
     assert missing.locator("td.expected").inner_text() == 'type_letter({"letter":"i"})'
     page.locator("#examples-table tr.item button.toggle").click()  # closes again
     assert page.locator("tr.detail").count() == 0
+
+
+@pytest.fixture(scope="module")
+def milestone_report_url(tmp_path_factory):
+    """A report of a typewriter_26 run graded against milestones: a state milestone passed
+    mid-trajectory, a minefield state, a milestone never reached."""
+    import toolgym
+    from toolgym.providers.scripted import ScriptedChatModel
+
+    root = tmp_path_factory.mktemp("milestones")
+    example = toolgym.Example(
+        id="abc", input="Type abc", expected_calls=[{"name": n} for n in "abc"],
+        milestones=[{"id": "ab", "state": {"paper": "ab"}}, {"id": "c", "after": ["ab"], "call": {"name": "c"}}],
+        minefields=[{"state": {"paper": {"$contains": "zz"}}}], extra_calls="allow",
+    )
+    turns = [{"content": "", "tool_calls": [{"name": n, "args": {}, "id": str(k)}]} for k, n in enumerate("abzz")]
+    toolgym.evaluate("typewriter_26", model=ScriptedChatModel(turns=[*turns, {"content": "done"}]), dataset=[example],
+                     out=root / "run", graders=["trajectory_match", "collateral_damage"])
+    return build_report([root / "run"], root / "report.html").path.resolve().as_uri()
+
+
+def test_trace_draws_the_alignment_and_the_state_change_of_each_step(browser, milestone_report_url):
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    page = context.new_page()
+    errors = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.goto(milestone_report_url)
+    page.wait_for_selector("html[data-ready='1']", timeout=15_000)
+    page.locator("#examples-table tr.item button.toggle").click()
+    trace = page.locator("tr.detail .trace-view")
+    trace.wait_for()
+    tools = trace.locator("table.trace tr.tool")
+    assert tools.count() == 4
+    changes = [tools.nth(k).locator(".state-change").inner_text() for k in range(4)]
+    assert changes == ['state /paper: "" → "a"', 'state /paper: "a" → "ab"',
+                       'state /paper: "ab" → "abz"', 'state /paper: "abz" → "abzz"']
+    labels = [tools.nth(k).locator(".align") for k in range(4)]
+    assert labels[0].inner_text().startswith("· extra call") and "allowed extra" in labels[0].inner_text()
+    assert labels[2].get_attribute("data-type") == "wrong_tool"
+    forbidden = labels[3]
+    assert forbidden.get_attribute("data-type") == "forbidden" and "error" in forbidden.get_attribute("class")
+    assert "minefield 0 hit" in forbidden.inner_text()
+    assert trace.locator(".missing-milestones").inner_text() == "milestones never reached: c"
+    # z at step 3 is where c was due: the first error, even though extra calls are allowed
+    assert trace.locator(".first-error").inner_text() == "first error: step 3: wrong tool (c)"
+    assert "error" in labels[2].get_attribute("class") and labels[2].inner_text().startswith("✗ wrong tool (c)")
+    assert "collateral_damage = 0" in trace.locator("ul.scores").inner_text()
+    assert errors == []
+    context.close()

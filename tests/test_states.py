@@ -245,3 +245,260 @@ def test_multiverse_math_counts_calls_in_its_state_and_a_milestone_reads_the_cou
     assert [s["calls"] for s in toolgym.states_after(t)] == [1, 2, 3]
     score = grade(example, t)["trajectory_match"]
     assert score.value == 1.0 and score.details["matched"]["two"] == {"kind": "state", "at": 2}
+
+
+# --- collateral_damage and final_state from the reference replay ----------------------------
+
+class Accounts(toolgym.Environment):
+    """User accounts in a real SQLite database."""
+
+    instructions = "Manage the accounts."
+
+    def reset(self, example):
+        import sqlite3
+
+        self.db = sqlite3.connect(":memory:")
+        self.db.execute("CREATE TABLE users (id INTEGER PRIMARY KEY, name TEXT, email TEXT, plan TEXT)")
+        self.db.executemany("INSERT INTO users VALUES (?, ?, ?, ?)",
+                            [(1, "Kwame", "k@old.org", "free"), (2, "Ada", "a@old.org", "pro")])
+
+    def read_state(self):
+        rows = self.db.execute("SELECT id, name, email, plan FROM users ORDER BY id").fetchall()
+        return {"users": {str(i): {"name": n, "email": e, "plan": p} for i, n, e, p in rows}}
+
+    def close(self):
+        self.db.close()
+
+    @toolgym.tool
+    def set_email(self, user_id: int, email: str) -> str:
+        """Change a user's email.
+
+        Args:
+            user_id: The user.
+            email: The new address.
+        """
+        self.db.execute("UPDATE users SET email = ? WHERE id = ?", (email, user_id))
+        return "ok"
+
+    @toolgym.tool
+    def set_plan(self, user_id: int, plan: str) -> str:
+        """Change a user's plan.
+
+        Args:
+            user_id: The user.
+            plan: free or pro.
+        """
+        self.db.execute("UPDATE users SET plan = ? WHERE id = ?", (plan, user_id))
+        return "ok"
+
+    @toolgym.tool
+    def delete_user(self, user_id: int) -> str:
+        """Delete a user.
+
+        Args:
+            user_id: The user.
+        """
+        self.db.execute("DELETE FROM users WHERE id = ?", (user_id,))
+        return "ok"
+
+
+EMAIL = Example(id="email", input="Give Kwame the address k@new.org",
+                expected_calls=[{"name": "set_email", "arguments": {"user_id": 1, "email": "k@new.org"}}])
+
+
+def play(env, example: Example, *calls: dict) -> toolgym.EvalResult:
+    script = [{"content": "", "tool_calls": [{"id": f"c{k}", **c}]} for k, c in enumerate(calls)] + [{"content": "ok"}]
+    return toolgym.evaluate(env, model=ScriptedChatModel(turns=script), dataset=[example],
+                            graders=["final_state", "collateral_damage"])
+
+
+def scores_of(result: toolgym.EvalResult) -> dict[str, toolgym.Score]:
+    return {s.grader: s for s in result.scores}
+
+
+def test_collateral_damage_counts_the_paths_changed_that_the_reference_leaves_alone():
+    result = play(Accounts, EMAIL,
+                  {"name": "set_email", "args": {"user_id": 1, "email": "k@new.org"}},
+                  {"name": "set_plan", "args": {"user_id": 2, "plan": "free"}},
+                  {"name": "set_email", "args": {"user_id": 2, "email": "a@new.org"}})
+    score = scores_of(result)["collateral_damage"]
+    assert score.value == 2.0
+    assert score.details["paths"] == [
+        {"path": "/users/2/email", "before": {"value": "a@old.org"}, "after": {"value": "a@new.org"}},
+        {"path": "/users/2/plan", "before": {"value": "pro"}, "after": {"value": "free"}},
+    ]
+    assert score.details["reference_changed"] == ["/users/1/email"]
+    assert toolgym.Measure.model_validate(result.record.measures["collateral_damage"]).passed(score.value) is False
+
+
+def test_collateral_damage_is_zero_for_the_reference_path_even_with_a_wrong_value_and_names_deletions():
+    clean = scores_of(play(Accounts, EMAIL, {"name": "set_email", "args": {"user_id": 1, "email": "typo@new.org"}}))
+    assert clean["collateral_damage"].value == 0.0
+    assert clean["final_state"].value == 0.0  # the value is final_state's business
+    assert clean["final_state"].details["target"] == "reference replay"
+    deleted = scores_of(play(Accounts, EMAIL,
+                             {"name": "set_email", "args": {"user_id": 1, "email": "k@new.org"}},
+                             {"name": "delete_user", "args": {"user_id": 2}}))
+    assert deleted["collateral_damage"].value == 3.0
+    assert {"path": "/users/2/name", "before": {"value": "Ada"}, "after": {}} in deleted["collateral_damage"].details["paths"]
+    assert deleted["final_state"].value == 0.0
+
+
+def test_final_state_compares_with_the_reference_replay_when_no_expected_state_is_given():
+    good = scores_of(play(Accounts, EMAIL, {"name": "set_email", "args": {"user_id": 1, "email": "k@new.org"}}))
+    assert good["final_state"].value == 1.0 and good["collateral_damage"].value == 0.0
+    # a different path to the same state passes, as in tau2-bench
+    other = scores_of(play(Accounts, EMAIL,
+                           {"name": "set_email", "args": {"user_id": 1, "email": "x@new.org"}},
+                           {"name": "set_email", "args": {"user_id": 1, "email": "k@new.org"}}))
+    assert other["final_state"].value == 1.0
+
+
+def test_typewriter_keeps_its_expected_state_and_multiverse_math_keeps_final_state_off():
+    bench = get_benchmark("typewriter_26")
+    from toolgym.data import load_examples
+
+    example = load_examples(bench.datasets / "test.jsonl")[3]
+    letters = [c.name for c in example.expected_calls]
+    s = scores_of(play("typewriter_26", example, *({"name": c, "args": {}} for c in letters[:-1])))
+    assert s["final_state"].details["target"] == "expected_state" and s["final_state"].value == 0.0
+    assert s["collateral_damage"].value == 0.0  # /paper is what the reference changes too
+    mm = get_benchmark("multiverse_math")
+    example = load_examples(mm.datasets / "test.jsonl")[0]
+    s = scores_of(play("multiverse_math", example, {"name": "add", "args": {"a": 1, "b": 2}}))
+    assert "final_state" not in s  # its state counts calls: no target, as before
+    assert s["collateral_damage"].value == 0.0
+
+
+def test_relational_data_is_read_only_so_final_state_keeps_off_and_nothing_is_damaged():
+    bench = get_benchmark("relational_data")
+    from toolgym.data import load_examples
+
+    example = load_examples(bench.datasets / "test.jsonl")[0]
+    s = scores_of(play("relational_data", example, {"name": "list_user_ids", "args": {}}))
+    assert "final_state" not in s  # every trajectory would reach the replay's state: no figure
+    assert s["collateral_damage"].value == 0.0
+    assert s["collateral_damage"].details["reference_changed"] == []
+
+
+def test_a_reference_that_fails_to_replay_leaves_the_state_graders_unscored():
+    broken = Example(id="b", input="x", expected_calls=[{"name": "crash", "arguments": {}}])
+    script = [{"content": "", "tool_calls": [{"name": "bump", "args": {}, "id": "1"}]}, {"content": "ok"}]
+    result = toolgym.evaluate(Brittle, model=ScriptedChatModel(turns=script), dataset=[broken],
+                              graders=["final_state", "collateral_damage"])
+    for score in result.scores:
+        assert score.value is None and "reference replay fails" in score.explanation
+
+
+# --- toolgym check: the reference replay through toolgym.replay -----------------------------
+
+BRITTLE = '''
+import toolgym
+
+
+class Brittle(toolgym.Environment):
+    """A counter with a broken tool."""
+
+    def reset(self, example):
+        self.n = 0
+
+    def read_state(self):
+        return {"n": self.n}
+
+    @toolgym.tool
+    def bump(self) -> str:
+        """Add one."""
+        self.n += 1
+        return "ok"
+
+    @toolgym.tool
+    def crash(self) -> str:
+        """Broken."""
+        raise RuntimeError("boom")
+'''
+
+
+def test_check_reports_a_reference_whose_replay_errors_or_misses_its_own_milestones(tmp_path, capsys):
+    from toolgym.cli import main
+
+    (tmp_path / "brittle.py").write_text(BRITTLE, encoding="utf-8")
+    env = f"{tmp_path / 'brittle.py'}:Brittle"
+    rows = [
+        {"id": "good", "input": "x", "expected_calls": [{"name": "bump"}],
+         "milestones": [{"id": "one", "state": {"n": 1}}], "extra_calls": "allow"},
+        {"id": "bug", "input": "x", "expected_calls": [{"name": "bump"}, {"name": "crash"}]},
+    ]
+    dataset = tmp_path / "d.jsonl"
+    dataset.write_text("\n".join(json.dumps(r) for r in rows[:1]) + "\n", encoding="utf-8")
+    assert main(["check", "--env", env, "--dataset", str(dataset)]) == 0
+    dataset.write_text("\n".join(json.dumps(r) for r in rows) + "\n", encoding="utf-8")
+    assert main(["check", "--env", env, "--dataset", str(dataset)]) == 1
+    err = capsys.readouterr().err
+    assert "problem: bug: replaying its expected calls fails after 1 of its 2 expected calls: ToolBug" in err
+    assert "boom" in err and "good" not in err
+    # a reference that passes a state the milestones forbid is reported by its milestones
+    rows[0]["minefields"] = [{"state": {"n": 1}}]
+    dataset.write_text(json.dumps(rows[0]) + "\n", encoding="utf-8")
+    assert main(["check", "--env", env, "--dataset", str(dataset)]) == 1
+    assert "good: its expected calls do not satisfy its milestones (step 1: forbidden" in capsys.readouterr().err
+
+
+# --- show draws each tool step's state change ------------------------------------------------
+
+def test_show_draws_the_state_change_of_each_tool_step_and_where_recording_stopped(tmp_path):
+    import io
+
+    from rich.console import Console
+
+    from toolgym.views.show import show
+
+    example = Example(id="ab", input="Type ab", milestones=[{"id": "ab", "state": {"paper": "ab"}}], extra_calls="allow")
+    toolgym.evaluate("typewriter_26", model=ScriptedChatModel(turns=typed("a", "b")), dataset=[example],
+                     out=tmp_path / "tw", graders=["trajectory_match"])
+    buf = io.StringIO()
+    assert show(tmp_path / "tw", console=Console(file=buf, width=200)) == 0
+    text = buf.getvalue()
+    assert 'state /paper: "" → "a"' in text and 'state /paper: "a" → "ab"' in text
+    assert text.index('"" → "a"') < text.index("  4 tool  b")  # under its own step
+
+    script = [{"content": "", "tool_calls": [{"name": "add", "args": {"text": "x" * 100}, "id": f"c{k}"}]}
+              for k in range(3)] + [{"content": "done"}]
+    toolgym.evaluate(Ledger, model=ScriptedChatModel(turns=script), dataset=[Example(id="e", input="go")],
+                     out=tmp_path / "ledger")
+    buf = io.StringIO()
+    assert show(tmp_path / "ledger", console=Console(file=buf, width=300)) == 0
+    text = buf.getvalue()
+    assert text.count("state /entries/") == 2
+    assert "state not recorded from this step: states recorded up to tool step 2" in text
+
+
+# --- the fast path for scalar states is the patch jsonpatch makes ----------------------------
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+SCALAR = st.one_of(st.none(), st.booleans(), st.integers(-3, 3), st.floats(-2, 2, allow_nan=False), st.text(max_size=3))
+KEYS = st.text(alphabet="ab/~", min_size=1, max_size=3)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.dictionaries(KEYS, st.tuples(SCALAR, SCALAR), max_size=5))
+def test_scalar_replacements_equal_jsonpatch(pairs):
+    import jsonpatch
+
+    from toolgym.environments.states import scalar_replacements
+
+    before = {k: a for k, (a, _) in pairs.items()}
+    after = {k: b for k, (_, b) in pairs.items()}
+    fast = scalar_replacements(before, after)
+    made = jsonpatch.make_patch(before, after).patch
+    assert sorted(fast, key=lambda op: op["path"]) == sorted(made, key=lambda op: op["path"])
+    assert jsonpatch.apply_patch(before, fast) == after
+
+
+def test_scalar_replacements_leave_containers_and_new_keys_to_jsonpatch():
+    from toolgym.environments.states import scalar_replacements
+
+    assert scalar_replacements({"a": [1]}, {"a": [1, 2]}) is None
+    assert scalar_replacements({"a": 1}, {"a": 1, "b": 2}) is None
+    assert scalar_replacements({"a": "x", "b": {"c": 1}}, {"a": "y", "b": {"c": 1}}) is None

@@ -304,26 +304,27 @@ def replay_problems(benchmark: Benchmark, example: Example) -> list[str]:
       imply equals ``reference`` (numbers within a relative 1e-9, text ignoring case).
 
     Examples without ``expected_calls`` have nothing to replay (only their tool names are
-    checked, by :func:`check_tools`).
-
-    Raises:
-        ToolBug: when a tool of the environment is broken.
+    checked, by :func:`check_tools`). The replay is :func:`toolgym.replay.reference_replay`'s
+    (the one the graders use); a reset, tool or ``read_state`` that raises is reported as a
+    problem too (a broken example or environment is a benchmark defect).
     """
     if example.expected_calls is None:
         return []
-    env = benchmark.environment()
+    from toolgym.replay import reference_replay
+
+    replay = reference_replay(benchmark, example)
     problems = []
-    try:
-        env.reset(example)
-        results = []
-        for i, call in enumerate(example.expected_calls):
-            result = env.call(call.name, call.arguments)
-            if result.error:
-                problems.append(f"{example.id}: expected call {i + 1} {call.name}({call.arguments}) fails: {result.output}")
-            results.append((call.name, _decode(result.output)))
-        state = env.read_state()
-    finally:
-        env.close()
+    results = []
+    for i, step in enumerate(replay.tool_steps):
+        if step.error:
+            problems.append(f"{example.id}: expected call {i + 1} {step.name}({step.arguments}) fails: {step.output}")
+        results.append((step.name, _decode(step.output)))
+    if replay.status == "error":
+        done = len(replay.tool_steps)
+        where = f"after {done} of its {len(example.expected_calls)} expected calls" if done else "before its first call"
+        problems.append(f"{example.id}: replaying its expected calls fails {where}: {replay.error}")
+        return problems
+    state = replay.final_state
     if example.expected_state is not None:
         reached = {k: state.get(k) for k in example.expected_state}
         if reached != example.expected_state:

@@ -50,7 +50,7 @@ from toolgym.environments import Environment, ToolBug
 from toolgym.graders import grader_name
 from toolgym.graders.alignment import align, diagnose
 from toolgym.graders.steps import first_divergence, step_names
-from toolgym.graders.trajectory import step_views
+from toolgym.graders.trajectory import plan_reads_states, recorded_states, step_views
 from toolgym.openai_format import assistant_message, prompt_messages, step_messages, tool_schemas
 from toolgym.parsing import hermes_message, model_step, openai_assistant_message
 from toolgym.plugins import registries
@@ -201,17 +201,21 @@ def _schemas(env: Environment) -> list[dict[str, Any]]:
     return copy.deepcopy(_SCHEMA_CACHE[key])
 
 
-def milestone_potential(example: Example, steps: list[Any]) -> float:
+def milestone_potential(example: Example, steps: list[Any], initial_state: dict[str, Any] | None = None) -> float:
     """The stepwise reward's potential for an example with milestones: required milestones
     matched by the optimal alignment of ``steps`` (the episode's steps so far) over required
-    milestones (1.0 when all are optional), 0.0 once a call hits a minefield. State milestones
-    count only at the end (the final grader's value), as the state is read then."""
+    milestones (1.0 when all are optional), 0.0 once a call or a state hits a minefield. State
+    milestones and minefields are checked against the state after each tool step, rebuilt from
+    the steps' recorded patches and ``initial_state`` (the state after reset); without them they
+    count only at the end (the final grader's value)."""
     plan = example.plan
     assert plan is not None
     required = sum(1 for m in plan.milestones if not m.optional)
-    views = step_views(Trajectory.model_construct(steps=steps), results=any(m.refs for m in plan.milestones))
-    alignment = align(plan, views)
-    if diagnose(plan, views, alignment).mines:
+    so_far = Trajectory.model_construct(steps=steps, initial_state=initial_state)
+    views = step_views(so_far, results=any(m.refs for m in plan.milestones))
+    states = recorded_states(so_far) if initial_state is not None and plan_reads_states(plan) else {}
+    alignment = align(plan, views, states)
+    if diagnose(plan, views, alignment, states=states).mines:
         return 0.0
     return alignment.required_matched / required if required else 1.0
 
@@ -522,7 +526,7 @@ class ToolgymEnv(gymnasium.Env):
         episode = self._episode
         assert episode is not None
         if episode.example.plan is not None:
-            potential = milestone_potential(episode.example, episode.steps)
+            potential = milestone_potential(episode.example, episode.steps, episode.states.initial_state)
             gained, self._potential = potential - self._potential, potential
             return gained
         expected = episode.example.expected_steps

@@ -375,7 +375,9 @@ def make_graders(
         names: Grader names or specs, classes or instances, or ``None`` for the defaults.
         settings: Grader settings by field name; each grader (a dataclass) receives only the
             settings it declares as fields, so one ``--judge-model`` reaches every judge.
-            ``None`` values are dropped (the grader's default applies).
+            ``None`` values are dropped (the grader's default applies). A grader declaring a
+            ``benchmark`` field (``final_state``, ``collateral_damage``: they replay the
+            reference on a fresh environment) receives ``benchmark``.
         examples: The dataset; without ``names``, :data:`MILESTONE_GRADERS` join the
             defaults when one of its examples has ``milestones``.
 
@@ -401,7 +403,10 @@ def make_graders(
             cls, ref = item, _object_ref(item if isinstance(item, type) else type(item), item)
         if isinstance(cls, type):
             accepted = {f.name for f in dataclasses.fields(cls)} if dataclasses.is_dataclass(cls) else set()
-            grader = cls(**{k: v for k, v in settings.items() if k in accepted})
+            given = {k: v for k, v in settings.items() if k in accepted}
+            if "benchmark" in accepted and "benchmark" not in given:  # graders that replay the reference
+                given["benchmark"] = benchmark
+            grader = cls(**given)
         else:  # an instance: used as it is
             grader = cls
         name = getattr(grader, "name", None)

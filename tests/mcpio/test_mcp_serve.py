@@ -26,6 +26,7 @@ from mcp.client.stdio import stdio_client  # noqa: E402
 from mcp.client.streamable_http import streamable_http_client  # noqa: E402
 from mcp.shared._httpx_utils import create_mcp_http_client  # noqa: E402
 
+import toolgym  # noqa: E402
 from toolgym.cli import main  # noqa: E402
 from toolgym.data import load_examples, resolve_dataset  # noqa: E402
 from toolgym.plugins import get_benchmark  # noqa: E402
@@ -271,6 +272,9 @@ def test_sixteen_concurrent_http_sessions_are_isolated(tmp_path):
         assert traj.status == "completed"
         assert traj.final_state == {"paper": word}
         assert [s.name for s in traj.tool_steps] == list(word)
+        # each session recorded its own environment's state after every step
+        assert traj.initial_state == {"paper": ""}
+        assert [st["paper"] for st in toolgym.states_after(traj)] == [word[:k + 1] for k in range(len(word))]
     assert set(score_table(out).values()) == {1.0}
     assert read_run(out).concurrency == 16  # sessions open at once, at most
 

@@ -175,10 +175,16 @@ class Environment:
             ``None``) and the trajectory's ``state_note`` says so; state milestones and
             minefields then fall back to the final state. Default
             :data:`STATE_RECORD_CHARS`; ``None``: no cap; ``0``: no states recorded.
+        replay_target: Whether the state that replaying an example's ``expected_calls``
+            reaches is the task's target, so ``final_state`` grades an example without
+            ``expected_state`` against it (τ²-bench's rule). ``False`` for environments whose
+            state is bookkeeping rather than the task's outcome (a call counter) or that hold
+            no state at all.
     """
 
     name: ClassVar[str] = ""
     state_record_chars: ClassVar[int | None] = 200_000  # STATE_RECORD_CHARS
+    replay_target: ClassVar[bool] = True
     instructions: ClassVar[str] = ""
     max_model_turns: ClassVar[int | None] = None
     describe_once: ClassVar[bool] = False

@@ -12,7 +12,28 @@ from __future__ import annotations
 import json
 from typing import Any
 
-__all__ = ["StateRecorder"]
+__all__ = ["StateRecorder", "scalar_replacements"]
+
+_SCALARS = (str, int, float, bool, type(None))
+
+
+def scalar_replacements(before: dict[str, Any], after: dict[str, Any]) -> list[dict[str, Any]] | None:
+    """The JSON Patch between two states with the same top-level keys whose changed values are
+    all scalars (a string, a number, a boolean, null): one ``replace`` per changed key, what
+    ``jsonpatch.make_patch`` returns for such a pair (``tests/test_states.py`` checks it); ``None``
+    for any other pair, which :class:`StateRecorder` hands to ``jsonpatch``. The common step
+    (a typewriter's sheet, a counter) is diffed in a few microseconds instead of tens."""
+    if before.keys() != after.keys():
+        return None
+    ops = []
+    for key, new in after.items():
+        old = before[key]
+        if old is new or (type(old) is type(new) and old == new and isinstance(new, _SCALARS)):
+            continue
+        if not (isinstance(old, _SCALARS) and isinstance(new, _SCALARS)):
+            return None
+        ops.append({"op": "replace", "path": "/" + key.replace("~", "~0").replace("/", "~1"), "value": new})
+    return ops
 
 
 class StateRecorder:
@@ -41,6 +62,7 @@ class StateRecorder:
         self._started = False
         self._initial: dict[str, Any] | None = None
         self._state: dict[str, Any] | None = None
+        self._text: str | None = None  # the last state's JSON: an unchanged state costs no diff
 
     @property
     def recording(self) -> bool:
@@ -65,7 +87,8 @@ class StateRecorder:
         read = self._read("after reset")
         if read is None:
             return
-        state, size = read
+        state, text = read
+        size = len(text)
         if self.limit is not None and size > self.limit:
             self.note = (
                 f"state not recorded: the state after reset is {size:,} characters of JSON, over "
@@ -74,6 +97,7 @@ class StateRecorder:
             return
         self.used = size
         self._initial = self._state = state
+        self._text = text
 
     def patch(self) -> list[dict[str, Any]] | None:
         """The patch from the last recorded state to the state now (after one more tool step),
@@ -84,11 +108,15 @@ class StateRecorder:
         self.steps += 1
         if self._state is None:
             return None
-        read = self._read(f"after tool step {self.steps}")
+        read = self._read(f"after tool step {self.steps}", self._text)
         if read is None:
             return None
-        state, _ = read
-        ops = jsonpatch.make_patch(self._state, state).patch
+        state, text = read
+        if state is None:  # the same JSON as before
+            return []
+        ops = scalar_replacements(self._state, state)
+        if ops is None:
+            ops = jsonpatch.make_patch(self._state, state).patch
         if ops:
             size = len(json.dumps(ops, ensure_ascii=False))
             if self.limit is not None and self.used + size > self.limit:
@@ -100,7 +128,7 @@ class StateRecorder:
                 self._state = None
                 return None
             self.used += size
-        self._state = state
+        self._state, self._text = state, text
         return ops
 
     def unchanged(self) -> list[dict[str, Any]] | None:
@@ -110,9 +138,13 @@ class StateRecorder:
         self.steps += 1
         return [] if self._state is not None else None
 
-    def _read(self, when: str) -> tuple[dict[str, Any], int] | None:
+    def _read(self, when: str, unchanged: str | None = None) -> tuple[dict[str, Any] | None, str] | None:
+        """``(state, its JSON)``; ``(None, JSON)`` when the JSON is ``unchanged``; ``None`` when
+        reading failed (recording stops, :attr:`note` says why)."""
         try:
             text = json.dumps(self.env.read_state(), ensure_ascii=False)
+            if text == unchanged:
+                return None, text
             state = json.loads(text)
         except Exception as exc:  # noqa: BLE001 - a broken read_state stops recording, never the episode
             self.note = f"state recording stopped {when}: {type(exc).__name__} in read_state: {exc}"
@@ -122,7 +154,7 @@ class StateRecorder:
             self.note = f"state recording stopped {when}: read_state returned {type(state).__name__}, not a dict"
             self._state = None
             return None
-        return state, len(text)
+        return state, text
 
     def _env_name(self) -> str:
         return type(self.env).__name__

@@ -36,6 +36,7 @@ class Grader(Protocol):
 
 _BUILTIN = {
     "final_state": "toolgym.graders.state",
+    "collateral_damage": "toolgym.graders.state",
     "steps_exact": "toolgym.graders.steps",
     "step_ratio": "toolgym.graders.steps",
     "answer_match": "toolgym.graders.answer",

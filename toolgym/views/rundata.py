@@ -435,3 +435,60 @@ def suite_divergence(run: RunView, example: Example | None, trajectory: Trajecto
             # a suite's own text may quote whole arguments: cut where shown
             return Divergence(found[0], shorten(found[1], 4 * SHOWN_ARGUMENTS_CHARS)) if found is not None else None
     return first_call_divergence(run.expected_for(trajectory), trajectory.tool_steps, run.order_matters(trajectory))
+
+
+# --- the state change of each tool step --------------------------------------------------------
+
+
+def state_changes(trajectory: Trajectory) -> list[list[dict[str, Any]] | None]:
+    """What each tool step changed in the environment's state, from its stored
+    ``state_patch`` (RFC 6902), with the values before and after.
+
+    Returns:
+        One entry per tool step: ``None`` when its state was not recorded (an older run, an
+        imported file, the environment's cap reached, a patch that does not apply), else a
+        list (empty: nothing changed) of ``{"op": add | remove | replace | move | copy,
+        "path": JSON pointer, "before": value, "after": value, "from": pointer}``; ``before``
+        is left out for a path that did not exist, ``after`` for one that no longer does,
+        ``from`` is given for move and copy only.
+    """
+    import jsonpatch
+    import jsonpointer
+
+    n = len(trajectory.tool_steps)
+    state = trajectory.initial_state
+    out: list[list[dict[str, Any]] | None] = []
+    for step in trajectory.tool_steps:
+        if state is None or step.state_patch is None:
+            break
+        changes = []
+        try:
+            for op in step.state_patch:
+                kind, path = op.get("op"), op.get("path")
+                change: dict[str, Any] = {"op": kind, "path": path}
+                if kind in ("replace", "remove") or (kind == "add" and not _inserts(state, path)):
+                    before = jsonpointer.resolve_pointer(state, path, _ABSENT)
+                    if before is not _ABSENT:
+                        change["before"] = before
+                elif kind in ("move", "copy"):
+                    change["from"] = op.get("from")
+                state = jsonpatch.apply_patch(state, [op])
+                if kind not in ("remove", "test"):
+                    change["after"] = jsonpointer.resolve_pointer(state, path)
+                if kind != "test":
+                    changes.append(change)
+        except (jsonpatch.JsonPatchException, jsonpointer.JsonPointerException, TypeError, KeyError, AttributeError):
+            break
+        out.append(changes)
+    return out + [None] * (n - len(out))
+
+
+_ABSENT = object()
+
+
+def _inserts(state: Any, path: str) -> bool:
+    """Whether an ``add`` at ``path`` inserts into a list (nothing was there before)."""
+    import jsonpointer
+
+    parent, _, _ = path.rpartition("/")
+    return isinstance(jsonpointer.resolve_pointer(state, parent, None), list)

@@ -1,6 +1,7 @@
 """Terminal view of trajectories, step by step: model text, every tool call with its arguments,
-every result, errors, latency and tokens, the first step that departs from the expected calls,
-and the scores with their explanations.
+every result, errors, latency and tokens, the state change each tool step made (from its stored
+patch), the first step that departs from the expected calls (or, for an example with
+milestones, each step's place in the alignment), and the scores with their explanations.
 
 Model and tool text is printed as :class:`rich.text.Text`, never parsed as markup. Colours follow
 the console: off when the output is not a terminal (or ``NO_COLOR`` is set).
@@ -24,6 +25,7 @@ from toolgym.views.rundata import (
     format_value,
     rule_text,
     shorten,
+    state_changes,
     suite_divergence,
     visible,
 )
@@ -33,6 +35,12 @@ SHOWN_CHARS = 2_000
 
 REASONING_CHARS = 160
 """Characters of a model turn's reasoning shown (folded to one line)."""
+
+STATE_CHANGES_SHOWN = 8
+"""State changes listed under one tool step (the rest are counted)."""
+
+STATE_VALUE_CHARS = 200
+"""Characters of one value before or after a state change shown."""
 
 
 def show(
@@ -169,6 +177,8 @@ def print_trajectory(
     aligned = _alignment_score(scores)
     divergence = suite_divergence(run, example, traj) if aligned is None else None
     labels = list(aligned.details.get("alignment") or []) if aligned is not None else []
+    changes = state_changes(traj)
+    stopped_noted = False
     tool_index = 0
     for number, step in enumerate(traj.steps, 1):
         if step.kind == "model":
@@ -212,6 +222,13 @@ def print_trajectory(
             if tool_index < len(labels) and isinstance(labels[tool_index], dict):
                 first = aligned.details.get("first_error") if aligned is not None else None
                 console.print(alignment_line(labels[tool_index], first.get("step") if isinstance(first, dict) else None))
+            change = changes[tool_index] if tool_index < len(changes) else None
+            if change is None and traj.initial_state is not None and not stopped_noted:
+                stopped_noted = True
+                note = f": {traj.state_note}" if traj.state_note else ""
+                console.print(Text(f"      state not recorded from this step{_safe(note)}", style="dim"))
+            for line in state_change_lines(change or []):
+                console.print(line)
             tool_index += 1
     if divergence is not None and divergence.index >= tool_index:
         reason = divergence.reason.replace("the agent made no more calls", "the episode ended in error") if traj.status == "error" else divergence.reason
@@ -240,6 +257,29 @@ def print_trajectory(
                 f": {_safe(s.explanation, SHOWN_CHARS)}",
             )
         )
+
+
+def state_change_text(change: dict[str, Any]) -> str:
+    """One state change as ``path: before → after`` (``+ value`` for a path added, ``− value``
+    for one removed, ``← from`` for a move or copy)."""
+    path = change.get("path") or "(whole state)"
+    before = _json(change["before"], STATE_VALUE_CHARS) if "before" in change else None
+    after = _json(change["after"], STATE_VALUE_CHARS) if "after" in change else None
+    if change.get("op") in ("move", "copy"):
+        return f"{path} ← {change.get('from')}: {after}"
+    if before is not None and after is not None:
+        return f"{path}: {before} → {after}"
+    if after is not None:
+        return f"{path}: + {after}"
+    return f"{path}: − {before}" if before is not None else f"{path}: removed"
+
+
+def state_change_lines(changes: list[dict[str, Any]]) -> list[Text]:
+    """The lines drawing one tool step's state change (none when it changed nothing)."""
+    lines = [Text.assemble(("      state ", "magenta"), _safe(state_change_text(c))) for c in changes[:STATE_CHANGES_SHOWN]]
+    if len(changes) > STATE_CHANGES_SHOWN:
+        lines.append(Text(f"      state … {len(changes) - STATE_CHANGES_SHOWN} more change(s)", style="magenta"))
+    return lines
 
 
 ALIGNMENT_GRADER = "trajectory_match"

@@ -40,6 +40,7 @@ class BFCL(Environment):
     name = "bfcl"
     instructions = ""  # the function-calling mode sends the question alone
     max_model_turns: ClassVar[int | None] = 1
+    replay_target: ClassVar[bool] = False  # no state: final_state keeps grading expected_state only
 
     def __init__(self) -> None:
         super().__init__()

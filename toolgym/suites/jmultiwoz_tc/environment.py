@@ -60,6 +60,7 @@ class JMultiWOZTC(Environment):
     name = "jmultiwoz_tc"
     instructions = ""  # the published generate.py sends the history without a system prompt
     max_model_turns: ClassVar[int | None] = 1
+    replay_target: ClassVar[bool] = False  # no state: final_state keeps grading expected_state only
 
     def __init__(self) -> None:
         super().__init__()

@@ -458,7 +458,7 @@ def import_result_file(path: Path, examples: list[Example]) -> list[Trajectory]:
             "schema_version": _SCHEMA_VERSION, "example_id": rec.data_id, "trial": trial, "env": env,
             "agent": IMPORTED_AGENT, "model": model, "status": "error" if error else "completed", "error": error,
             "steps": [step], "final_state": {ORIGIN: {"file": where, "line": rec.line}}, "final_answer": None,
-            "duration_s": 0.0,
+            "duration_s": 0.0, "initial_state": None, "state_note": None,  # an imported turn records no states
         })
         _state(traj, rec)  # the line just read: graders and exporter do not parse it again
         trajectories.append(traj)

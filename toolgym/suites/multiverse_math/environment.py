@@ -52,6 +52,7 @@ class MultiverseMath(Environment):
     )
     graders = ("steps_exact", "step_ratio", "answer_match")
     default_levels: ClassVar[tuple[int, ...]] = tuple(range(1, 9))
+    replay_target: ClassVar[bool] = False  # the state counts calls, which is no target: final_state keeps to expected_state, as in LangChain
 
     def reset(self, example: Example) -> None:
         self.calls = 0

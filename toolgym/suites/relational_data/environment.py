@@ -394,6 +394,7 @@ class RelationalData(Environment):
     )
     graders = ("steps_exact", "step_ratio", "answer_match")
     default_levels: ClassVar[tuple[int, ...]] = (1, 2, 3, 4, 5)
+    replay_target: ClassVar[bool] = False  # a read-only world: every trajectory would reach it
 
     def __init__(self, tables: Tables | None = None) -> None:
         super().__init__()

@@ -24,10 +24,15 @@ rule and ``passed`` holds the scored values of graders with a pass rule.
 Traces format: ``{"examples": [{"in": input, "exp": [[name, arguments]|name...]|null}...],
 "traces": [trace...]}`` in ``items`` order, where a trace is ``{"x": example|null, "d":
 duration_s, "e": error, "fa": final answer, "fs": final state, "dv": [call, reason]|null,
-"sc": [[grader, value, explanation, passed 1|0|null]...], "s": [step...]}``; a model step is ``{"m": text, "l":
+"sc": [[grader, value, explanation, passed 1|0|null]...], "s": [step...], "al": {"ms": [required
+milestones never reached], "mo": [optional ones], "fe": first error text, "mh": [minefield
+states reached at the end]} (when ``trajectory_match`` graded it), "sn": state note}``; a model step is ``{"m": text, "l":
 latency_s, "ti"/"to": tokens, "r"/"rt": reasoning text and tokens, "nc": number of calls, "c": [[name, arguments, malformed, raw]...]
 for calls that were never executed}``; a tool step is ``{"t": name, "a": arguments, "o":
-output, "err": 1, "mf": malformed, "raw": raw}``. Optional keys are left out when empty.
+output, "err": 1, "mf": malformed, "raw": raw, "al": alignment label (:func:`_label`), "sp":
+[[op, path, before, after, has_before, has_after]...] its state change (absent: not recorded;
+``[]``: unchanged; for move and copy ``[op, path, from, after, 1, 1]``), "spn": changes left
+out}``. Optional keys are left out when empty.
 """
 
 from __future__ import annotations
@@ -38,7 +43,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from toolgym.records import ModelStep, ToolCallSpec, Trajectory
-from toolgym.views.rundata import RunView, first_call_divergence, pass_rule_text
+from toolgym.views.rundata import RunView, first_call_divergence, pass_rule_text, state_changes
 
 SCHEMA = 2
 TRUNCATION_NOTE = "… [{n} more characters not included in the report]"
@@ -145,7 +150,12 @@ def trajectory_payload(
     """The trace of one trajectory in the report's compact form (see the module docstring)."""
     calls = {c.id: c for s in traj.model_steps for c in s.tool_calls}
     executed = {s.call_id for s in traj.tool_steps}
+    scores = run.scores_of(traj)
+    aligned = next((s for s in scores if s.grader == ALIGNMENT_GRADER and isinstance(s.details.get("alignment"), list)), None)
+    labels = aligned.details["alignment"] if aligned is not None else []
+    changes = state_changes(traj)
     steps: list[dict[str, Any]] = []
+    tool_index = 0
     for step in traj.steps:
         if step.kind == "model":
             steps.append(_model_step(step, executed, max_chars))
@@ -162,6 +172,14 @@ def trajectory_payload(
             entry["mf"] = call.malformed
             if call.raw:
                 entry["raw"] = clip(call.raw, max_chars)
+        if tool_index < len(labels) and isinstance(labels[tool_index], dict):
+            entry["al"] = _label(labels[tool_index], max_chars)
+        change = changes[tool_index] if tool_index < len(changes) else None
+        if change is not None:
+            entry["sp"] = [_change(c, max_chars) for c in change[:STATE_CHANGES_KEPT]]
+            if len(change) > STATE_CHANGES_KEPT:
+                entry["spn"] = len(change) - STATE_CHANGES_KEPT
+        tool_index += 1
         steps.append(entry)
     divergence = first_call_divergence(run.expected_for(traj), traj.tool_steps, run.order_matters(traj))
     out: dict[str, Any] = {
@@ -180,7 +198,60 @@ def trajectory_payload(
         out["e"] = clip(traj.error, max_chars)
     if traj.final_answer is not None:
         out["fa"] = clip(traj.final_answer, max_chars)
+    if aligned is not None:
+        d = aligned.details
+        out["al"] = {
+            k: v for k, v in {
+                "ms": [str(m) for m in d.get("missing") or []],
+                "mo": [str(m) for m in d.get("missing_optional") or []],
+                "fe": _first_error_text(d.get("first_error")),
+                "mh": [_clip_json(h.get("expected"), max_chars) for h in d.get("minefields_hit") or []
+                       if isinstance(h, dict) and h.get("step") is None],
+            }.items() if v
+        }
+    if traj.state_note:
+        out["sn"] = clip(traj.state_note, max_chars)
     return out
+
+
+ALIGNMENT_GRADER = "trajectory_match"
+"""The grader whose details hold the alignment the report draws (as ``show`` does)."""
+
+STATE_CHANGES_KEPT = 50
+"""State changes kept per tool step in the report (the rest are counted)."""
+
+
+def _label(label: dict[str, Any], max_chars: int) -> dict[str, Any]:
+    """A tool step's alignment label in compact form: ``m`` milestone, ``ty`` error type,
+    ``arg`` the wrong argument, ``n`` note, ``x`` what was expected, ``er`` 1 when it counts
+    against the trajectory, ``ok`` why an unmatched call is allowed."""
+    out = {
+        "m": label.get("milestone"), "ty": label.get("type"), "arg": label.get("argument"),
+        "n": clip(label.get("note"), max_chars) if isinstance(label.get("note"), str) else None,
+        "x": _clip_json(label["expected"], max_chars) if label.get("expected") is not None else None,
+        "er": 1 if label.get("error") else None, "ok": label.get("allowed"),
+    }
+    return {k: v for k, v in out.items() if v is not None}
+
+
+def _change(change: dict[str, Any], max_chars: int) -> list[Any]:
+    """A state change as ``[op, path, before | null, after | null, has_before 0|1, has_after
+    0|1]``; a move or copy as ``[op, path, from, after, 1, 1]``."""
+    op, after = change.get("op"), _clip_json(change.get("after"), max_chars)
+    if op in ("move", "copy"):
+        return [op, change.get("path"), change.get("from"), after, 1, 1]
+    return [op, change.get("path"), _clip_json(change.get("before"), max_chars), after,
+            int("before" in change), int("after" in change)]
+
+
+def _first_error_text(first: Any) -> str | None:
+    if not isinstance(first, dict):
+        return None
+    where = f"step {first.get('step')}" if first.get("step") is not None else "end of trajectory"
+    what = str(first.get("type", "")).replace("_", " ")
+    if first.get("milestone"):
+        what += f" ({first['milestone']}" + (f", argument {first['argument']}" if first.get("argument") else "") + ")"
+    return f"{where}: {what}"
 
 
 def _flag(passed: bool | None) -> int | None:

@@ -207,6 +207,32 @@
     return s;
   }
 
+  function alignmentLine(a, firstError, step) {
+    // one tool step's place in trajectory_match's alignment: its milestone, or why it matched none
+    if (!a.ty && a.m) { return el("div", "align matched", "✓ milestone " + a.m); }
+    var isFirst = firstError !== null && firstError !== undefined && firstError.indexOf("step " + step + ":") === 0;
+    var bad = a.er === 1 || isFirst;
+    var text = (bad ? "✗ " : "· ") + String(a.ty || "unmatched").replace(/_/g, " ");
+    if (a.m) { text += " (" + a.m + (a.arg ? ", argument " + a.arg : "") + ")"; }
+    if (a.n) { text += ": " + a.n; }
+    if (a.ok) { text += " [allowed extra: " + a.ok + "]"; }
+    if (a.x !== undefined && ["wrong_arguments", "wrong_tool", "forbidden", "out_of_order"].indexOf(a.ty) >= 0) {
+      text += "; expected " + json(a.x);
+    }
+    var div = el("div", "align " + (bad ? "error" : "extra"), text);
+    div.dataset.type = a.ty || "";
+    return div;
+  }
+
+  function stateChangeText(c) {
+    // [op, path, before, after, has_before, has_after]; move and copy: [op, path, from, after, 1, 1]
+    var path = c[1] || "(whole state)";
+    if (c[0] === "move" || c[0] === "copy") { return "state " + path + " ← " + c[2] + ": " + json(c[3]); }
+    if (c[4] && c[5]) { return "state " + path + ": " + json(c[2]) + " → " + json(c[3]); }
+    if (c[5]) { return "state " + path + ": + " + json(c[3]); }
+    return "state " + path + ": − " + json(c[2]);
+  }
+
   function traceView(i) {
     var doc = traces();
     var t = doc.traces[i];
@@ -295,6 +321,11 @@
         var out = add(act, el("pre", "out"));
         add(out, el("span", "meta", "⇒ "));
         add(out, el("span", null, s.o));
+        if (s.al) { act.appendChild(alignmentLine(s.al, t.al ? t.al.fe : null, toolIndex + 1)); }
+        if (s.sp) {
+          s.sp.forEach(function (c) { add(act, el("div", "mono state-change", stateChangeText(c))); });
+          if (s.spn) { add(act, el("div", "meta state-change", "… " + s.spn + " more state change(s)")); }
+        }
         var expCell = add(tr, el("td", "expected mono"));
         if (expected && toolIndex < expected.length) {
           var want = expectedText(expected[toolIndex]);
@@ -325,6 +356,15 @@
         }
       }
     }
+
+    if (t.al) {
+      var summary = add(box, el("div", "alignment-summary"));
+      if (t.al.ms) { add(summary, el("div", "problem missing-milestones", "milestones never reached: " + t.al.ms.join(", "))); }
+      if (t.al.mo) { add(summary, el("div", "meta", "optional milestones not reached: " + t.al.mo.join(", "))); }
+      (t.al.mh || []).forEach(function (m) { add(summary, el("div", "problem", "minefield state reached: " + json(m))); });
+      if (t.al.fe) { add(summary, el("div", "problem first-error", "first error: " + t.al.fe)); }
+    }
+    if (t.sn) { add(box, el("div", "meta state-note", "state: " + t.sn)); }
 
     if (t.fa !== undefined) {
       add(box, el("h4", null, "final answer"));
