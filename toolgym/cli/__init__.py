@@ -464,11 +464,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0, help="bootstrap seed")
     p.set_defaults(func=cmd_compare)
 
-    from toolgym.cli import export, serve, stepwise
+    from toolgym.cli import export, serve, stepwise, view
 
     serve.add_parser(sub)
     export.add_parser(sub)
     stepwise.add_parsers(sub)
+    view.add_parser(sub)
     parser.set_defaults(subcommands=dict(sub.choices))
     return parser
 
