@@ -262,6 +262,12 @@ class Trajectory(BaseModel):
         final_state: ``Environment.read_state()`` at the end (JSON-safe snapshot).
         final_answer: The agent's last text when it stopped, if any.
         duration_s: Wall-clock seconds of the whole episode.
+        source_line: For a trajectory imported from a result file (``grade --result``; the file
+            is named in ``run.json``'s ``result_file``): the line it was read from (1-based,
+            lines ending at ``\\n``, ``\\r\\n`` or a lone ``\\r``), whose text, verbatim, is
+            the ``text`` of its first model step. The record stores the number, not the text:
+            :func:`toolgym.load_run` reads the text back from the file (an empty text, with a
+            warning, when the file has moved or changed since the import). ``None`` otherwise.
     """
 
     schema_version: int = SCHEMA_VERSION
@@ -276,6 +282,7 @@ class Trajectory(BaseModel):
     final_state: dict[str, JSONValue] = Field(default_factory=dict)
     final_answer: str | None = None
     duration_s: float = 0.0
+    source_line: int | None = None
 
     @property
     def model_steps(self) -> list[ModelStep]:

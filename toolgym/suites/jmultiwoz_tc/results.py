@@ -458,7 +458,7 @@ def import_result_file(path: Path, examples: list[Example]) -> list[Trajectory]:
             "schema_version": _SCHEMA_VERSION, "example_id": rec.data_id, "trial": trial, "env": env,
             "agent": IMPORTED_AGENT, "model": model, "status": "error" if error else "completed", "error": error,
             "steps": [step], "final_state": {ORIGIN: {"file": where, "line": rec.line}}, "final_answer": None,
-            "duration_s": 0.0,
+            "duration_s": 0.0, "source_line": rec.line,
         })
         _state(traj, rec)  # the line just read: graders and exporter do not parse it again
         trajectories.append(traj)
@@ -594,7 +594,7 @@ def export_published(run: Run) -> list[Path]:
     source = run.record.agent.get("result_file")
     written = []
     result = run.directory / f"result_{name}.jsonl"
-    if not _is_file(result, source):
+    if not source:  # an imported file is referenced in run.json, never copied
         write_text_atomic(result, "".join(t + "\n" for t in texts))
         written.append(result)
     # the score files never have the imported file's name: <model> comes from that name
