@@ -11,7 +11,7 @@ import json
 import math
 import os
 import warnings
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, Literal, TypeVar, get_args, get_origin
@@ -187,22 +187,56 @@ def is_default(value: Any, default: Any) -> bool:
     return bool(value == default)
 
 
+def _condition(name: str, default: Any) -> str:
+    """Python source testing that the local ``v`` is not ``default`` (see :func:`is_default`)."""
+    if default is None:
+        return "v is not None"
+    if default is False or default is True:
+        return f"v is not {default}"
+    if type(default) is float:
+        return f"not (type(v) is float and v == {default!r} and copysign(1.0, v) == {math.copysign(1.0, default)!r})"
+    if type(default) in (int, str) and default == default:
+        return f"not (type(v) is {type(default).__name__} and v == {default!r})"
+    if type(default) in (list, dict) and not default:
+        return f"not (type(v) is {type(default).__name__} and not v)"
+    return f"not is_default(v, DEFAULTS[{name!r}])"
+
+
+def _encoder(cls: type[BaseModel]) -> Callable[[Any], dict[str, Any]]:
+    """A function from a record of ``cls`` to the dict its line holds: its fields in declaration
+    order, without those holding their declared default (:func:`is_default`); raises
+    ``TypeError`` when a float field holds anything but floats (pydantic writes an int there as
+    a float, so such a record is left to pydantic). Generated once per class: the fast path
+    of :func:`record_line` runs it for every record and every step."""
+    floats = _PLAIN[cls]
+    defaults = dict(_field_defaults(cls))
+    lines = ["def encode(obj):", "    d = obj.__dict__", "    r = {}"]
+    for name, default in defaults.items():
+        lines.append(f"    v = d[{name!r}]")
+        if name in floats:
+            lines.append("    if type(v) is not float and v is not None and (type(v) is not list or any(type(x) is not float for x in v)):")
+            lines.append(f"        raise TypeError({name + ': not a float'!r})")
+        if default is _NO_DEFAULT:
+            lines.append(f"    r[{name!r}] = v")
+        else:
+            lines.append(f"    if {_condition(name, default)}:")
+            lines.append(f"        r[{name!r}] = v")
+    lines.append("    return r")
+    namespace: dict[str, Any] = {"copysign": math.copysign, "is_default": is_default, "DEFAULTS": defaults}
+    exec("\n".join(lines), namespace)  # noqa: S102 - source built above from the class's own field names
+    return namespace["encode"]
+
+
+_ENCODERS: dict[type[BaseModel], Callable[[Any], dict[str, Any]]] = {}
+
+
 def _fields(obj: Any) -> dict[str, Any]:
-    floats = _PLAIN.get(type(obj))
-    if floats is None:
-        raise TypeError(type(obj).__name__)
-    values = obj.__dict__
-    for name in floats:
-        value = values[name]
-        if type(value) is not float and value is not None and (
-            type(value) is not list or any(type(v) is not float for v in value)
-        ):
-            raise TypeError(f"{name}: not a float")
-    lean = {}
-    for name, default in _field_defaults(type(obj)):
-        value = values[name]
-        if default is _NO_DEFAULT or not is_default(value, default):
-            lean[name] = value
+    encode = _ENCODERS.get(type(obj))
+    if encode is None:
+        if type(obj) not in _PLAIN:
+            raise TypeError(type(obj).__name__)
+        encode = _ENCODERS[type(obj)] = _encoder(type(obj))
+    lean = encode(obj)
     if type(obj) is Trajectory and lean.get("source_line") is not None:
         at = _line_step(obj)
         if at is not None:  # the imported line is the result file's, not the record's
@@ -212,8 +246,6 @@ def _fields(obj: Any) -> dict[str, Any]:
             steps[at] = step
             lean["steps"] = steps
     return lean
-
-
 
 
 def _line_step(trajectory: Trajectory) -> int | None:

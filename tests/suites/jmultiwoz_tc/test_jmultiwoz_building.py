@@ -15,7 +15,8 @@ def test_built_equals_validated_and_serialises_the_same():
             "input_tokens": None, "output_tokens": None, "reasoning": None, "reasoning_tokens": None, "tokens": None}
     values = {"schema_version": 1, "example_id": "t", "trial": 0, "env": "jmultiwoz_tc", "agent": "imported",
               "model": "m", "status": "completed", "error": None, "steps": [built(ModelStep, step)],
-              "final_state": {"result_file": {"file": "f", "line": 1}}, "final_answer": None, "duration_s": 0.0}
+              "final_state": {"result_file": {"file": "f", "line": 1}}, "final_answer": None, "duration_s": 0.0,
+              "source_line": 1}
     made = built(Trajectory, dict(values))
     assert made == Trajectory.model_validate(values)
     assert made.model_dump_json() == Trajectory.model_validate(values).model_dump_json()
