@@ -60,8 +60,8 @@ from toolgym.runio import (
     read_jsonl,
     read_run,
     read_trajectories,
-    result_file_ref,
     record_line,
+    result_file_ref,
     write_jsonl_atomic,
     write_run,
 )
