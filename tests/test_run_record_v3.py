@@ -122,3 +122,29 @@ def test_an_import_references_its_result_file_and_reads_its_lines_back(v2, tmp_p
         warnings.simplefilter("always")
         toolgym.load_run(out)
     assert any("cannot be read" in str(w.message) and "moved or deleted" in str(w.message) for w in caught)
+
+
+def test_a_passing_score_keeps_only_the_details_its_grader_declares():
+    from toolgym import BINARY
+    from toolgym.graders import kept_details, lean_score
+
+    class Declares:
+        name = "declares"
+        kept_details = ("outcome",)
+
+    keep = kept_details(Declares())
+    assert keep == {"outcome"} and kept_details(object()) == frozenset()
+    passed = lean_score(Score(example_id="e", grader="declares", value=1.0, explanation="ok",
+                              details={"outcome": "right", "expected": [1, 2]}), BINARY, keep)
+    assert passed.details == {"outcome": "right"} and passed.explanation == "ok"
+    failed = lean_score(Score(example_id="e", grader="declares", value=0.0, details={"expected": [1, 2]}), BINARY, keep)
+    assert failed.details == {"expected": [1, 2]}
+    unscored = lean_score(Score(example_id="e", grader="declares", value=None, details={"why": "x"}), BINARY, keep)
+    assert unscored.details == {"why": "x"}
+
+    class Wrong:
+        name = "wrong"
+        kept_details = "outcome"
+
+    with pytest.raises(TypeError, match="kept_details must be a tuple"):
+        kept_details(Wrong())
