@@ -8,7 +8,8 @@ real command
     python run_agent.py grade --env bfcl --result RESULT --dataset BFCL_v4_<category>.json --out DIR
 
 in a fresh process, several times, and reports per category the median wall time and the peak
-resident memory (the command's own ``ru_maxrss``, from ``wait4``), and the checker alone (the
+resident memory (the command's own ``ru_maxrss``, from ``wait4``), the size of the run
+directory, and the checker alone (the
 official verdict on every line, in this process, without reading or writing run files).
 
 Usage: python benchmarks/bfcl_grading.py [--data DIR] [--repeat 3]
@@ -92,7 +93,7 @@ def main() -> int:
     from toolgym.suites.bfcl.data import CATEGORIES, entries_of, load_examples
 
     data = Path(args.data)
-    rows, total_wall, total_entries, total_check = [], 0.0, 0, 0.0
+    rows, total_wall, total_entries, total_check, total_size = [], 0.0, 0, 0.0, 0
     with tempfile.TemporaryDirectory() as tmp:
         for category in CATEGORIES:
             dataset = data / f"BFCL_v4_{category}.json"
@@ -108,18 +109,21 @@ def main() -> int:
             start = time.perf_counter()
             correct = sum(check(entries[line["id"]], line["result"]).valid for line in lines)
             checker = time.perf_counter() - start
-            score = json.loads((Path(tmp) / f"out-{category}-0" / f"BFCL_v4_{category}_score.json").read_text().splitlines()[0])
+            out0 = Path(tmp) / f"out-{category}-0"
+            size = sum(p.stat().st_size for p in out0.iterdir() if p.is_file())
+            score = json.loads((out0 / f"BFCL_v4_{category}_score.json").read_text().splitlines()[0])
             assert score["correct_count"] == correct, (category, score, correct)
             med = statistics.median(walls)
-            rows.append((category, n, med, max(walls), max(rss) / 1024, checker * 1000, score["accuracy"]))
+            rows.append((category, n, med, max(walls), max(rss) / 1024, checker * 1000, score["accuracy"], size))
             total_wall += med
+            total_size += size
             total_entries += n
             total_check += checker
-    print("| category | entries | grade --result wall, median (max) | peak RSS | checker alone | accuracy of the perturbed file |")
-    print("|---|---:|---:|---:|---:|---:|")
-    for category, n, med, worst, mb, ms, acc in rows:
-        print(f"| {category} | {n} | {med:.2f} s ({worst:.2f} s) | {mb:.0f} MB | {ms:.1f} ms | {acc:.3f} |")
-    print(f"| all 13 | {total_entries} | {total_wall:.2f} s (sum of medians) | | {total_check * 1000:.1f} ms | |")
+    print("| category | entries | grade --result wall, median (max) | peak RSS | checker alone | accuracy of the perturbed file | run directory |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    for category, n, med, worst, mb, ms, acc, size in rows:
+        print(f"| {category} | {n} | {med:.2f} s ({worst:.2f} s) | {mb:.0f} MB | {ms:.1f} ms | {acc:.3f} | {size:,} B |")
+    print(f"| all 13 | {total_entries} | {total_wall:.2f} s (sum of medians) | | {total_check * 1000:.1f} ms | | {total_size:,} B |")
     return 0
 
 

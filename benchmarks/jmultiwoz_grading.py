@@ -12,8 +12,9 @@ each, in fresh processes:
                                             its per-turn output to a file, as its README says)
 
 and reports the minimum and median wall time, CPU time and peak resident memory (each
-command's own ``ru_maxrss``, from ``wait4``), whether the five rows are equal, and the
-in-process time of import, grading and export without interpreter start-up.
+command's own ``ru_maxrss``, from ``wait4``), whether the five rows are equal, the size of each
+file of toolgym's run directory, and the in-process time of import, grading and export
+without interpreter start-up.
 
 Usage: python benchmarks/jmultiwoz_grading.py [--dataset PATH] [--published PATH] [--repeat 5]
 """
@@ -130,6 +131,7 @@ def main() -> int:
         for _ in range(args.repeat):  # interleaved: both see the same machine
             for name, (command, cwd, stdout) in commands.items():
                 runs[name].append(timed(command, cwd, stdout))
+        sizes = {p.name: p.stat().st_size for p in sorted((tmp / "out").iterdir()) if p.is_file()}
         ours = (tmp / "out" / "score_bench-model.json").read_text(encoding="utf-8").splitlines()[:5]
         theirs = (published_dir / "score_bench-model.json").read_text(encoding="utf-8").splitlines()[:5]
         same = [json.loads(x) for x in ours] == [json.loads(x) for x in theirs]
@@ -154,6 +156,11 @@ def main() -> int:
     for name, values in runs.items():
         walls, cpus, peaks = zip(*values, strict=True)
         print(f"| {name} | {min(walls):.2f} | {statistics.median(walls):.2f} | {min(cpus):.2f} | {max(peaks):.0f} |")
+    print("\n| file of the run directory | bytes |")
+    print("|---|---:|")
+    for name, size in sizes.items():
+        print(f"| {name} | {size:,} |")
+    print(f"| run directory (target < 16 MB) | {sum(sizes.values()):,} |")
     ratio = min(w for w, _, _ in runs["toolgym grade"]) / min(w for w, _, _ in runs["published evaluate.py"])
     cpu_ratio = min(c for _, c, _ in runs["toolgym grade"]) / min(c for _, c, _ in runs["published evaluate.py"])
     print(f"\ntoolgym / published, minimum wall: {ratio:.2f}x (target <= 1.0x, goal 0.5x); minimum CPU: {cpu_ratio:.2f}x")

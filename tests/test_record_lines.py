@@ -1,4 +1,5 @@
-"""Record lines written by toolgym's fast path equal pydantic's own JSON, byte for byte."""
+"""Record lines written by toolgym's fast path equal pydantic's own JSON (without the fields that
+hold their declared default), byte for byte, and read back as the records written."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import uuid
 import pytest
 
 from toolgym import ModelStep, Score, TokenRecord, ToolCall, ToolStep, Trajectory
-from toolgym.runio import record_line, write_jsonl_atomic
+from toolgym.runio import omitted_defaults, record_line, write_jsonl_atomic
 
 
 class Color(enum.Enum):
@@ -21,6 +22,11 @@ class Color(enum.Enum):
 
 class Text(str):
     pass
+
+
+def _lean(record) -> bytes:
+    """Pydantic's JSON of ``record`` without its default fields, newline included."""
+    return record.model_dump_json(exclude=omitted_defaults(record)).encode() + b"\n"
 
 
 def _floats(n: int, seed: int) -> list[float]:
@@ -58,7 +64,7 @@ def _trajectory(details: dict) -> Trajectory:
 def test_plain_values_are_written_as_pydantic_writes_them(value):
     for record in (_trajectory({"v": value}),
                    Score(example_id="e", grader="g", value=0.5, explanation="x", details={"v": value})):
-        assert record_line(record) == record.model_dump_json().encode() + b"\n"
+        assert record_line(record) == _lean(record)
 
 
 @pytest.mark.parametrize("value", [
@@ -68,7 +74,7 @@ def test_plain_values_are_written_as_pydantic_writes_them(value):
 def test_other_values_are_written_by_pydantic(value):
     score = Score(example_id="e", grader="g", value=1.0, details={"v": value})
     try:
-        expected = score.model_dump_json().encode() + b"\n"
+        expected = _lean(score)
     except Exception as exc:  # what pydantic cannot write, the fast path does not write either
         with pytest.raises(type(exc)):
             record_line(score)
@@ -90,11 +96,46 @@ def test_records_built_without_validation_and_subclasses(tmp_path):
                                   details={})
 
     class Extended(Score):
-        note: str = "kept"
+        note: str = "default"
+        flag: list[int] | None = None
 
     ints = _trajectory({"a": 1})
     ints.duration_s, ints.steps[0].latency_s, ints.steps[0].tokens.completion_logprobs = 2, 0, [-1, -0.5]
-    records = [built, Extended(example_id="e", grader="g", value=None), _trajectory({"a": 1}), ints]
+    records = [built, Extended(example_id="e", grader="g", value=None, note="kept", flag=[]), _trajectory({"a": 1}), ints]
     write_jsonl_atomic(tmp_path / "r.jsonl", records)
-    assert (tmp_path / "r.jsonl").read_bytes() == b"".join(r.model_dump_json().encode() + b"\n" for r in records)
-    assert b'"note":"kept"' in (tmp_path / "r.jsonl").read_bytes()
+    assert (tmp_path / "r.jsonl").read_bytes() == b"".join(map(_lean, records))
+    assert b'"note":"kept","flag":[]' in (tmp_path / "r.jsonl").read_bytes()
+    assert b'"note"' not in record_line(Extended(example_id="e", grader="g", value=None))
+
+
+def test_defaults_are_left_out_and_read_back():
+    traj = Trajectory(example_id="ex", env="typewriter_1", agent="oracle", status="completed",
+                      steps=[ModelStep(), ToolStep(call_id="c", name="type_letter")])
+    line = record_line(traj)
+    assert line == (b'{"example_id":"ex","env":"typewriter_1","agent":"oracle","status":"completed",'
+                    b'"steps":[{"kind":"model"},{"kind":"tool","call_id":"c","name":"type_letter"}]}\n')
+    assert Trajectory.model_validate_json(line) == traj
+    score = Score(example_id="ex", grader="g", value=1.0)
+    assert record_line(score) == b'{"example_id":"ex","grader":"g","value":1.0}\n'
+    assert Score.model_validate_json(record_line(score)) == score
+
+
+@pytest.mark.parametrize("field, value", [
+    ("trial", 1), ("duration_s", -0.0), ("final_answer", ""), ("final_state", {"a": None}), ("model", "m"),
+])
+def test_values_beside_their_default_are_kept(field, value):
+    traj = Trajectory(example_id="ex", env="e", agent="a", status="completed", **{field: value})
+    line = record_line(traj)
+    assert f'"{field}"'.encode() in line
+    back = Trajectory.model_validate_json(line)
+    assert getattr(back, field) == value and type(getattr(back, field)) is type(value)
+    if field == "duration_s":
+        assert str(back.duration_s) == "-0.0"
+
+
+def test_a_none_default_field_holding_an_empty_list_is_kept():
+    tokens = TokenRecord(prompt_ids=[], completion_ids=None)
+    step = ModelStep(tokens=tokens, reasoning_tokens=0)
+    line = record_line(step)
+    assert line == b'{"kind":"model","reasoning_tokens":0,"tokens":{"prompt_ids":[]}}\n'
+    assert ModelStep.model_validate_json(line) == step

@@ -326,7 +326,9 @@ def test_agentevals_modes_from_the_command_line(tmp_path):
                      "trajectory_match", "--trajectory-mode", mode, "--out", str(out), "--no-progress"]) == 0
         lines = [json.loads(line) for line in (out / "scores.jsonl").read_text().splitlines()]
         values[mode] = {s["example_id"]: s["value"] for s in lines}
-        assert all(s["details"]["plan"] == f"agentevals {mode} match, arguments exact" for s in lines)
+        # a failure says how it was graded; a pass keeps what show draws, not the plan
+        assert all(s["details"]["plan"] == f"agentevals {mode} match, arguments exact" for s in lines if s["value"] < 1)
+        assert all("plan" not in s["details"] and "alignment" in s["details"] for s in lines if s["value"] == 1)
     assert values == {
         "strict": {"tw-00-a": 1.0, "tw-01-aa": 0.0},
         "superset": {"tw-00-a": 1.0, "tw-01-aa": 0.0},

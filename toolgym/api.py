@@ -155,7 +155,7 @@ def load_run(directory: str | Path, dataset: str | Path | None = None, with_exam
     """
     directory = Path(directory)
     record = read_run(directory)
-    trajectories = read_trajectories(directory)
+    trajectories = read_trajectories(directory, record=record)
     scores = read_scores(directory)
     result = Run(directory, record, trajectories, scores)
     if not with_examples:

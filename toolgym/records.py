@@ -283,6 +283,12 @@ class Trajectory(BaseModel):
         injected: The fault injected (``--inject KIND@K``): ``{"kind": "tool_error" |
             "wrong_value" | "empty", "step": K (1-based tool step), "output": the result the
             tool gave, or None when it was not executed}``; else ``None``.
+        source_line: For a trajectory imported from a result file (``grade --result``; the file
+            is named in ``run.json``'s ``result_file``): the line it was read from (1-based,
+            lines ending at ``\\n``, ``\\r\\n`` or a lone ``\\r``), whose text, verbatim, is
+            the ``text`` of its first model step. The record stores the number, not the text:
+            :func:`toolgym.load_run` reads the text back from the file (an empty text, with a
+            warning, when the file has moved or changed since the import). ``None`` otherwise.
     """
 
     schema_version: int = SCHEMA_VERSION
@@ -302,6 +308,7 @@ class Trajectory(BaseModel):
     parent: dict[str, JSONValue] | None = None
     prefix_steps: int | None = None
     injected: dict[str, JSONValue] | None = None
+    source_line: int | None = None
 
     @property
     def model_steps(self) -> list[ModelStep]:

@@ -6,13 +6,15 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import hashlib
 import json
+import math
 import os
 import warnings
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any, TypeVar
+from typing import IO, Any, Literal, TypeVar, get_args, get_origin
 
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -147,23 +149,148 @@ a float: such a record is left to pydantic)."""
 
 _FAST = orjson.OPT_APPEND_NEWLINE | orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_DATACLASS | orjson.OPT_PASSTHROUGH_SUBCLASS
 
+_NO_DEFAULT = object()
+
+
+def _is_tag(annotation: Any) -> bool:
+    """Whether a field's type is one literal value (a discriminator such as a step's ``kind``)."""
+    return get_origin(annotation) is Literal and len(get_args(annotation)) == 1
+
+
+def _field_defaults(cls: type[BaseModel]) -> tuple[tuple[str, Any], ...]:
+    """``(name, declared default)`` of each field of ``cls`` in declaration order;
+    :data:`_NO_DEFAULT` for a required field or a tag (both always written)."""
+    found = _DEFAULTS.get(cls)
+    if found is None:
+        found = tuple(
+            (name, _NO_DEFAULT if info.is_required() or _is_tag(info.annotation) else info.get_default(call_default_factory=True))
+            for name, info in cls.model_fields.items()
+        )
+        _DEFAULTS[cls] = found
+    return found
+
+
+_DEFAULTS: dict[type[BaseModel], tuple[tuple[str, Any], ...]] = {}
+
+
+def is_default(value: Any, default: Any) -> bool:
+    """Whether a field's ``value`` is its declared ``default`` (then the record omits it):
+    the same type and an equal value; ``None`` only for ``None``, ``False`` only for
+    ``False`` (never ``0``), ``0.0`` only for ``0.0`` (not ``-0.0``), ``[]`` only for an
+    empty list (so a ``None``-default field holding ``[]`` is kept)."""
+    if default is None:
+        return value is None
+    if type(value) is not type(default):
+        return False
+    if type(value) is float:
+        return value == default and math.copysign(1.0, value) == math.copysign(1.0, default)
+    return bool(value == default)
+
+
+def _condition(name: str, default: Any) -> str:
+    """Python source testing that the local ``v`` is not ``default`` (see :func:`is_default`)."""
+    if default is None:
+        return "v is not None"
+    if default is False or default is True:
+        return f"v is not {default}"
+    if type(default) is float:
+        return f"not (type(v) is float and v == {default!r} and copysign(1.0, v) == {math.copysign(1.0, default)!r})"
+    if type(default) in (int, str) and default == default:
+        return f"not (type(v) is {type(default).__name__} and v == {default!r})"
+    if type(default) in (list, dict) and not default:
+        return f"not (type(v) is {type(default).__name__} and not v)"
+    return f"not is_default(v, DEFAULTS[{name!r}])"
+
+
+def _encoder(cls: type[BaseModel]) -> Callable[[Any], dict[str, Any]]:
+    """A function from a record of ``cls`` to the dict its line holds: its fields in declaration
+    order, without those holding their declared default (:func:`is_default`); raises
+    ``TypeError`` when a float field holds anything but floats (pydantic writes an int there as
+    a float, so such a record is left to pydantic). Generated once per class: the fast path
+    of :func:`record_line` runs it for every record and every step."""
+    floats = _PLAIN[cls]
+    defaults = dict(_field_defaults(cls))
+    lines = ["def encode(obj):", "    d = obj.__dict__", "    r = {}"]
+    for name, default in defaults.items():
+        lines.append(f"    v = d[{name!r}]")
+        if name in floats:
+            lines.append("    if type(v) is not float and v is not None and (type(v) is not list or any(type(x) is not float for x in v)):")
+            lines.append(f"        raise TypeError({name + ': not a float'!r})")
+        if default is _NO_DEFAULT:
+            lines.append(f"    r[{name!r}] = v")
+        else:
+            lines.append(f"    if {_condition(name, default)}:")
+            lines.append(f"        r[{name!r}] = v")
+    lines.append("    return r")
+    namespace: dict[str, Any] = {"copysign": math.copysign, "is_default": is_default, "DEFAULTS": defaults}
+    exec("\n".join(lines), namespace)  # noqa: S102 - source built above from the class's own field names
+    return namespace["encode"]
+
+
+_ENCODERS: dict[type[BaseModel], Callable[[Any], dict[str, Any]]] = {}
+
 
 def _fields(obj: Any) -> dict[str, Any]:
-    floats = _PLAIN.get(type(obj))
-    if floats is None:
-        raise TypeError(type(obj).__name__)
-    values = obj.__dict__
-    for name in floats:
-        value = values[name]
-        if type(value) is not float and value is not None and (
-            type(value) is not list or any(type(v) is not float for v in value)
-        ):
-            raise TypeError(f"{name}: not a float")
-    return values
+    encode = _ENCODERS.get(type(obj))
+    if encode is None:
+        if type(obj) not in _PLAIN:
+            raise TypeError(type(obj).__name__)
+        encode = _ENCODERS[type(obj)] = _encoder(type(obj))
+    lean = encode(obj)
+    if type(obj) is Trajectory and lean.get("source_line") is not None:
+        at = _line_step(obj)
+        if at is not None:  # the imported line is the result file's, not the record's
+            steps = list(lean["steps"])
+            step = _fields(steps[at])
+            step.pop("text", None)
+            steps[at] = step
+            lean["steps"] = steps
+    return lean
+
+
+def _line_step(trajectory: Trajectory) -> int | None:
+    """The index of the first model step of an imported trajectory (its text is the line)."""
+    return next((i for i, s in enumerate(trajectory.steps) if s.kind == "model"), None)
+
+
+def omitted_defaults(record: BaseModel) -> dict[str, Any]:
+    """The fields of ``record`` (and of the models nested in it, in fields and lists) that
+    hold their declared default (and an imported trajectory's line, see :func:`record_line`), as pydantic's ``exclude`` argument takes them
+    (``{"trial": True, "steps": {0: {"text": True}}}``): what a record line leaves out.
+
+    Tags (a field typed as one literal value, such as a step's ``kind``, which tells the
+    reader which record it is) and required fields are never left out.
+    """
+    exclude: dict[Any, Any] = {}
+    values = record.__dict__
+    for name, default in _field_defaults(type(record)):
+        value = values.get(name, _NO_DEFAULT)
+        if default is not _NO_DEFAULT and is_default(value, default):
+            exclude[name] = True
+        elif isinstance(value, BaseModel):
+            inner = omitted_defaults(value)
+            if inner:
+                exclude[name] = inner
+        elif isinstance(value, list | tuple):
+            inner_items = {i: sub for i, v in enumerate(value) if isinstance(v, BaseModel) and (sub := omitted_defaults(v))}
+            if inner_items:
+                exclude[name] = inner_items
+    if isinstance(record, Trajectory) and record.source_line is not None:
+        at = _line_step(record)
+        if at is not None:
+            steps = exclude.setdefault("steps", {})
+            if steps is not True:
+                step = steps.setdefault(at, {})
+                if step is not True:
+                    step["text"] = True
+    return exclude
 
 
 def record_line(record: BaseModel) -> bytes:
-    """A record's JSON line (newline included, UTF-8): exactly ``record.model_dump_json()``.
+    """A record's JSON line (newline included, UTF-8): ``record.model_dump_json(exclude=
+    omitted_defaults(record))``, i.e. every field except those holding their declared default
+    (:func:`omitted_defaults`); reading the line back (``model_validate_json``) gives an equal
+    record, the defaults filled in.
 
     The core records (:class:`Trajectory`, :class:`Score`, their steps and calls, examples) are
     encoded by orjson (github.com/ijl/orjson) from their fields, 2-3 times faster, whenever
@@ -178,14 +305,14 @@ def record_line(record: BaseModel) -> bytes:
         except TypeError:
             pass
     try:
-        return record.__pydantic_serializer__.to_json(record) + b"\n"
+        return record.__pydantic_serializer__.to_json(record, exclude=omitted_defaults(record)) + b"\n"
     except PydanticSerializationError as exc:
         if "surrogates not allowed" not in str(exc):
             raise
     # a lone surrogate that reached a record (a model's text, a tool's output): written as
     # U+FFFD (:func:`toolgym.records.without_surrogates`) rather than losing the record
     cleaned = type(record).model_validate(without_surrogates(record.model_dump()))
-    return cleaned.__pydantic_serializer__.to_json(cleaned) + b"\n"
+    return cleaned.__pydantic_serializer__.to_json(cleaned, exclude=omitted_defaults(cleaned)) + b"\n"
 
 
 def write_jsonl_atomic(path: Path, records: list[BaseModel]) -> None:
@@ -194,10 +321,34 @@ def write_jsonl_atomic(path: Path, records: list[BaseModel]) -> None:
         fh.writelines(map(record_line, records))
 
 
-RUN_SCHEMA_VERSION = 2
-"""The ``schema_version`` of the ``run.json`` this toolgym writes. Version 1 (no
-``schema_version`` key; toolgym before the public API) is migrated on reading: its fields are
-the same, without ``extensions`` and ``measures``."""
+RUN_SCHEMA_VERSION = 3
+"""The ``schema_version`` of the run directories this toolgym writes (recorded in ``run.json``).
+
+* 3: record lines (trajectories, scores, examples) omit every field holding its declared
+  default (:func:`record_line`), an imported result file is referenced (``result_file``) and
+  its trajectories name their line (``source_line``) instead of copying it, and graders leave
+  out the details of passing scores (``Grader.kept_details``).
+* 2: every field of every record line written; read as before (the lines hold their defaults).
+* 1: no ``schema_version`` key (toolgym before the public API); the fields of version 2
+  without ``extensions`` and ``measures``.
+"""
+
+
+class ResultFileRef(BaseModel):
+    """The result file a run was imported from (``grade --result``), referenced, not copied.
+
+    Attributes:
+        path: Its absolute path at the import.
+        size: Its size in bytes then.
+        sha256: The SHA-256 of its bytes then (hex); a file whose size or digest differs has
+            changed since the import.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    path: str
+    size: int
+    sha256: str
 
 
 class ExtensionRef(BaseModel):
@@ -247,6 +398,8 @@ class RunRecord(BaseModel):
         extensions: How each part was found (keys ``env``, ``agent``, ``model`` and
             ``grader:NAME``); see :class:`ExtensionRef`.
         accounting: Token and cost totals (written after the run).
+        result_file: For a run imported from a result file: where the file was, its size
+            and SHA-256 (:class:`ResultFileRef`); its trajectories name their line.
         resumes: One entry per ``--resume`` of the run: ``{"at": ISO time, "reran_errors": N,
             "forced": {setting: [before, now]}}`` (``forced`` lists the settings changed under
             ``--force``).
@@ -283,6 +436,7 @@ class RunRecord(BaseModel):
     resumes: list[dict[str, Any]] = Field(default_factory=list)
     protocol: str = "free-running"
     inject: str | None = None
+    result_file: ResultFileRef | None = None
 
     @property
     def agent_name(self) -> str:
@@ -331,7 +485,7 @@ def read_run(directory: Path) -> RunRecord:
             f"{path}: written with run.json schema_version {version} by a newer toolgym; this one "
             f"reads versions 1 to {RUN_SCHEMA_VERSION} (upgrade toolgym to read it)"
         )
-    if version == 1:  # same fields, without the extension and measure records
+    if version < RUN_SCHEMA_VERSION:  # 1: without the extension and measure records; 2: the same fields
         data = {**data, "schema_version": RUN_SCHEMA_VERSION}
     try:
         return RunRecord.model_validate(data)
@@ -346,13 +500,66 @@ def write_run(directory: Path, record: RunRecord) -> None:
     write_json_atomic(Path(directory) / RUN_FILE, record.model_dump(mode="json"))
 
 
-def read_trajectories(directory: Path, all_attempts: bool = False) -> list[Trajectory]:
+def read_trajectories(directory: Path, all_attempts: bool = False, record: RunRecord | None = None) -> list[Trajectory]:
     """The trajectories of a run directory (torn last line dropped with a warning): the last
     attempt of each (example, trial) (an episode that errored and was played again by
     ``--resume`` has both attempts in the file; the last one counts), or every line with
-    ``all_attempts``."""
+    ``all_attempts``.
+
+    The lines of imported trajectories (``source_line``) are read back from the result file
+    that ``run.json`` (or ``record``, when given) references; when it has moved or changed
+    since the import, a warning says so and those texts stay empty (the parsed calls are in
+    the record).
+    """
     records = read_jsonl(Path(directory) / TRAJECTORIES_FILE, Trajectory)
+    if any(t.source_line is not None for t in records):
+        ref = (record if record is not None else read_run(directory)).result_file
+        restore_lines(records, ref, Path(directory))
     return records if all_attempts else latest_attempts(records)
+
+
+def result_file_ref(path: Path) -> ResultFileRef:
+    """The reference to a result file as it is now (absolute path, size, SHA-256)."""
+    path = Path(path).resolve()
+    data = path.read_bytes()
+    return ResultFileRef(path=str(path), size=len(data), sha256=hashlib.sha256(data).hexdigest())
+
+
+def result_lines(ref: ResultFileRef) -> list[str] | str:
+    """The lines of a referenced result file (index 0 is line 1; lines end at ``\\n``,
+    ``\\r\\n`` or a lone ``\\r``; a UTF-8 byte-order mark at the start is dropped; a line that
+    is not UTF-8 is ``""``), or, when the file is missing or has changed since the import,
+    a sentence saying so."""
+    path = Path(ref.path)
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        return f"the result file {path} it was imported from cannot be read ({exc.strerror or exc}): moved or deleted since the import"
+    if len(data) != ref.size or hashlib.sha256(data).hexdigest() != ref.sha256:
+        return (f"the result file {path} it was imported from has changed since the import "
+                f"({len(data):,} bytes now, {ref.size:,} then; SHA-256 differs)")
+    data = data.removeprefix(b"\xef\xbb\xbf")
+    if b"\r" in data:
+        data = data.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+    return [raw.decode("utf-8", errors="replace") for raw in data.split(b"\n")]
+
+
+def restore_lines(trajectories: list[Trajectory], ref: ResultFileRef | None, directory: Path) -> str | None:
+    """Put the imported lines back into the trajectories that name one (``source_line``):
+    the text of the first model step, when it is empty. Returns ``None``, or why the lines
+    could not be read (also issued as a warning that names the run directory)."""
+    lines = result_lines(ref) if ref is not None else "run.json references no result file"
+    if isinstance(lines, str):
+        warnings.warn(f"{directory}: {lines}; imported lines are not shown (their parsed calls are)", stacklevel=3)
+        return lines
+    for traj in trajectories:
+        number = traj.source_line
+        if number is None:
+            continue
+        at = _line_step(traj)
+        if at is not None and not traj.steps[at].text and 0 < number <= len(lines):
+            traj.steps[at].text = lines[number - 1]
+    return None
 
 
 def latest_attempts(trajectories: Iterable[Trajectory]) -> list[Trajectory]:

@@ -39,7 +39,7 @@ from toolgym.data import (
 )
 from toolgym.environments import Environment
 from toolgym.executor import EXECUTORS, Episodes, PartSpecs, make_executor
-from toolgym.graders import Grader, grader_name, measure_of
+from toolgym.graders import Grader, grader_name, kept_details, lean_score, measure_of
 from toolgym.plugins import agent_entry, benchmark_entry, grader_entry
 from toolgym.providers import PROVIDERS, ModelSettings, split_spec
 from toolgym.records import Example, Score, Trajectory
@@ -61,6 +61,7 @@ from toolgym.runio import (
     read_run,
     read_trajectories,
     record_line,
+    result_file_ref,
     write_jsonl_atomic,
     write_run,
 )
@@ -1082,8 +1083,10 @@ def import_results(
     ``env_options`` go to the benchmark's dataset loader (``answers``: a file of expected
     answers kept apart from the dataset) and are recorded in ``run.json``.
 
-    ``out`` gets ``run.json`` (agent ``imported``), ``trajectories.jsonl`` (rewritten),
-    ``scores.jsonl`` and the benchmark's exports.
+    ``out`` gets ``run.json`` (agent ``imported``; ``result_file``: the file's path, size and
+    SHA-256), ``trajectories.jsonl`` (rewritten; a trajectory that names its line,
+    ``source_line``, is stored without the line's text), ``scores.jsonl`` and the benchmark's
+    exports.
 
     ``out`` may be a new or plain folder (the result file's own, say), or the directory of an
     earlier import of the same result file (imported again: re-graded). It is refused when it
@@ -1137,6 +1140,7 @@ def import_results(
             git_revision=_git_revision(),
             command=sys.argv,
             started_at=dt.datetime.now(dt.UTC).isoformat(),
+            result_file=result_file_ref(Path(result)),
         )
         write_jsonl_atomic(out / TRAJECTORIES_FILE, trajectories)
         write_run(out, record)
@@ -1158,7 +1162,9 @@ def grade_trajectories(
     ``aborted`` trajectories are not graded (neither is a verdict on the agent).
 
     A grader that raises, or returns something other than a :class:`Score` or ``None``, gives
-    an unscored value (``None``) whose explanation names the exception.
+    an unscored value (``None``) whose explanation names the exception. A passing score keeps
+    only the details its grader declares in ``kept_details``
+    (:func:`toolgym.graders.lean_score`).
 
     A teacher-forced trajectory (``prefix_steps`` set) is graded only by the graders made for
     it (a class attribute ``forced = True``: ``next_step``, ``recovery``): the others would
@@ -1168,6 +1174,7 @@ def grade_trajectories(
         RunDirError: if a trajectory names an example missing from the dataset.
     """
     scores = []
+    lean = [(measure_of(g), kept_details(g)) for g in graders]
     for traj in sorted(trajectories, key=lambda t: t.key):
         if traj.status in ("error", "aborted"):
             continue
@@ -1175,7 +1182,7 @@ def grade_trajectories(
         if example is None:
             raise RunDirError(f"trajectory for example {traj.example_id!r} has no example in the dataset")
         forced = traj.prefix_steps is not None
-        for grader in graders:
+        for grader, (measure, keep) in zip(graders, lean, strict=True):
             if forced and not getattr(grader, "forced", False):
                 continue
             try:
@@ -1188,7 +1195,7 @@ def grade_trajectories(
                     explanation=f"grader raised {type(exc).__name__}: {exc}", details={"error": f"{type(exc).__name__}: {exc}"},
                 )
             if score is not None:
-                scores.append(score)
+                scores.append(lean_score(score, measure, keep))
     return scores
 
 

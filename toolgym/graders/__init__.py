@@ -15,7 +15,7 @@ from typing import Any, ClassVar, Protocol
 from toolgym.records import BINARY, Example, Measure, Score, Trajectory
 from toolgym.registry import Registry
 
-__all__ = ["GRADERS", "Grader", "grader_name", "make_score", "measure_of", "register_grader"]
+__all__ = ["GRADERS", "Grader", "grader_name", "kept_details", "lean_score", "make_score", "measure_of", "register_grader"]
 
 
 class Grader(Protocol):
@@ -24,6 +24,11 @@ class Grader(Protocol):
     Attributes:
         name: The name its scores carry.
         measure: What it measures (default: :data:`toolgym.records.BINARY`).
+        kept_details: The ``details`` keys its passing scores keep (optional; default none).
+            A passing score records its value and explanation; its other details are left
+            out (:func:`lean_score`), unless a view or report needs them on every score (a
+            decision class counted over all scores, an alignment ``show`` draws). Failing,
+            partial and unscored scores keep all their details.
     """
 
     name: ClassVar[str]
@@ -85,6 +90,33 @@ def measure_of(grader: Any) -> Measure:
     none)."""
     measure = getattr(grader, "measure", None)
     return measure if isinstance(measure, Measure) else BINARY
+
+
+def kept_details(grader: Any) -> frozenset[str]:
+    """The ``details`` keys a grader's passing scores keep (its ``kept_details``; none when it
+    declares none).
+
+    Raises:
+        TypeError: when ``kept_details`` is not a collection of strings (a lone string too).
+    """
+    keys = getattr(grader, "kept_details", ())
+    if isinstance(keys, str) or not all(isinstance(k, str) for k in keys):
+        raise TypeError(f"grader {grader_name(grader)}: kept_details must be a tuple of details keys, got {keys!r}")
+    return frozenset(keys)
+
+
+def lean_score(score: Score, measure: Measure, keep: frozenset[str]) -> Score:
+    """``score`` as a run records it: a passing score (``measure.passed`` true) without the
+    ``details`` outside ``keep`` (changed in place and returned); any other score as it is.
+
+    A pass says everything its details would (the trajectory and the example hold the calls
+    and the gold); a failure, a partial credit or an unscored value keeps its details, which
+    explain it.
+    """
+    details = score.details
+    if details and measure.passed(score.value) and any(k not in keep for k in details):
+        score.details = {k: v for k, v in details.items() if k in keep}
+    return score
 
 
 def make_score(

@@ -215,6 +215,8 @@ class Correctness:
     judge: BaseChatModel | None = field(default=None, compare=False, repr=False)
 
     name: ClassVar[str] = "correctness"
+    kept_details: ClassVar[tuple[str, ...]] = (  # the judge's own words exist nowhere else (the prompt is rebuilt)
+        "judge_model", "reply", "verdict", "reason", "cached")
     system_prompt: ClassVar[str] = CORRECTNESS_SYSTEM
 
     def __post_init__(self) -> None:

@@ -44,6 +44,7 @@ class StepsExact:
     matches."""
 
     name = "steps_exact"
+    kept_details: ClassVar[tuple[str, ...]] = ("expected",)  # the views read the expected names
 
     def grade(self, example: Example, trajectory: Trajectory) -> Score | None:
         actual = step_names(trajectory)

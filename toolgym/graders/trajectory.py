@@ -310,6 +310,8 @@ class TrajectoryMatch(_MilestoneGrader):
     _plans: dict[int, tuple[Example, Plan]] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     name: ClassVar[str] = "trajectory_match"
+    kept_details: ClassVar[tuple[str, ...]] = (  # what show draws and summary counts, passes included
+        "first_error", "alignment", "missing", "missing_optional", "minefields_hit", "matched", "exact", "method")
     measure: ClassVar[Measure] = BINARY.model_copy(
         update={"reference": "toolgym issue 25: milestones, minefields and extra calls by an optimal alignment; "
                              f"the modes: {AGENTEVALS}"}

@@ -16,7 +16,8 @@ def test_built_equals_validated_and_serialises_the_same():
     values = {"schema_version": 1, "example_id": "t", "trial": 0, "env": "jmultiwoz_tc", "agent": "imported",
               "model": "m", "status": "completed", "error": None, "steps": [built(ModelStep, step)],
               "final_state": {"result_file": {"file": "f", "line": 1}}, "final_answer": None, "duration_s": 0.0,
-              "initial_state": None, "state_note": None, "parent": None, "prefix_steps": None, "injected": None}
+              "initial_state": None, "state_note": None, "parent": None, "prefix_steps": None, "injected": None,
+              "source_line": 1}
     made = built(Trajectory, dict(values))
     assert made == Trajectory.model_validate(values)
     assert made.model_dump_json() == Trajectory.model_validate(values).model_dump_json()

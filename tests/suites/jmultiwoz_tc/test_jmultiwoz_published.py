@@ -89,7 +89,7 @@ CORNERS = "\n".join([
 ]) + "\n"
 
 
-def test_an_imported_file_exports_its_own_lines_and_rows(tmp_path, dataset, capsys):
+def test_an_imported_file_is_referenced_and_its_rows_exported(tmp_path, dataset, capsys):
     foreign = tmp_path / "elsewhere" / "result_other-tool.jsonl"
     foreign.parent.mkdir()
     foreign.write_text(CORNERS, encoding="utf-8")
@@ -100,15 +100,15 @@ def test_an_imported_file_exports_its_own_lines_and_rows(tmp_path, dataset, caps
     assert rows == direct_rows(foreign, dataset)
     assert rows[0] == {"評価項目": "全体", "総データ数": 12, "評価対象数": 10, "正解数": 4, "不正解数": 6,
                        "出力ミスのデータ数": 2, "全体の正答率(%)": 40.0}
-    # the exported result file holds the imported lines themselves, in dataset order
-    exported = (out / "result_other-tool.jsonl").read_text(encoding="utf-8").splitlines()
-    assert sorted(exported) == sorted(x for x in CORNERS.splitlines() if x.strip())
-    ids = [json.loads(x).get("data_id") or json.loads(x).get("id") for x in exported]
-    assert ids == ["jmultiwoz_tc_0_turn_0", "jmultiwoz_tc_0_turn_1", "jmultiwoz_tc_0_turn_1", "jmultiwoz_tc_0_turn_2",
-                   "jmultiwoz_tc_1_turn_0", "jmultiwoz_tc_1_turn_1", "jmultiwoz_tc_1_turn_2", "jmultiwoz_tc_1_turn_3",
-                   "jmultiwoz_tc_1_turn_3", "ghost", "ghost2", "ghost3"]
-    # grading the exported file again gives the same rows
-    assert grade(out / "result_other-tool.jsonl", dataset, tmp_path / "again") == 0
+    # the imported file is referenced (run.json), not exported again; its lines are read back
+    assert not list(out.glob("result_*"))
+    record = json.loads((out / "run.json").read_text(encoding="utf-8"))
+    assert record["result_file"]["path"] == str(foreign.resolve())
+    assert record["result_file"]["size"] == foreign.stat().st_size
+    assert sorted(t.steps[0].text for t in read_trajectories(out)) == sorted(
+        x for x in CORNERS.splitlines() if x.strip())
+    # grading the same file again gives the same rows
+    assert grade(foreign, dataset, tmp_path / "again") == 0
     assert lines(tmp_path / "again" / "score_other-tool.json") == rows
     err = " ".join(capsys.readouterr().err.split())
     assert "3 result id(s) are not in the gold" in err
@@ -162,7 +162,10 @@ def test_rows_equal_the_published_script(tmp_path, dataset, name):
     assert grade(foreign, dataset, tmp_path / "g") == 0
     ours = lines(tmp_path / "g" / "score_m.json")
     assert ours == reference_rows(foreign, ndjson(golds), tmp_path / "ref")
-    assert ours == reference_rows(tmp_path / "g" / "result_m.jsonl", ndjson(golds), tmp_path / "ref2")
+    assert not (tmp_path / "g" / "result_m.jsonl").exists()  # the imported file is referenced, not copied
+    # graded again from the run directory (the lines read back from the file): the same rows
+    assert main(["grade", str(tmp_path / "g")]) == 0
+    assert lines(tmp_path / "g" / "score_m.json") == ours
     if name == "oracle":
         assert [r["全体の正答率(%)"] for r in ours] == [100.0] * 5
 

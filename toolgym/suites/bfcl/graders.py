@@ -97,6 +97,7 @@ class BFCLAbstention:
     """
 
     name: ClassVar[str] = ABSTENTION
+    kept_details: ClassVar[tuple[str, ...]] = ("outcome",)  # counted by the report
     measure: ClassVar[Measure] = Measure(
         reference="toolgym: irrelevance without crediting malformed output (gorilla issue #1362)")
 

@@ -18,8 +18,7 @@ from typing import Any, ClassVar
 
 from toolgym import Example, Measure, Score, Trajectory
 from toolgym.suites.jmultiwoz_tc.building import built
-from toolgym.suites.jmultiwoz_tc.results import judged, turn_of
-from toolgym.suites.jmultiwoz_tc.scoring import recordable
+from toolgym.suites.jmultiwoz_tc.results import judged
 
 __all__ = ["EVALUATE_PY", "JMultiWOZDecision", "JMultiWOZExact", "JMultiWOZLenient"]
 
@@ -69,15 +68,12 @@ class JMultiWOZExact:
             trajectory (Trajectory): The finished turn.
 
         Returns:
-            Score: 1.0 or 0.0, with ``details.expected`` (the gold) and ``details.actual`` (the
-            calls in the result form).
+            Score: 1.0 or 0.0, without details: the example holds the gold and the trajectory
+            the calls (``show`` displays both; the exported ``incorrect_<model>.json`` lists
+            every wrong turn with both).
         """
-        verdict = judged(trajectory, example)
-        ok = verdict.exact
-        return _score(
-            self, trajectory, ok, "calls equal the gold" if ok else "calls differ from the gold",
-            {"expected": list(turn_of(example).gold), "actual": [recordable(c) for c in verdict.calls]},
-        )
+        ok = judged(trajectory, example).exact
+        return _score(self, trajectory, ok, "calls equal the gold" if ok else "calls differ from the gold", {})
 
 
 @dataclass(frozen=True)
@@ -105,14 +101,14 @@ class JMultiWOZLenient:
             trajectory (Trajectory): The finished turn.
 
         Returns:
-            Score: 1.0 or 0.0, with ``details.malformed`` (calls that could not be parsed).
+            Score: 1.0 or 0.0; a failure with ``details.malformed`` (calls that could not be
+            parsed).
         """
         verdict = judged(trajectory, example)
         ok = verdict.lenient_multiset
-        return _score(
-            self, trajectory, ok, "leniently equal" if ok else "differs even leniently",
-            {"malformed": len(verdict.reasons)},
-        )
+        if ok:  # a pass has no malformed call
+            return _score(self, trajectory, ok, "leniently equal", {})
+        return _score(self, trajectory, ok, "differs even leniently", {"malformed": len(verdict.reasons)})
 
 
 @dataclass(frozen=True)
@@ -130,6 +126,7 @@ class JMultiWOZDecision:
     """
 
     name: ClassVar[str] = "jmultiwoz_decision"
+    kept_details: ClassVar[tuple[str, ...]] = ("decision",)  # the decision class, on every score
     measure: ClassVar[Measure] = Measure(
         aggregation="jmultiwoz_tc published rows ツール使用判断, ツール不使用判断 and ツール使用・不使用判断: "
         "正解数 / 評価対象数 × 100, rounded to 2 decimals, a malformed call counted as a call",

@@ -6,7 +6,7 @@ while it plays. After every grading (``run``, ``grade DIR``, ``grade --result``)
 :func:`export_published` derives from the run, each through a temporary file and a rename:
 
 * ``result_<model>.jsonl``: the result format of ``generate.py`` (github.com/llm-jp/JMultiWOZ-TC),
-  one line per trajectory in dataset order (see :func:`result_line`);
+  one line per trajectory in dataset order (see :func:`result_line`); not for an imported run;
 * ``score_<model>.json`` (the five published rows of ``evaluate.py``), ``incorrect_<model>.json``
   and ``diagnostics_<model>.json``, computed from those very lines (:func:`evaluate_run`).
 
@@ -17,21 +17,20 @@ rewrites all of them from the trajectories, so they agree again.
 
 ``grade --env jmultiwoz_tc --result FILE --dataset D`` reads a result file of any generator
 with :func:`import_result_file`: one trajectory per line (a data_id repeated in the file
-becomes trial 1, 2, ... of its turn: each line counts, as published). Each line is kept
-verbatim as the text of the trajectory's model step, and ``final_state["result_file"]``
-records where it came from (``{"file", "line"}``; the environment is stateless, so its final
-state holds nothing else). Graders and the exporter read an imported turn's calls from that
-line, so the exported result file holds the imported lines themselves (in dataset order) and
-its published rows are identical to those of the imported file. The model step's
-``tool_calls`` show the parsed calls, for the views. A line whose ``error`` is set, or whose
-data_id is not in the dataset, is a trajectory of status ``error``: the core grades neither,
-the published rows count both as ``evaluate.py`` does (the first as 出力ミス, the second
-against an empty gold).
+becomes trial 1, 2, ... of its turn: each line counts, as published). Each line is the text
+of the trajectory's model step (verbatim), its number the trajectory's ``source_line``, and
+``final_state["result_file"]`` records where it came from (``{"file", "line"}``; the
+environment is stateless, so its final state holds nothing else). The run record references
+the file rather than copying it (``run.json``'s ``result_file``; the line's text is read back
+from the file by :func:`toolgym.load_run`). Graders and the exporter read an imported turn's
+calls from that line, so its published rows are identical to those of the imported file. The
+model step's ``tool_calls`` show the parsed calls, for the views. A line whose ``error`` is
+set, or whose data_id is not in the dataset, is a trajectory of status ``error``: the core
+grades neither, the published rows count both as ``evaluate.py`` does (the first as 出力ミス,
+the second against an empty gold).
 
-The exporter never overwrites the file a run was imported from (``run.json`` records it as
-``agent.result_file``): with ``--out`` left to the result file's folder and the file named
-``result_<model>.jsonl``, the exported result file would be that file, so it is not written
-(a note says so); the score files are computed from the same lines either way.
+No ``result_<model>.jsonl`` is exported for an imported run (it would reproduce the imported
+file); the score files are computed from the imported lines.
 """
 
 from __future__ import annotations
@@ -459,7 +458,7 @@ def import_result_file(path: Path, examples: list[Example]) -> list[Trajectory]:
             "agent": IMPORTED_AGENT, "model": model, "status": "error" if error else "completed", "error": error,
             "steps": [step], "final_state": {ORIGIN: {"file": where, "line": rec.line}}, "final_answer": None,
             "duration_s": 0.0, "initial_state": None, "state_note": None, "parent": None, "prefix_steps": None,
-            "injected": None,  # an imported turn records no states
+            "injected": None, "source_line": rec.line,  # an imported turn records no states
         })
         _state(traj, rec)  # the line just read: graders and exporter do not parse it again
         trajectories.append(traj)
@@ -595,7 +594,7 @@ def export_published(run: Run) -> list[Path]:
     source = run.record.agent.get("result_file")
     written = []
     result = run.directory / f"result_{name}.jsonl"
-    if not _is_file(result, source):
+    if not source:  # an imported file is referenced in run.json, never copied
         write_text_atomic(result, "".join(t + "\n" for t in texts))
         written.append(result)
     # the score files never have the imported file's name: <model> comes from that name

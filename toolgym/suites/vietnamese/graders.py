@@ -130,6 +130,7 @@ class ChoiceAccuracy:
     """
 
     name: ClassVar[str] = "choice_accuracy"
+    kept_details: ClassVar[tuple[str, ...]] = ("outcome", "chosen", "mode")  # counted by the report; what was chosen
     measure: ClassVar[Measure] = Measure(reference=f"acc of {HARNESS}")
     normalize: ClassVar[bool] = False
 
@@ -191,6 +192,7 @@ class LastWordAccuracy:
     """
 
     name: ClassVar[str] = "last_word_accuracy"
+    kept_details: ClassVar[tuple[str, ...]] = ("outcome", "chosen", "mode")  # counted by the report; what was chosen
     measure: ClassVar[Measure] = Measure(
         reference=f"LAMBADA accuracy (Paperno et al. 2016); acc of the lambada tasks of {HARNESS}"
     )
