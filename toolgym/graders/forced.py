@@ -102,6 +102,7 @@ class NextStep(_MilestoneGrader):
 
     name: ClassVar[str] = "next_step"
     forced: ClassVar[bool] = True
+    kept_details: ClassVar[tuple[str, ...]] = ("k", "expected", "matched")  # by k, and which milestone
     measure: ClassVar[Measure] = BINARY.model_copy(update={
         "reference": "toolgym issue 26: the first call after k-1 reference steps against milestone k; "
                      "JMultiWOZ-TC's judgement of each turn given the gold history, for tool calls"})
@@ -161,6 +162,7 @@ class Recovery(_MilestoneGrader):
 
     name: ClassVar[str] = "recovery"
     forced: ClassVar[bool] = True
+    kept_details: ClassVar[tuple[str, ...]] = ("kind", "step", "recovered", "steps")  # rates per kind, steps taken
     measure: ClassVar[Measure] = BINARY.model_copy(update={
         "reference": "toolgym issue 26: the remaining milestones reached after a fault injected at step K"})
 
