@@ -377,8 +377,7 @@ def test_relational_data_is_read_only_so_final_state_keeps_off_and_nothing_is_da
     example = load_examples(bench.datasets / "test.jsonl")[0]
     s = scores_of(play("relational_data", example, {"name": "list_user_ids", "args": {}}))
     assert "final_state" not in s  # every trajectory would reach the replay's state: no figure
-    assert s["collateral_damage"].value == 0.0
-    assert s["collateral_damage"].details["reference_changed"] == []
+    assert s["collateral_damage"].value == 0.0  # a pass: its details are left out of the record
 
 
 def test_a_reference_that_fails_to_replay_leaves_the_state_graders_unscored():
