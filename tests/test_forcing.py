@@ -337,3 +337,18 @@ def test_milestones_without_expected_calls_give_the_reference_path():
     assert [(s.details["k"], s.details["expected"], s.value) for s in scores] == [(1, "a", 1.0), (2, "b", 0.0)]
     forced = next(t for t in result.trajectories if t.prefix_steps == 1)
     assert forced.tool_steps[0].arguments == {"letter": "a"}  # the order `after` allows, not the written one
+
+
+def test_export_leaves_out_teacher_forced_trajectories(tmp_path):
+    """Their first steps replay the reference: exported as training data, they would teach
+    turns no model wrote. The free-running episode of the same run is kept."""
+    from toolgym.views.export import export_runs
+
+    model = ScriptedChatModel(turns=reference_turns(TYPEWRITER))
+    result = toolgym.evaluate("typewriter_1", model=model, dataset=[TYPEWRITER], protocol="teacher-forced",
+                              out=tmp_path / "run")
+    forced = [t for t in result.trajectories if t.prefix_steps is not None]
+    assert forced
+    exported = export_runs([tmp_path / "run"], tmp_path / "sft.jsonl")
+    assert exported.skipped["teacher-forced"] == len(forced)
+    assert exported.kept == len(result.trajectories) - len(forced) == 1

@@ -232,7 +232,8 @@ def export_runs(
         fmt: One of :data:`FORMATS`.
         where: Conditions every kept trajectory satisfies.
         status: Keep only these statuses (``completed``, ``step_limit``, ``error``); empty:
-            all but ``error``.
+            all but ``error``. Teacher-forced trajectories (``prefix_steps`` set) are always
+            skipped: their first steps replay the reference, which no model wrote.
         envs: Keep only these environments; empty: all.
         with_tokens: Add the recorded tokens.
         pass_grader: The grader deciding passing and failing for ``preference``.
@@ -276,6 +277,9 @@ def export_runs(
                 continue
             if traj.status not in statuses:
                 result.skip(f"status {traj.status}", traj)
+                continue
+            if traj.prefix_steps is not None:  # its first steps are the reference's, not a model's
+                result.skip("teacher-forced", traj)
                 continue
             failed = next(
                 (c for c in where if not c.holds(values.get((traj.example_id, traj.trial, c.grader)), measures[c.grader])),
