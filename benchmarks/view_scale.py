@@ -14,8 +14,8 @@ start to the first page of rows, in the API and in the browser), searches (API a
 a filter and the next page, and the bytes the browser received; for the static report: its
 build time, its size and its first render in the same browser.
 
-    cd REPO && python benchmarks/view_scale.py --kind typewriter --n 100000 --keep /tmp/vs
-    cd REPO && python benchmarks/view_scale.py --kind jmultiwoz --keep /tmp/vs
+    cd REPO && python benchmarks/view_scale.py --kind typewriter --n 100000 --keep runs/vs
+    cd REPO && python benchmarks/view_scale.py --kind jmultiwoz --keep runs/vs
 """
 
 from __future__ import annotations
