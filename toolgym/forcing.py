@@ -26,14 +26,13 @@ reference steps ``1..K`` with the fault at ``K``, then the agent plays on.
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from toolgym.agents import Agent, Episode
-from toolgym.environments import Environment, ToolBug
+from toolgym.agents import Agent, Episode, play_episode
+from toolgym.environments import Environment
 from toolgym.graders.forced import reference_calls, reference_plan
 from toolgym.records import (
     Example,
@@ -305,18 +304,12 @@ async def _play_from(
     """Replay ``prefix`` on ``env`` (freshly reset), then let ``agent`` play on. Never raises
     for a failing model, tool or prefix: the trajectory gets status ``error``."""
     episode = FaultyEpisode(env, example, trial, injection)
-    error = None
-    try:
+
+    def setup() -> None:
         check_deterministic(env)
         replay_prefix(episode, prefix, recorded_states)
-        await agent.play(episode)
-    except asyncio.CancelledError:
-        raise
-    except ToolBug as exc:
-        error = f"ToolBug: {exc}"
-    except Exception as exc:
-        error = f"{type(exc).__name__}: {exc}"
-    traj = episode.trajectory(agent.name, agent.model_spec, error)
+
+    traj = await play_episode(agent, episode, setup)
     traj.injected = episode.injected
     return traj
 

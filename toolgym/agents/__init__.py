@@ -33,7 +33,7 @@ from toolgym.records import (
 )
 from toolgym.registry import Registry
 
-__all__ = ["AGENTS", "Agent", "Episode", "as_agent_class", "register_agent"]
+__all__ = ["AGENTS", "Agent", "Episode", "as_agent_class", "play_episode", "register_agent"]
 
 _BUILTIN = {name: f"toolgym.agents.{name}" for name in (
     "tool_calling", "oracle", "react_json", "xml_prompting", "direct", "loglik"
@@ -192,17 +192,7 @@ class Agent:
         ``error`` with ``"ErrorType: message"``. Cancellation (Ctrl-C) propagates.
         """
         episode = Episode(env, example, trial)
-        error = None
-        try:
-            episode.states.start()
-            await self.play(episode)
-        except asyncio.CancelledError:
-            raise
-        except ToolBug as exc:
-            error = f"ToolBug: {exc}"
-        except Exception as exc:
-            error = f"{type(exc).__name__}: {exc}"
-        return episode.trajectory(self.name, self.model_spec, error)
+        return await play_episode(self, episode, episode.states.start)
 
     def prefix_messages(self, steps: list[Step]) -> list[BaseMessage]:
         """The chat history this architecture would have built while playing ``steps``
@@ -224,3 +214,26 @@ class Agent:
     def describe(self) -> dict[str, Any]:
         """Settings recorded in ``run.json``."""
         return {"agent": self.name, "max_steps": self.max_steps}
+
+
+async def play_episode(agent: Agent, episode: Episode, setup: Callable[[], Any] | None = None) -> Trajectory:
+    """Run ``setup`` (what must happen on the environment before the agent's first turn),
+    then ``agent.play(episode)``, and return the episode's trajectory.
+
+    Never raises for a failing model, tool or setup: the trajectory gets status ``error`` with
+    ``"ErrorType: message"`` (``ToolBug: ...`` for a broken tool). Cancellation (Ctrl-C)
+    propagates. Used by :meth:`Agent.arun` and by teacher forcing and forks
+    (:mod:`toolgym.forcing`), so every episode ends the same way.
+    """
+    error = None
+    try:
+        if setup is not None:
+            setup()
+        await agent.play(episode)
+    except asyncio.CancelledError:
+        raise
+    except ToolBug as exc:
+        error = f"ToolBug: {exc}"
+    except Exception as exc:
+        error = f"{type(exc).__name__}: {exc}"
+    return episode.trajectory(agent.name, agent.model_spec, error)
