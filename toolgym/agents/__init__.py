@@ -209,7 +209,7 @@ class Agent:
 
     def run(self, env: Environment, example: Example, trial: int = 0) -> Trajectory:
         """Synchronous :meth:`arun`."""
-        return asyncio.run(self.arun(env, example, trial))
+        return asyncio.run(_boxed(self.arun(env, example, trial))).value
 
     def describe(self) -> dict[str, Any]:
         """Settings recorded in ``run.json``."""
@@ -237,3 +237,22 @@ async def play_episode(agent: Agent, episode: Episode, setup: Callable[[], Any] 
     except Exception as exc:
         error = f"{type(exc).__name__}: {exc}"
     return episode.trajectory(agent.name, agent.model_spec, error)
+
+
+class _Box:
+    """A value with a constant ``repr``. ``asyncio.run`` restores the SIGINT handler when it
+    ends, and Python 3.11's ``signal.signal`` formats the old handler (which holds the finished
+    main task, and so its result) with ``repr`` while looking it up among the handler enums: a
+    trajectory's repr grows with its steps (about 0.1 ms per step, paid once per episode)."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+    def __repr__(self) -> str:
+        return "<result>"
+
+
+async def _boxed(coroutine: Any) -> _Box:
+    return _Box(await coroutine)
