@@ -3,6 +3,8 @@ environment, a scripted model, a dataset in the milestone format."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 import toolgym
@@ -267,13 +269,14 @@ def test_show_draws_the_alignment(tmp_path):
     assert "✓ milestone find" in wrong
     assert "✗ wrong arguments (email, argument user_id)" in wrong and '"$from": "find"' in wrong
     assert "milestones never reached: email, city, typed" in wrong
-    assert "first error: step 2: wrong arguments (email, argument user_id)" in wrong
+    first = re.search(r"first error: tool step 2 \(row (\d+)\): wrong arguments \(email, argument user_id\)", wrong)
+    assert first is not None and f"\n{int(first.group(1)):>3} tool  get_user_email" in wrong  # the row named is that step
     assert wrong.index("✓ milestone find") < wrong.index("✗ wrong arguments") < wrong.index("milestones never reached")
     extra = text["extra_read"]
     assert "· extra call (email): repeats email (matched at another step) [allowed extra: read-only]" in extra
     assert "first error" not in extra
     assert "never reached" not in extra
-    assert "✗ forbidden" in text["mine"] and "first error: step 3: forbidden" in text["mine"]
+    assert "✗ forbidden" in text["mine"] and re.search(r"first error: tool step 3 \(row \d+\): forbidden", text["mine"])
 
 
 def test_run_and_grade_from_the_command_line_add_the_milestone_graders(tmp_path):

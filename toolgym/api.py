@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from toolgym.data import DatasetError, load_examples
+from toolgym.data import DatasetError, dataset_change, load_examples
 from toolgym.providers import ModelSettings
 from toolgym.records import Example
 from toolgym.registry import ExtensionError, UnknownNameError
@@ -169,6 +169,10 @@ def load_run(directory: str | Path, dataset: str | Path | None = None, with_exam
         except RunDirError:  # an environment this installation lacks: read generic formats
             benchmark = None
         result.examples = {ex.id: ex for ex in load_examples(path, benchmark, record.env_options)}
+        change = dataset_change(path, record.dataset.sha256)[1] if record.dataset.path else None
+        if change:
+            warnings.warn(f"{directory}: {change}; its scores were graded against the earlier content (grade the "
+                          "run again to grade against this one)", stacklevel=2)
     except (DatasetError, OSError, ValueError, UnknownNameError, ExtensionError) as exc:
         result.problem = f"dataset {path} not read ({type(exc).__name__}: {exc})"
         warnings.warn(f"{directory}: {result.problem}; expected calls come from the scores only", stacklevel=2)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import random
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -16,7 +17,7 @@ import msgspec
 from pydantic import ValidationError
 
 from toolgym.records import Example
-from toolgym.runio import atomic_file
+from toolgym.runio import atomic_file, refuse_run_file
 
 if TYPE_CHECKING:
     from toolgym.benchmark import Benchmark
@@ -139,6 +140,28 @@ def sha256_file(path: Path) -> str:
     return digest.hexdigest()
 
 
+def dataset_change(path: str | Path, recorded_sha256: str | None) -> tuple[str | None, str | None]:
+    """Whether a dataset file still holds the bytes a run recorded.
+
+    Args:
+        path (str | Path): The dataset as read now (a file or a folder).
+        recorded_sha256 (str | None): The hex SHA-256 in ``run.json`` (``None``: not recorded).
+
+    Returns:
+        tuple[str | None, str | None]: The SHA-256 now (``None`` when the path cannot be
+        hashed: a built-in name, a missing file), and a sentence saying the file changed, or
+        ``None`` when it did not (or nothing was recorded to compare with).
+    """
+    try:
+        digest = sha256_file(Path(path))
+    except OSError:
+        return None, None
+    if recorded_sha256 is None or digest == recorded_sha256:
+        return digest, None
+    return digest, (f"the dataset {path} changed since the run recorded it (sha256 {recorded_sha256[:12]}… then, "
+                    f"{digest[:12]}… now)")
+
+
 def _describe(exc: ValidationError) -> str:
     return "; ".join(
         e["msg"].removeprefix("Value error, ") if not e["loc"] and e["msg"].startswith("Value error, field ")
@@ -201,7 +224,41 @@ def load_examples(
         seen.add(ex.id)
     if not examples:
         raise DatasetError(f"{path}: no examples")
-    return examples
+    return sampled(examples, options or {}, path)
+
+
+FEW_SHOT_OPTIONS = ("shots", "shots_from")
+"""Environment options only a suite's own loader can honour (few-shot examples in the prompt)."""
+
+
+def sampled(examples: list[Example], options: dict[str, Any], path: str | Path) -> list[Example]:
+    """The examples of a dataset read by the generic loaders, as the run's options ask:
+    ``sample`` N draws N of them at random without replacement (``sample_seed``, default 0;
+    Python's ``random.Random(seed).sample``), kept in dataset order; all of them when N is
+    at least their number. Suites with strata draw their own stratified subsets (their
+    ``load_dataset``).
+
+    Raises:
+        DatasetError: for a ``sample`` or ``sample_seed`` that is not a positive / any
+            integer, or a few-shot option (:data:`FEW_SHOT_OPTIONS`), which no generic dataset
+            can honour (naming the option and the file).
+    """
+    for key in FEW_SHOT_OPTIONS:
+        if options.get(key) is not None:
+            raise DatasetError(f"{path}: option {key!r} (--{key.replace('_', '-')}) needs an environment whose own "
+                               "dataset format has few-shot examples (the Vietnamese suites); this one has none")
+    size = options.get("sample")
+    if size is None:
+        return examples
+    seed = options.get("sample_seed", 0)
+    if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+        raise DatasetError(f"{path}: option 'sample' must be a positive integer, got {size!r}")
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise DatasetError(f"{path}: option 'sample_seed' must be an integer, got {seed!r}")
+    if size >= len(examples):
+        return examples
+    picked = sorted(random.Random(seed).sample(range(len(examples)), size))
+    return [examples[i] for i in picked]
 
 
 def _is_single_json(text: str) -> bool:
@@ -245,7 +302,9 @@ def write_examples(path: str | Path, examples: list[Example]) -> None:
 
     Raises:
         OSError: when the file cannot be written (a directory, a read-only place).
+        RunDirError: when ``path`` is a record file of a run directory (nothing is written).
     """
+    refuse_run_file(path, "the dataset")
     with atomic_file(path) as fh:
         fh.writelines(ex.model_dump_json(exclude_none=True, exclude_defaults=False) + "\n" for ex in examples)
 

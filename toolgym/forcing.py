@@ -31,7 +31,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from toolgym.agents import Agent, Episode, play_episode
+from toolgym.agents import Agent, Episode, play_and_record
 from toolgym.environments import Environment
 from toolgym.graders.forced import reference_calls, reference_plan
 from toolgym.records import (
@@ -309,7 +309,7 @@ async def _play_from(
         check_deterministic(env)
         replay_prefix(episode, prefix, recorded_states)
 
-    traj = await play_episode(agent, episode, setup)
+    traj = await play_and_record(agent, episode, setup)
     traj.injected = episode.injected
     return traj
 

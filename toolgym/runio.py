@@ -39,6 +39,23 @@ SCORES_FILE = "scores.jsonl"
 
 M = TypeVar("M", bound=BaseModel)
 
+RECORD_FILES = (RUN_FILE, TRAJECTORIES_FILE, SCORES_FILE, "examples.jsonl")
+"""The files that make a run directory's record (``examples.jsonl``: examples given in memory)."""
+
+
+def refuse_run_file(path: str | Path, what: str = "the output") -> None:
+    """Refuse to write ``path`` when it is one of a run directory's record files
+    (:data:`RECORD_FILES` beside a ``run.json``): an export, report or dataset written there
+    would destroy the run it may have been read from.
+
+    Raises:
+        RunDirError: naming the file and the run directory.
+    """
+    path = Path(path)
+    if path.name in RECORD_FILES and (path.parent / RUN_FILE).is_file():
+        raise RunDirError(f"{path}: {what} would overwrite a record file of the run directory {path.parent}; "
+                          "nothing was written (give another path)")
+
 
 class RunDirError(ValueError):
     """A run directory or one of its files is missing or invalid (message names the file)."""

@@ -18,6 +18,7 @@ import os
 import platform
 import subprocess
 import sys
+import warnings
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -32,6 +33,7 @@ from toolgym.benchmark import Benchmark, as_benchmark
 from toolgym.data import (
     DatasetError,
     check_tools,
+    dataset_change,
     load_examples,
     resolve_dataset,
     sha256_file,
@@ -143,6 +145,15 @@ class RunConfig:
     executor_options: dict[str, Any] = field(default_factory=dict)
     protocol: str = "free-running"
     inject: str | None = None
+
+    def __post_init__(self) -> None:
+        """Refuse counts the command line would refuse (``ValueError`` naming the field)."""
+        for name in ("limit", "trials", "max_steps", "concurrency", "workers"):
+            value = getattr(self, name)
+            if value is None and name in ("limit", "concurrency"):
+                continue
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be a positive integer, got {value!r}")
 
 
 FIRST_ERRORS = 20
@@ -401,6 +412,8 @@ def make_graders(
             names += [n for n in benchmark.judge_graders if n not in names]
         if examples is not None and any(ex.milestones is not None for ex in examples):
             names += [n for n in MILESTONE_GRADERS if n not in names]
+        if (settings.get("trajectory_mode") or settings.get("args_mode")) and "trajectory_match" not in names:
+            names.append("trajectory_match")  # the modes are its settings: asking for one asks for it
     graders = []
     for item in names:
         if isinstance(item, str) and in_process(item) is not None:  # a run of this process, read back
@@ -1008,6 +1021,12 @@ def grade(
         raise RunDirError(f"{directory}: run.json records no dataset file; pass --dataset")
     with _grading_gc():
         examples = {ex.id: ex for ex in load_examples(path, benchmark, record.env_options)}
+        digest, change = dataset_change(path, record.dataset.sha256 if record.dataset.path else None)
+        if change:
+            warnings.warn(f"{directory}: {change}; the scores are graded against it as it is now, and run.json "
+                          "records its new sha256", stacklevel=2)
+        if digest is not None:  # run.json names the dataset these scores were graded against
+            record.dataset = DatasetRef(path=str(Path(path).resolve()), sha256=digest, n_examples=record.dataset.n_examples)
         trajectories = read_trajectories(directory)
         return _grade_loaded(directory, record, benchmark, examples, trajectories, graders, grader_settings)
 
@@ -1066,6 +1085,7 @@ def _grade_loaded(
     scores = grade_trajectories(examples, trajectories, [g for g, _ in made])
     write_jsonl_atomic(directory / SCORES_FILE, scores)
     record.graders = [grader_name(g) for g, _ in made]
+    record.grader_settings = settings  # what these scores were graded with (a later plain grade keeps it)
     record.measures = {**record.measures, **{grader_name(g): measure_of(g) for g, _ in made}}
     record.extensions = {**record.extensions, **{f"grader:{grader_name(g)}": ref for g, ref in made}}
     write_run(directory, record)
@@ -1162,7 +1182,8 @@ def grade_trajectories(
     ``aborted`` trajectories are not graded (neither is a verdict on the agent).
 
     A grader that raises, or returns something other than a :class:`Score` or ``None``, gives
-    an unscored value (``None``) whose explanation names the exception. A passing score keeps
+    an unscored value (``None``) whose explanation names the exception, and a warning (one per
+    grader: how many trajectories, the first exception) tells the user. A passing score keeps
     only the details its grader declares in ``kept_details``
     (:func:`toolgym.graders.lean_score`).
 
@@ -1175,6 +1196,7 @@ def grade_trajectories(
     """
     scores = []
     lean = [(measure_of(g), kept_details(g)) for g in graders]
+    broken: dict[str, list[str]] = {}  # grader → "example (trial): exception" of each failure
     for traj in sorted(trajectories, key=lambda t: t.key):
         if traj.status in ("error", "aborted"):
             continue
@@ -1190,12 +1212,20 @@ def grade_trajectories(
                 if score is not None and not isinstance(score, Score):
                     raise TypeError(f"grade() returned {type(score).__name__}, not a Score or None")
             except Exception as exc:  # a broken grader: an unscored value that says why, never a lost run
+                broken.setdefault(grader_name(grader), []).append(
+                    f"example {traj.example_id!r} trial {traj.trial}: {type(exc).__name__}: {exc}")
                 score = Score(
                     example_id=traj.example_id, trial=traj.trial, grader=grader_name(grader), value=None,
                     explanation=f"grader raised {type(exc).__name__}: {exc}", details={"error": f"{type(exc).__name__}: {exc}"},
                 )
             if score is not None:
                 scores.append(lean_score(score, measure, keep))
+    for name, failures in broken.items():
+        warnings.warn(
+            f"grader {name} raised on {len(failures)} trajectory(ies) (first: {failures[0]}); those scores are "
+            "unscored (value null, the explanation names the exception), so its mean leaves them out",
+            stacklevel=2,
+        )
     return scores
 
 

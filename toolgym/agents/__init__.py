@@ -33,7 +33,7 @@ from toolgym.records import (
 )
 from toolgym.registry import Registry
 
-__all__ = ["AGENTS", "Agent", "Episode", "as_agent_class", "play_episode", "register_agent"]
+__all__ = ["AGENTS", "Agent", "Episode", "as_agent_class", "play_and_record", "register_agent"]
 
 _BUILTIN = {name: f"toolgym.agents.{name}" for name in (
     "tool_calling", "oracle", "react_json", "xml_prompting", "direct", "loglik"
@@ -192,7 +192,7 @@ class Agent:
         ``error`` with ``"ErrorType: message"``. Cancellation (Ctrl-C) propagates.
         """
         episode = Episode(env, example, trial)
-        return await play_episode(self, episode, episode.states.start)
+        return await play_and_record(self, episode, episode.states.start)
 
     def prefix_messages(self, steps: list[Step]) -> list[BaseMessage]:
         """The chat history this architecture would have built while playing ``steps``
@@ -216,7 +216,7 @@ class Agent:
         return {"agent": self.name, "max_steps": self.max_steps}
 
 
-async def play_episode(agent: Agent, episode: Episode, setup: Callable[[], Any] | None = None) -> Trajectory:
+async def play_and_record(agent: Agent, episode: Episode, setup: Callable[[], Any] | None = None) -> Trajectory:
     """Run ``setup`` (what must happen on the environment before the agent's first turn),
     then ``agent.play(episode)``, and return the episode's trajectory.
 

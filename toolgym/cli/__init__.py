@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 import warnings
 from pathlib import Path
@@ -339,6 +340,28 @@ def positive_int(text: str) -> int:
     return value
 
 
+def temperature(text: str) -> float:
+    """argparse type: a sampling temperature, a finite number of at least 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of at least 0, got {text!r}") from None
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"expected a finite number of at least 0, got {text}")
+    return value
+
+
+def port_number(text: str) -> int:
+    """argparse type: a TCP port, 0 (any free port) to 65535."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a port number (0 to 65535), got {text!r}") from None
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"expected a port number (0 to 65535), got {value}")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="toolgym",
@@ -373,9 +396,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--ray-address", metavar="auto|ray://HOST:PORT",
         help="with --executor ray: the cluster (default: RAY_ADDRESS, else a new Ray on this machine)",
     )
-    p.add_argument("--temperature", type=float, default=0.0)
+    p.add_argument("--temperature", type=temperature, default=0.0)
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--max-tokens", type=int, default=512, help="generated tokens per model turn")
+    p.add_argument("--max-tokens", type=positive_int, default=512, help="generated tokens per model turn")
     p.add_argument("--grader", action="append", help="grader to run (repeatable; default: the environment's)")
     p.add_argument("--out", help="run directory (default: runs/ENV-AGENT)")
     p.add_argument(
@@ -460,7 +483,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("compare", help="compare two runs on the same examples (paired tests, flips)")
     p.add_argument("run_a")
     p.add_argument("run_b")
-    p.add_argument("--n-boot", type=int, default=10_000, help="paired bootstrap resamples")
+    p.add_argument("--n-boot", type=positive_int, default=10_000, help="paired bootstrap resamples")
     p.add_argument("--seed", type=int, default=0, help="bootstrap seed")
     p.set_defaults(func=cmd_compare)
 

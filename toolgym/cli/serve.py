@@ -10,7 +10,7 @@ from pathlib import Path
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     """Register ``serve`` on the top-level subparsers."""
-    from toolgym.cli import add_judge_options, positive_int
+    from toolgym.cli import add_judge_options, port_number, positive_int
 
     p = sub.add_parser(
         "serve", help="serve an environment over MCP (stdio or streamable HTTP); record and grade every episode",
@@ -26,7 +26,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--grader", action="append", help="grader to run (repeatable; default: the environment's)")
     p.add_argument("--transport", choices=("stdio", "http"), default="stdio")
     p.add_argument("--host", default="127.0.0.1", help="http: address to bind (default 127.0.0.1; others need --token)")
-    p.add_argument("--port", type=int, default=8765, help="http: TCP port (0: any free port; default 8765)")
+    p.add_argument("--port", type=port_number, default=8765, help="http: TCP port (0: any free port; default 8765)")
     p.add_argument("--path", default="/mcp", help="http: endpoint path (default /mcp)")
     p.add_argument("--token", help="http: bearer token clients must send (required beyond loopback)")
     p.add_argument("--allow-origin", action="append", default=[], metavar="ORIGIN",

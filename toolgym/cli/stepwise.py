@@ -35,6 +35,8 @@ def inject_arg(text: str) -> str:
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:
     """Register the ``fork`` and ``replay`` subcommands."""
+    from toolgym.cli import positive_int, temperature
+
     p = sub.add_parser("fork", help="continue a recorded trajectory from a step with another model or agent")
     p.add_argument("run", metavar="RUN", help="the run directory holding the trajectory")
     p.add_argument("--example", required=True, help="example id of the trajectory")
@@ -47,10 +49,10 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", required=True, help="the new run directory")
     p.add_argument("--inject", type=inject_arg, metavar="KIND@K",
                    help="replace the result of tool step K: tool_error, wrong_value or empty (graded by recovery)")
-    p.add_argument("--max-steps", type=int, help="model turns of the continuation (default: the run's)")
-    p.add_argument("--temperature", type=float, default=0.0)
+    p.add_argument("--max-steps", type=positive_int, help="model turns of the continuation (default: the run's)")
+    p.add_argument("--temperature", type=temperature, default=0.0)
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--max-tokens", type=int, default=512, help="generated tokens per model turn")
+    p.add_argument("--max-tokens", type=positive_int, default=512, help="generated tokens per model turn")
     add_provider_arguments(p)
     p.set_defaults(func=cmd_fork)
 

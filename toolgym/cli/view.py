@@ -9,6 +9,8 @@ from pathlib import Path
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     """Register ``view`` on the top-level subparsers."""
+    from toolgym.cli import port_number
+
     p = sub.add_parser(
         "view", help="browse run directories in a local web app (search, filters, live runs, side-by-side diffs)",
         description="Serve a web page over the run directories found at or below RUN_DIR (default: runs, "
@@ -18,7 +20,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("dirs", nargs="*", metavar="RUN_DIR", help="run directories, or folders holding them")
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1; others need --token)")
-    p.add_argument("--port", type=int, default=8766, help="TCP port (0: any free port; default 8766)")
+    p.add_argument("--port", type=port_number, default=8766, help="TCP port (0: any free port; default 8766)")
     p.add_argument("--token", help="secret every request must carry (required beyond loopback): open the "
                    "page as /?token=TOKEN, scripts send 'Authorization: Bearer TOKEN'")
     p.add_argument("--no-browser", action="store_true", help="do not open the page in a browser")

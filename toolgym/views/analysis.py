@@ -76,7 +76,9 @@ class GraderStats:
         wilson (tuple[float, float] | None): 95% Wilson interval of the pass rate at the
             effective sample size (the number of scores divided by the design effect, the
             squared ratio of the clustered to the binomial standard error of the passes; Kish,
-            1965, "Survey Sampling"); ``None`` without a pass rule.
+            1965, "Survey Sampling"); with several trials and no variation to measure the
+            design effect by (every score passes, or every one fails), the number of examples:
+            trials that agree add no information); ``None`` without a pass rule.
         pass_at_k (dict[int, float]): k → mean over examples with at least k scored trials of
             the unbiased pass@k (Chen et al., 2021); graders with a pass rule only, k = 1..K.
         pass_hat_k (dict[int, float]): k → the same mean of pass^k (Yao et al., 2024).
@@ -131,8 +133,10 @@ def grader_stats(env: str, grader: str, scores: list[Score], measure: Measure, n
     rate = clustered_estimate([p for ps in passes.values() for p in ps], [e for e, ps in passes.items() for _ in ps])
     n_eff = float(rate.n)
     binomial_var = rate.mean * (1 - rate.mean) / rate.n
-    if trials > 1 and rate.stderr > 0 and binomial_var > 0:
-        n_eff = min(float(rate.n), rate.n * binomial_var / rate.stderr**2)
+    if trials > 1:  # no variation to measure the design effect by: each example's trials count once
+        n_eff = float(len(passes))
+        if rate.stderr > 0 and binomial_var > 0:
+            n_eff = min(float(rate.n), rate.n * binomial_var / rate.stderr**2)
     at_k: dict[int, float] = {}
     hat_k: dict[int, float] = {}
     n_at_k: dict[int, int] = {}

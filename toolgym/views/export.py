@@ -37,7 +37,7 @@ from toolgym.api import load_run
 from toolgym.benchmark import Benchmark
 from toolgym.openai_format import prompt_messages, step_messages, tool_schemas, validate_chat
 from toolgym.records import BINARY, Example, Measure, Trajectory
-from toolgym.runio import Run, RunDirError
+from toolgym.runio import Run, RunDirError, refuse_run_file
 from toolgym.runner import benchmark_of
 from toolgym.views.rundata import measure_for
 
@@ -245,8 +245,10 @@ def export_runs(
     Raises:
         ValueError: for an unknown format or ``arguments`` value, or a ``where`` /
             ``pass_grader`` grader that none of the runs has (the runs' graders are named).
-        RunDirError: for an unreadable run directory, or one whose dataset cannot be read.
+        RunDirError: for an unreadable run directory, or one whose dataset cannot be read, or
+            an ``out`` that is a record file of a run directory (nothing is written).
     """
+    refuse_run_file(out, "the export")
     if fmt not in FORMATS:
         raise ValueError(f"unknown export format {fmt!r}; known: {', '.join(FORMATS)}")
     if arguments not in ARGUMENTS:

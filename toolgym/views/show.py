@@ -89,6 +89,12 @@ def show(
             return 2
         console.print(Text(f"error: no trajectory for example {example!r} in {directory}{_closest_ids(run, example)}"))
         return 2
+    if failed and grader is not None and grader in run.measures and not run.measures[grader].pass_fail:
+        console.print(Text(
+            f"error: grader {grader!r} has no pass rule ({rule_text(run.measures[grader])}), so --failed cannot "
+            f"pick by it; graders with one: {', '.join(run.pass_fail_graders()) or '(none)'}"
+        ))
+        return 2
     if failed:
         chosen = [t for t in chosen if run.failed(t, grader)]
         if grader is not None:
@@ -264,7 +270,8 @@ def print_trajectory(
         console.print(Text.assemble(("final answer: ", "bold"), _safe(traj.final_answer)))
     console.print(Text.assemble(("final state: ", "bold"), _json(traj.final_state)))
     if aligned is not None:
-        for line in alignment_summary(aligned.details):
+        rows = [number for number, step in enumerate(traj.steps, 1) if step.kind != "model"]
+        for line in alignment_summary(aligned.details, rows):
             console.print(line)
     if not scores:
         reason = f"{traj.status} trajectories are not graded" if traj.status in ("error", "aborted") else "no scores"
@@ -342,9 +349,10 @@ def alignment_line(label: dict[str, Any], first_error_step: int | None = None) -
     return text
 
 
-def alignment_summary(details: dict[str, Any]) -> list[Text]:
+def alignment_summary(details: dict[str, Any], rows: list[int] | None = None) -> list[Text]:
     """The lines after the steps: milestones never reached (required, then optional),
-    minefield states hit, how the alignment was found, and the first error."""
+    minefield states hit, how the alignment was found, and the first error (its tool step, and
+    its row among all steps when ``rows`` gives the row number of each tool step)."""
     lines = []
     missing = [str(m) for m in details.get("missing") or []]
     optional = [str(m) for m in details.get("missing_optional") or []]
@@ -359,7 +367,11 @@ def alignment_summary(details: dict[str, Any]) -> list[Text]:
         lines.append(Text(f"alignment: {_safe(str(details.get('method')))}", style="yellow"))
     first = details.get("first_error")
     if isinstance(first, dict):
-        where = f"step {first.get('step')}" if first.get("step") is not None else "end of trajectory"
+        step = first.get("step")
+        where = "end of trajectory"
+        if isinstance(step, int):  # the grader counts tool steps; the rows above count every step
+            row = rows[step - 1] if rows is not None and 0 < step <= len(rows) else None
+            where = f"tool step {step}" + (f" (row {row})" if row is not None else "")
         what = str(first.get("type", "")).replace("_", " ")
         if first.get("milestone"):
             what += f" ({first['milestone']}" + (f", argument {first['argument']}" if first.get("argument") else "") + ")"

@@ -25,7 +25,7 @@ from html import escape
 from importlib import resources
 from pathlib import Path
 
-from toolgym.runio import write_text_atomic
+from toolgym.runio import refuse_run_file, write_text_atomic
 from toolgym.views.report.payload import build_payload, script_json
 from toolgym.views.report.tables import (
     RESULT_FILE_PATTERNS,
@@ -286,10 +286,12 @@ def build_report(
         ReportResult: What was written.
 
     Raises:
-        RunDirError: for a missing or invalid run directory (file and line named).
+        RunDirError: for a missing or invalid run directory (file and line named), or an
+            ``out`` that is a record file of a run directory (nothing is written).
         ValueError: if no directory is given.
     """
     start = time.perf_counter()
+    refuse_run_file(out, "the report")
     runs = load_runs(directories)
     html, titles, pngs = render_report(runs, png_dir, success_grader, max_chars)
     out = Path(out)
