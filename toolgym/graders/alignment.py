@@ -119,23 +119,32 @@ class _Layout:
 
     def __init__(self, plan: Plan) -> None:
         ms = plan.milestones
-        self.index = {m.id: i for i, m in enumerate(ms)}
+        self.index = index = {m.id: i for i, m in enumerate(ms)}
         # tuples of plain values, which the garbage collector stops tracking (a layout lives
         # as long as its plan)
-        self.optional = tuple(m.optional for m in ms)
-        self.required = sum(1 for m in ms if not m.optional)
-        parent = list(range(len(ms)))
-        for j, m in enumerate(ms):
-            if m.after or m.refs:
+        self.optional = optional = tuple([m.optional for m in ms])
+        self.required = len(ms) - sum(optional)
+        joined = [j for j, m in enumerate(ms) if m.after or m.refs]
+        if joined:
+            parent = list(range(len(ms)))
+            for j in joined:
+                m = ms[j]
                 for a in (*m.after, *m.refs):
-                    _union(parent, j, self.index[a])
-        self.root = tuple(_find(parent, j) for j in range(len(ms)))
-        groups: dict[int, list[int]] = {}
-        for j, r in enumerate(self.root):
-            groups.setdefault(r, []).append(j)
-        self.groups = {r: tuple(members) for r, members in groups.items()}
+                    _union(parent, j, index[a])
+            self.root = tuple([_find(parent, j) for j in range(len(ms))])
+            groups: dict[int, list[int]] = {}
+            for j, r in enumerate(self.root):
+                found = groups.get(r)
+                if found is None:
+                    groups[r] = [j]
+                else:
+                    found.append(j)
+            self.groups = {r: tuple(members) for r, members in groups.items()}
+        else:  # no milestone joined to another: each its own part
+            self.root = tuple(range(len(ms)))
+            self.groups = {j: (j,) for j in range(len(ms))}
         # a milestone that can be solved alone when no step may match another one with it
-        self.simple = tuple(not (m.after or m.refs or m.states) for m in ms)
+        self.simple = tuple([not (m.after or m.refs or m.states) for m in ms])
         exact, self.by_name = plan.call_index
         self.exact = {key: row if len(row) < 2 else _merged(row) for key, row in exact.items()}
 

@@ -38,7 +38,7 @@ __all__ = [
 TrajectoryMode = Literal["strict", "unordered", "subset", "superset"]
 TRAJECTORY_MODES: tuple[str, ...] = ("strict", "unordered", "subset", "superset")
 
-PLAN_CACHE = 4096
+PLAN_CACHE = 256
 """Plans built from ``expected_calls`` kept by one ``trajectory_match`` (by example)."""
 
 AGENTEVALS = "agentevals (langchain-ai/agentevals) README, 'Trajectory match'"
@@ -55,15 +55,13 @@ def step_views(trajectory: Trajectory, results: bool = True) -> list[StepView]:
     """The trajectory's tool steps as the alignment reads them: the output parsed as JSON
     (else kept as text) is the result ``$from`` reads (parsed only when ``results``); a
     malformed or rejected call was never executed."""
+    if results:
+        return [
+            StepView(s.name, s.arguments, _result(s.output), not (s.malformed or s.rejected), s.malformed, s.rejected)
+            for s in trajectory.tool_steps
+        ]
     return [
-        StepView(
-            name=s.name,
-            arguments=s.arguments,
-            result=_result(s.output) if results else None,
-            executed=not (s.malformed or s.rejected),
-            malformed=s.malformed,
-            rejected=s.rejected,
-        )
+        StepView(s.name, s.arguments, None, not (s.malformed or s.rejected), s.malformed, s.rejected)
         for s in trajectory.tool_steps
     ]
 
@@ -333,9 +331,10 @@ class TrajectoryMatch(_MilestoneGrader):
             if cached is not None and cached[0] is example:
                 return cached[1]
             plan = agentevals_plan(example.expected_calls, self.trajectory_mode, self.args_mode)
-            if len(self._plans) >= PLAN_CACHE:
-                self._plans.clear()
-            self._plans[id(example)] = (example, plan)
+            plans = self._plans
+            if len(plans) >= PLAN_CACHE:
+                del plans[next(iter(plans))]
+            plans[id(example)] = (example, plan)
             return plan
         return None
 
