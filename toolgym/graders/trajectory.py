@@ -264,7 +264,7 @@ class _MilestoneGrader:
 
 
 def _alignment_rows(a: Analysis) -> list[dict[str, Any]]:
-    return [{"tool": s.name, **label.as_dict()} for s, label in zip(a.steps, a.diagnosis.labels, strict=True)]
+    return [label.row(s.name) for s, label in zip(a.steps, a.diagnosis.labels, strict=True)]
 
 
 def _error_text(first: dict[str, Any]) -> str:
