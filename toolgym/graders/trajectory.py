@@ -14,6 +14,7 @@ of agentevals' modes when given ``trajectory_mode``.
 from __future__ import annotations
 
 import json
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Literal
@@ -39,7 +40,10 @@ TrajectoryMode = Literal["strict", "unordered", "subset", "superset"]
 TRAJECTORY_MODES: tuple[str, ...] = ("strict", "unordered", "subset", "superset")
 
 PLAN_CACHE = 256
-"""Plans built from ``expected_calls`` kept by one ``trajectory_match`` (by example)."""
+"""Plans built from ``expected_calls`` kept by one ``trajectory_match`` (by example), the
+oldest dropped first. A run plays the trials of one example together, so they are graded
+close together; a plan kept much longer costs more than it saves (every plan kept is some
+70 objects that Python's cyclic garbage collector walks again in each full collection)."""
 
 AGENTEVALS = "agentevals (langchain-ai/agentevals) README, 'Trajectory match'"
 
@@ -305,7 +309,8 @@ class TrajectoryMatch(_MilestoneGrader):
 
     trajectory_mode: TrajectoryMode | None = None
     args_mode: Literal["exact", "ignore", "subset", "superset"] = "exact"
-    _plans: dict[int, tuple[Example, Plan]] = field(default_factory=dict, init=False, repr=False, compare=False)
+    _plans: OrderedDict[int, tuple[Example, Plan]] = field(
+        default_factory=OrderedDict, init=False, repr=False, compare=False)
 
     name: ClassVar[str] = "trajectory_match"
     kept_details: ClassVar[tuple[str, ...]] = (  # what show draws and summary counts, passes included
@@ -333,7 +338,7 @@ class TrajectoryMatch(_MilestoneGrader):
             plan = agentevals_plan(example.expected_calls, self.trajectory_mode, self.args_mode)
             plans = self._plans
             if len(plans) >= PLAN_CACHE:
-                del plans[next(iter(plans))]
+                plans.popitem(last=False)
             plans[id(example)] = (example, plan)
             return plan
         return None
