@@ -41,7 +41,7 @@ TRAJECTORY_MODES: tuple[str, ...] = ("strict", "unordered", "subset", "superset"
 
 PLAN_CACHE = 256
 """Plans built from ``expected_calls`` kept by one ``trajectory_match`` (by example), the
-oldest dropped first. A run plays the trials of one example together, so they are graded
+least recently used dropped first. A run plays the trials of one example together, so they are graded
 close together; a plan kept much longer costs more than it saves (every plan kept is some
 70 objects that Python's cyclic garbage collector walks again in each full collection)."""
 
@@ -334,6 +334,7 @@ class TrajectoryMatch(_MilestoneGrader):
         if self.trajectory_mode is not None and example.expected_calls is not None:
             cached = self._plans.get(id(example))
             if cached is not None and cached[0] is example:
+                self._plans.move_to_end(id(example))
                 return cached[1]
             plan = agentevals_plan(example.expected_calls, self.trajectory_mode, self.args_mode)
             plans = self._plans
