@@ -10,7 +10,8 @@ some in another order) among 10 extra calls. Then grades every trajectory
   as OpenAI-format messages (one assistant message and one tool message per call),
 
 and reports trajectories per second and their ratio (the two alternate in chunks of 250, so a
-change in the machine's load falls on both), and how many verdicts differ (agentevals'
+change in the machine's load falls on both; each timed pass starts after an untimed full garbage
+collection, so the one that building the inputs leaves owing falls on neither), and how many verdicts differ (agentevals'
 greedy first fit can fail a valid trajectory; the toolgym alignment is optimal). It also
 grades graphs of 10 milestones (random ``after`` edges, ``$lenient`` and ``$from`` arguments)
 with toolgym alone (agentevals has no milestone graph), and chains of 5 to 80 milestones with
