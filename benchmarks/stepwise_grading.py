@@ -10,7 +10,8 @@ some in another order) among 10 extra calls. Then grades every trajectory
   as OpenAI-format messages (one assistant message and one tool message per call),
 
 and reports trajectories per second and their ratio (the two alternate in chunks of 250, so a
-change in the machine's load falls on both), and how many verdicts differ (agentevals'
+change in the machine's load falls on both; each timed pass starts after an untimed full garbage
+collection, so the one that building the inputs leaves owing falls on neither), and how many verdicts differ (agentevals'
 greedy first fit can fail a valid trajectory; the toolgym alignment is optimal). It also
 grades graphs of 10 milestones (random ``after`` edges, ``$lenient`` and ``$from`` arguments)
 with toolgym alone (agentevals has no milestone graph), and chains of 5 to 80 milestones with
@@ -25,6 +26,7 @@ Usage: python benchmarks/stepwise_grading.py [--n 10000] [--repeat 3]
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import random
 import statistics
@@ -98,11 +100,17 @@ def interleaved(make_ours, theirs, n: int, repeat: int, chunk: int = 250) -> tup
     """Both harnesses over ``range(n)``, ``repeat`` times, alternating chunks of ``chunk``
     trajectories so that a change in the machine's load falls on both alike. Returns each
     one's items per second over all its chunks, and the last repeat's values.
-    ``make_ours()`` gives a fresh grading function per repeat."""
+    ``make_ours()`` gives a fresh grading function per repeat.
+
+    Each repeat starts with a full garbage collection (untimed): building the inputs (some
+    two million objects) leaves a full collection owing, which otherwise falls, two seconds
+    long, on whichever harness happens to cross the collector's threshold first; collections
+    that a harness's own objects cause still fall on it."""
     t_ours = t_theirs = 0.0
     ours_values: list = []
     theirs_values: list = []
     for _ in range(repeat):
+        gc.collect()
         ours = make_ours()
         ours_values, theirs_values = [], []
         for start in range(0, n, chunk):

@@ -239,6 +239,26 @@ def test_superset_where_agentevals_greedy_fails_a_valid_trajectory():
     assert score.value == 1.0
 
 
+def test_plans_of_expected_calls_are_kept_for_the_latest_examples_least_recently_used_dropped_first():
+    from toolgym.graders.trajectory import PLAN_CACHE
+
+    grader = TrajectoryMatch(trajectory_mode="unordered")
+    examples = [Example(id=str(k), input="x", expected_calls=[{"name": "f", "arguments": {"x": k}}])
+                for k in range(PLAN_CACHE + 1)]
+    first = [grader.plan_for(e) for e in examples[:PLAN_CACHE]]
+    # all kept: each example's next trajectory reuses its plan
+    assert all(grader.plan_for(e) is p for e, p in zip(examples[:PLAN_CACHE], first, strict=True))
+    assert grader.plan_for(examples[0]) is first[0]  # used again: now the most recent
+    newest = grader.plan_for(examples[PLAN_CACHE])  # one more drops the least recently used only
+    assert grader.plan_for(examples[PLAN_CACHE]) is newest and grader.plan_for(examples[0]) is first[0]
+    assert grader.plan_for(examples[2]) is first[2] and grader.plan_for(examples[-2]) is first[-1]
+    rebuilt = grader.plan_for(examples[1])
+    assert rebuilt is not first[1] and [m.calls[0].expected() for m in rebuilt.milestones] == [
+        {"name": "f", "arguments": {"x": {"$literal": 1}}}]
+    trajectory = traj(("f", {"x": 1}))
+    assert grader.grade(examples[1], trajectory).value == 1.0 and grader.grade(examples[0], trajectory).value == 0.0
+
+
 def test_a_judge_operator_without_a_judge_is_refused_clearly():
     example = Example(id="e", input="x", milestones=[{"id": "a", "call": {"name": "f", "arguments": {"x": {"$judge": "polite"}}}}])
     with pytest.raises(Exception, match="needs a judge model"):

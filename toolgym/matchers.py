@@ -75,6 +75,9 @@ def json_equal(a: Any, b: Any) -> bool:
     """Equality of two JSON values by value: numbers compare by value (``1 == 1.0``), a
     boolean equals only a boolean (never ``0``/``1``), object keys are unordered, lists are
     ordered, ``None`` equals only ``None``."""
+    kind = type(a)
+    if (kind is str or kind is int) and type(b) is kind:  # the common case: two strings, two integers
+        return a == b
     if isinstance(a, bool) or isinstance(b, bool):
         return isinstance(a, bool) and isinstance(b, bool) and a == b
     if isinstance(a, (int, float)) and isinstance(b, (int, float)):

@@ -98,7 +98,7 @@ def _first(item: tuple[str, Any]) -> str:
 _SCALARS = frozenset({str, int, float, type(None)})
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class CallPattern:
     """A tool call to match: ``name``, and ``arguments`` (``None``: any) compared by ``args``.
 
@@ -187,7 +187,7 @@ class CallPattern:
         return out
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class StatePattern:
     """A state to match: each named key of the environment's state matches its matcher (keys
     not named are not compared)."""
@@ -211,7 +211,7 @@ class StatePattern:
 Pattern = CallPattern | StatePattern
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class Milestone:
     """One milestone: its alternatives (one for ``call`` or ``state``, several for ``any_of``),
     the milestones that must come earlier, and whether it is optional."""
@@ -542,20 +542,44 @@ def calls_plan(
     by_name: dict[str, list[tuple[int, tuple[CallPattern, ...]]]] = {}
     names: dict[str, list[int]] = {}
     previous: tuple[str, ...] = ()
+    is_exact = args_mode == "exact"
+    literals = _LITERALS
     for i, call in enumerate(calls):
         name, arguments = call.name, call.arguments
-        pattern = CallPattern(name, tuple([_literal_item(k, v) for k, v in arguments.items()]), args_mode)
+        items = []
+        plain = True  # every value a string, integer, float or null (call_key keeps them as they are)
+        for k, v in arguments.items():
+            kind = type(v)
+            if kind is str or kind is int or kind is bool or v is None:
+                item = literals.get((k, kind, v))
+                if item is None:
+                    item = _literal_item(k, v)
+                items.append(item)
+                plain = plain and kind is not bool
+            else:
+                items.append((k, LiteralValue(v)))
+                plain = plain and kind is float
+        pattern = CallPattern(name, tuple(items), args_mode)
         alternatives = (pattern,)
         entry = (i, alternatives)
-        if args_mode == "exact":
-            key = pattern._exact_key = call_key(arguments)  # what exact_key would compute
-            exact.setdefault((name, key), []).append(entry)
+        if is_exact:
+            # what exact_key would compute: call_key(arguments)
+            key = pattern._exact_key = tuple(sorted(arguments.items())) if plain else call_key(arguments)
+            row = exact.get((name, key))
+            if row is None:
+                exact[(name, key)] = [entry]
+            else:
+                row.append(entry)
         else:
             pattern._exact_key = None
             by_name.setdefault(name, []).append(entry)
         mid = f"call{i + 1}"
         milestones.append(Milestone(mid, i, alternatives, previous, optional))
-        names.setdefault(name, []).append(i)
+        found = names.get(name)
+        if found is None:
+            names[name] = [i]
+        else:
+            found.append(i)
         if chain:
             previous = (mid,)
     plan = Plan(tuple(milestones), (), (), extra_calls, {}, source=source)

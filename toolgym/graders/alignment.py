@@ -119,23 +119,32 @@ class _Layout:
 
     def __init__(self, plan: Plan) -> None:
         ms = plan.milestones
-        self.index = {m.id: i for i, m in enumerate(ms)}
+        self.index = index = {m.id: i for i, m in enumerate(ms)}
         # tuples of plain values, which the garbage collector stops tracking (a layout lives
         # as long as its plan)
-        self.optional = tuple(m.optional for m in ms)
-        self.required = sum(1 for m in ms if not m.optional)
-        parent = list(range(len(ms)))
-        for j, m in enumerate(ms):
-            if m.after or m.refs:
+        self.optional = optional = tuple([m.optional for m in ms])
+        self.required = len(ms) - sum(optional)
+        joined = [j for j, m in enumerate(ms) if m.after or m.refs]
+        if joined:
+            parent = list(range(len(ms)))
+            for j in joined:
+                m = ms[j]
                 for a in (*m.after, *m.refs):
-                    _union(parent, j, self.index[a])
-        self.root = tuple(_find(parent, j) for j in range(len(ms)))
-        groups: dict[int, list[int]] = {}
-        for j, r in enumerate(self.root):
-            groups.setdefault(r, []).append(j)
-        self.groups = {r: tuple(members) for r, members in groups.items()}
+                    _union(parent, j, index[a])
+            self.root = tuple([_find(parent, j) for j in range(len(ms))])
+            groups: dict[int, list[int]] = {}
+            for j, r in enumerate(self.root):
+                found = groups.get(r)
+                if found is None:
+                    groups[r] = [j]
+                else:
+                    found.append(j)
+            self.groups = {r: tuple(members) for r, members in groups.items()}
+        else:  # no milestone joined to another: each its own part
+            self.root = tuple(range(len(ms)))
+            self.groups = {j: (j,) for j in range(len(ms))}
         # a milestone that can be solved alone when no step may match another one with it
-        self.simple = tuple(not (m.after or m.refs or m.states) for m in ms)
+        self.simple = tuple([not (m.after or m.refs or m.states) for m in ms])
         exact, self.by_name = plan.call_index
         self.exact = {key: row if len(row) < 2 else _merged(row) for key, row in exact.items()}
 
@@ -172,6 +181,10 @@ def _layout(plan: Plan) -> _Layout:
 
 
 _NO_CANDIDATES: list[tuple[int, tuple[CallPattern, ...]]] = []
+
+_PLAIN = frozenset({str, int, float, type(None)})
+"""The argument values :func:`~toolgym.milestones.call_key` keeps as they are (its fast path,
+repeated inline where every tool step is looked up)."""
 
 
 def align(
@@ -239,10 +252,16 @@ def align(
         row = _NO_CANDIDATES
         if s.executed:
             if exact_index:
-                try:
-                    row = exact_index.get((s.name, call_key(s.arguments)), _NO_CANDIDATES)
-                except TypeError:  # arguments that are not JSON match no plain value
-                    pass
+                arguments = s.arguments
+                for v in arguments.values():
+                    if type(v) not in _PLAIN:
+                        try:
+                            row = exact_index.get((s.name, call_key(arguments)), _NO_CANDIDATES)
+                        except TypeError:  # arguments that are not JSON match no plain value
+                            pass
+                        break
+                else:  # plain values only: call_key's own fast path
+                    row = exact_index.get((s.name, tuple(sorted(arguments.items()))), _NO_CANDIDATES)
             named = by_name.get(s.name) if by_name else None
             if named:
                 row = list(row)
@@ -509,7 +528,7 @@ def _search(
     return found, explored, exact
 
 
-@dataclass
+@dataclass(slots=True)
 class StepLabel:
     """Why a tool step matched its milestone, or why it matched none.
 
@@ -538,7 +557,14 @@ class StepLabel:
 
     def as_dict(self) -> dict[str, Any]:
         """The fields that are set (neither ``None`` nor ``""``), in field order."""
-        out: dict[str, Any] = {"step": self.step}
+        return self._fill({"step": self.step})
+
+    def row(self, tool: str) -> dict[str, Any]:
+        """``{"tool": tool}`` followed by :meth:`as_dict` (a row of ``trajectory_match``'s
+        alignment)."""
+        return self._fill({"tool": tool, "step": self.step})
+
+    def _fill(self, out: dict[str, Any]) -> dict[str, Any]:
         if self.milestone is not None and self.milestone != "":
             out["milestone"] = self.milestone
         if self.type is not None:
@@ -734,7 +760,8 @@ class _Explainer:
             return any(c.name == s.name and c.wrong_argument(s.arguments, context) is None for c in m.calls)
 
         if self.candidates:  # the search's candidates: arguments already checked, but for $from
-            fits = [ms[j] for j in self.candidates[i] if not ms[j].refs or fits_call(ms[j])]
+            row = self.candidates[i]
+            fits = [ms[j] for j in row if not ms[j].refs or fits_call(ms[j])] if row else row
         else:
             fits = [ms[j] for j in named_ids if fits_call(ms[j])]
         matched = self.matched
@@ -752,7 +779,8 @@ class _Explainer:
                 return
         if named_ids:
             # the milestone it most likely meant: a missing one first, then one ready at that point
-            _, pool = self.pool(s.name, named_ids)
+            found = self.pools.get(s.name)
+            pool = (found or self.pool(s.name, named_ids))[1]
             m = pool[0]
             for candidate in pool:
                 if self.ready(candidate, i):

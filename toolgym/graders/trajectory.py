@@ -14,6 +14,7 @@ of agentevals' modes when given ``trajectory_mode``.
 from __future__ import annotations
 
 import json
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Literal
@@ -38,8 +39,11 @@ __all__ = [
 TrajectoryMode = Literal["strict", "unordered", "subset", "superset"]
 TRAJECTORY_MODES: tuple[str, ...] = ("strict", "unordered", "subset", "superset")
 
-PLAN_CACHE = 4096
-"""Plans built from ``expected_calls`` kept by one ``trajectory_match`` (by example)."""
+PLAN_CACHE = 256
+"""Plans built from ``expected_calls`` kept by one ``trajectory_match`` (by example), the
+least recently used dropped first. A run plays the trials of one example together, so they are graded
+close together; a plan kept much longer costs more than it saves (every plan kept is some
+70 objects that Python's cyclic garbage collector walks again in each full collection)."""
 
 AGENTEVALS = "agentevals (langchain-ai/agentevals) README, 'Trajectory match'"
 
@@ -55,15 +59,13 @@ def step_views(trajectory: Trajectory, results: bool = True) -> list[StepView]:
     """The trajectory's tool steps as the alignment reads them: the output parsed as JSON
     (else kept as text) is the result ``$from`` reads (parsed only when ``results``); a
     malformed or rejected call was never executed."""
+    if results:
+        return [
+            StepView(s.name, s.arguments, _result(s.output), not (s.malformed or s.rejected), s.malformed, s.rejected)
+            for s in trajectory.tool_steps
+        ]
     return [
-        StepView(
-            name=s.name,
-            arguments=s.arguments,
-            result=_result(s.output) if results else None,
-            executed=not (s.malformed or s.rejected),
-            malformed=s.malformed,
-            rejected=s.rejected,
-        )
+        StepView(s.name, s.arguments, None, not (s.malformed or s.rejected), s.malformed, s.rejected)
         for s in trajectory.tool_steps
     ]
 
@@ -266,7 +268,7 @@ class _MilestoneGrader:
 
 
 def _alignment_rows(a: Analysis) -> list[dict[str, Any]]:
-    return [{"tool": s.name, **label.as_dict()} for s, label in zip(a.steps, a.diagnosis.labels, strict=True)]
+    return [label.row(s.name) for s, label in zip(a.steps, a.diagnosis.labels, strict=True)]
 
 
 def _error_text(first: dict[str, Any]) -> str:
@@ -307,7 +309,8 @@ class TrajectoryMatch(_MilestoneGrader):
 
     trajectory_mode: TrajectoryMode | None = None
     args_mode: Literal["exact", "ignore", "subset", "superset"] = "exact"
-    _plans: dict[int, tuple[Example, Plan]] = field(default_factory=dict, init=False, repr=False, compare=False)
+    _plans: OrderedDict[int, tuple[Example, Plan]] = field(
+        default_factory=OrderedDict, init=False, repr=False, compare=False)
 
     name: ClassVar[str] = "trajectory_match"
     kept_details: ClassVar[tuple[str, ...]] = (  # what show draws and summary counts, passes included
@@ -331,11 +334,13 @@ class TrajectoryMatch(_MilestoneGrader):
         if self.trajectory_mode is not None and example.expected_calls is not None:
             cached = self._plans.get(id(example))
             if cached is not None and cached[0] is example:
+                self._plans.move_to_end(id(example))
                 return cached[1]
             plan = agentevals_plan(example.expected_calls, self.trajectory_mode, self.args_mode)
-            if len(self._plans) >= PLAN_CACHE:
-                self._plans.clear()
-            self._plans[id(example)] = (example, plan)
+            plans = self._plans
+            if len(plans) >= PLAN_CACHE:
+                plans.popitem(last=False)
+            plans[id(example)] = (example, plan)
             return plan
         return None
 
