@@ -296,7 +296,7 @@ def test_show_draws_the_alignment(tmp_path):
     assert "· extra call (email): repeats email (matched at another step) [allowed extra: read-only]" in extra
     assert "first error" not in extra
     assert "never reached" not in extra
-    assert "✗ forbidden" in text["mine"] and re.search(r"first error: tool step 3 \(row \d+\): forbidden", text["mine"])
+    assert "✗ forbidden: minefield 0 hit" in text["mine"] and re.search(r"first error: tool step 3 \(row \d+\): forbidden", text["mine"])
 
 
 def test_run_and_grade_from_the_command_line_add_the_milestone_graders(tmp_path):

@@ -534,7 +534,8 @@ class StepLabel:
 
     Attributes:
         step: 1-based tool step index.
-        milestone: The milestone it matched, or the one the diagnosis names.
+        milestone: The milestone it matched, or the one the diagnosis names (``None`` for a
+            step that hit a minefield: its note says which milestone it matched, if any).
         type: ``None`` for a matched step; else ``wrong_tool``, ``wrong_arguments``,
             ``out_of_order``, ``extra_call``, ``forbidden``, ``malformed`` or ``rejected``.
         error: Whether the step counts against the trajectory (a minefield, or an unmatched
@@ -691,10 +692,11 @@ def diagnose(
                 label.allowed = (
                     "not executed" if not s.executed else "read-only" if plan.is_read_only(s.name) else "allowed"
                 )
-        if mine_steps and i + 1 in mine_steps:
-            label.type, label.error = "forbidden", True
+        if mine_steps and i + 1 in mine_steps:  # the minefield names the step, not a milestone it resembles
+            also = f" (it also matched milestone {mid})" if mid is not None else ""
+            label.type, label.error, label.milestone, label.argument = "forbidden", True, None, None
             label.expected = mine_steps[i + 1]["expected"]
-            label.note = f"minefield {mine_steps[i + 1]['minefield']} hit"
+            label.note = f"minefield {mine_steps[i + 1]['minefield']} hit{also}"
         labels.append(label)
     first: dict[str, Any] | None = None
     for label in labels:
