@@ -172,3 +172,16 @@ def test_the_python_api_refuses_what_the_command_line_refuses(field, tmp_path):
 
     with pytest.raises(ValueError, match=f"{field} must be a positive integer, got 0"):
         toolgym.evaluate("typewriter_1", agent="oracle", **{field: 0})
+
+
+def test_grade_names_an_unknown_grader_as_the_callers_and_replay_says_all_replayed(tmp_path, capsys):
+    out = tmp_path / "run"
+    _run(out, "--limit", "1", env="typewriter_1")
+    before = (out / "scores.jsonl").read_bytes()
+    capsys.readouterr()
+    assert main(["grade", str(out), "--grader", "nope"]) == 2
+    err = capsys.readouterr().err
+    assert "error: unknown grader 'nope'" in err and "can no longer be found" not in err
+    assert (out / "scores.jsonl").read_bytes() == before
+    assert main(["replay", str(out)]) == 0
+    assert "every trajectory replays as recorded (no difference)" in capsys.readouterr().err

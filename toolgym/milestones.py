@@ -337,7 +337,8 @@ def _pattern(spec: Any, where: str, *, allow_any_of: bool = False) -> tuple[Patt
         return (_state(spec["state"], f"{where}.state"),)
     options = spec["any_of"]
     if not isinstance(options, list) or not options:
-        raise SpecError(f"{where}.any_of", f"expected a non-empty list, got {_type_name(options)}")
+        got = "an empty list" if options == [] else _type_name(options)
+        raise SpecError(f"{where}.any_of", f"expected a non-empty list, got {got}")
     out: list[Pattern] = []
     for i, option in enumerate(options):
         here = f"{where}.any_of[{i}]"

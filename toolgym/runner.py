@@ -1081,6 +1081,8 @@ def _grade_loaded(
     try:
         made = make_graders(benchmark, names, settings)
     except (UnknownNameError, ExtensionError) as exc:
+        if graders:  # named by the caller, not recorded by the run
+            raise
         raise RunDirError(f"{directory}: a grader of this run can no longer be found: {exc}") from None
     scores = grade_trajectories(examples, trajectories, [g for g, _ in made])
     write_jsonl_atomic(directory / SCORES_FILE, scores)

@@ -65,7 +65,8 @@ def cmd_list(args: argparse.Namespace) -> int:
     for kind in ("agents", "graders", "models"):
         for name, source in regs[kind].sources():
             rows.append([kind[:-1] if kind != "models" else "model", name, source,
-                         "spec: NAME[:MODEL]" if kind == "models" else ""])
+                         ("spec: scripted:FILE" if name == "scripted" else f"spec: {name}[:MODEL]")
+                         if kind == "models" else ""])
     cols = [Col("kind", "left"), Col("name", "left"), Col("from", "left"), Col("notes", "left", wrap=True)]
     print_fitted(console, cols, rows, keys=2,
                  title=Text("toolgym: what can be named (NAME, module.path:Name or path/file.py:Name)"))
@@ -465,7 +466,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--example", help="example id (default: the first)")
     p.add_argument("--failed", action="store_true", help="every failed trajectory")
     p.add_argument("--grader", help="grader deciding failure (default: any pass/fail grader)")
-    p.add_argument("--limit", type=int, help="show at most N trajectories")
+    p.add_argument("--limit", type=positive_int, help="show at most N trajectories")
     p.set_defaults(func=cmd_show)
 
     p = sub.add_parser("check", help="check a dataset against the dataset rules (its oracle must solve it)")

@@ -92,5 +92,8 @@ def cmd_replay(args: argparse.Namespace) -> int:
     for d in differences:
         print(d.line())
     kinds = sorted({(d.example_id, d.trial) for d in differences})
-    print(f"{args.run}: {len(differences)} difference(s) in {len(kinds)} trajectory(ies)", file=sys.stderr)
+    if differences:
+        print(f"{args.run}: {len(differences)} difference(s) in {len(kinds)} trajectory(ies)", file=sys.stderr)
+    else:
+        print(f"{args.run}: every trajectory replays as recorded (no difference)", file=sys.stderr)
     return 1 if differences else 0
