@@ -185,3 +185,20 @@ def test_grade_names_an_unknown_grader_as_the_callers_and_replay_says_all_replay
     assert (out / "scores.jsonl").read_bytes() == before
     assert main(["replay", str(out)]) == 0
     assert "every trajectory replays as recorded (no difference)" in capsys.readouterr().err
+
+
+def test_pass_and_success_graders_without_a_pass_rule_are_refused(tmp_path, capsys):
+    out = tmp_path / "run"
+    _run(out, "--limit", "2", "--grader", "step_ratio", "--grader", "steps_exact", env="typewriter_1")
+    run_json = out / "run.json"
+    record = json.loads(run_json.read_text())
+    record["measures"]["step_ratio"]["pass_if"] = None
+    run_json.write_text(json.dumps(record))
+    capsys.readouterr()
+    assert main(["export", str(out), "--format", "preference", "--pass-grader", "step_ratio",
+                 "--out", str(tmp_path / "pairs.jsonl")]) == 2
+    assert "grader 'step_ratio' has no pass rule" in capsys.readouterr().err
+    for grader, why in (("step_ratio", "has no pass rule"), ("nope", "is not a grader of these runs")):
+        assert main(["report", str(out), "--success-grader", grader, "--out", str(tmp_path / "r.html")]) == 2
+        assert f"--success-grader: {grader!r} {why}; graders with a pass rule: steps_exact" in capsys.readouterr().err
+    assert not (tmp_path / "pairs.jsonl").exists() and not (tmp_path / "r.html").exists()

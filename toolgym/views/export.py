@@ -368,7 +368,8 @@ def _object_arguments(record: dict[str, Any]) -> dict[str, Any]:
 
 
 def _check_graders(runs: Sequence[Run], wanted: Iterable[str], pass_grader: str | None) -> None:
-    """Raise ValueError for a grader of ``--where`` / ``--pass-grader`` that no run has."""
+    """Raise ValueError for a grader of ``--where`` / ``--pass-grader`` that no run has, or a
+    ``--pass-grader`` without a pass rule (it would make no pair)."""
     known = list(dict.fromkeys(g for run in runs for g in run.graders))
     for option, name in [*(("--where", g) for g in wanted), *([("--pass-grader", pass_grader)] if pass_grader else [])]:
         if name in known:
@@ -378,6 +379,12 @@ def _check_graders(runs: Sequence[Run], wanted: Iterable[str], pass_grader: str 
         raise ValueError(
             f"{option}: unknown grader {name!r}: the runs have {', '.join(known) or 'no graders'}{hint}"
         )
+    if pass_grader:
+        rules = [measure_for(run, pass_grader) for run in runs if pass_grader in run.graders]
+        if rules and not any(m.pass_fail for m in rules):
+            with_rule = [g for g in known if any(g in run.graders and measure_for(run, g).pass_fail for run in runs)]
+            raise ValueError(f"--pass-grader: grader {pass_grader!r} has no pass rule, so no trajectory passes or "
+                             f"fails by it; graders with one: {', '.join(with_rule) or '(none)'}")
 
 
 def _unique_call_ids(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -288,11 +288,18 @@ def build_report(
     Raises:
         RunDirError: for a missing or invalid run directory (file and line named), or an
             ``out`` that is a record file of a run directory (nothing is written).
-        ValueError: if no directory is given.
+        ValueError: if no directory is given, or ``success_grader`` is no grader of the runs
+            with a pass rule.
     """
     start = time.perf_counter()
     refuse_run_file(out, "the report")
     runs = load_runs(directories)
+    if success_grader is not None:
+        rules = [v.measures[success_grader] for v in runs if success_grader in v.measures]
+        if not any(m.pass_fail for m in rules):
+            why = "has no pass rule" if rules else "is not a grader of these runs"
+            raise ValueError(f"--success-grader: {success_grader!r} {why}; graders with a pass rule: "
+                             f"{', '.join(dict.fromkeys(g for v in runs for g in v.pass_fail_graders())) or '(none)'}")
     html, titles, pngs = render_report(runs, png_dir, success_grader, max_chars)
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
