@@ -202,3 +202,23 @@ def test_pass_and_success_graders_without_a_pass_rule_are_refused(tmp_path, caps
         assert main(["report", str(out), "--success-grader", grader, "--out", str(tmp_path / "r.html")]) == 2
         assert f"--success-grader: {grader!r} {why}; graders with a pass rule: steps_exact" in capsys.readouterr().err
     assert not (tmp_path / "pairs.jsonl").exists() and not (tmp_path / "r.html").exists()
+
+
+def test_compare_of_a_two_sided_measure_does_not_let_over_and_undershoots_cancel():
+    from toolgym.records import Trajectory
+    from toolgym.runio import Run as RunData
+    from toolgym.runio import RunRecord
+    from toolgym.views.analysis import compare_runs
+
+    ratio = Measure(kind="continuous", direction="target", target=1.0, pass_if="==", threshold=1.0)
+
+    def run(values):
+        record = RunRecord(env="typewriter_1", agent={"agent": "x"}, graders=["step_ratio"], measures={"step_ratio": ratio})
+        scores = [Score(example_id=e, trial=0, grader="step_ratio", value=v) for e, v in zip("ab", values, strict=True)]
+        trajectories = [Trajectory(example_id=e, trial=0, env="typewriter_1", agent="x", status="completed")
+                        for e in "ab"]
+        return RunData(None, record, trajectories, scores)
+
+    row = compare_runs(run([0.5, 1.5]), run([1.0, 1.25])).graders[0]
+    assert (row.mean_a, row.mean_b) == (1.0, 1.125)
+    assert row.better == "B"  # A's mean is exactly 1, but neither of its examples is

@@ -357,7 +357,9 @@ class GraderComparison:
             for every paired example whose share of passing trials differs, in example order;
             empty for a grader without a pass rule.
         better (Literal["A", "B"] | None): The run whose mean is better in the measure's
-            direction; ``None`` when the means are equal.
+            direction; for a two-sided (``target``) measure, the run whose examples lie closer
+            to the target on average (the mean over paired examples of |value − target|, so
+            ratios of 0.5 and 1.5 are not a perfect 1); ``None`` when equal.
     """
 
     grader: str
@@ -453,7 +455,12 @@ def compare_runs(
         else:
             test = paired_bootstrap(va, vb, n_boot=n_boot, seed=seed)
         flipped = [(e, ma[e][0], mb[e][0]) for e in paired if measure.pass_fail and ma[e][1] != mb[e][1]]
-        better = "B" if measure.better(mean_b, mean_a) else "A" if measure.better(mean_a, mean_b) else None
+        if measure.direction == "target":  # per example: over- and undershoots must not cancel in a mean
+            far_a = sum(abs(v - measure.target) for v in va) / len(va)
+            far_b = sum(abs(v - measure.target) for v in vb) / len(vb)
+            better = "B" if far_b < far_a else "A" if far_a < far_b else None
+        else:
+            better = "B" if measure.better(mean_b, mean_a) else "A" if measure.better(mean_a, mean_b) else None
         rows.append(
             GraderComparison(
                 grader, measure, mean_a, mean_b, test, len(paired),
