@@ -544,6 +544,7 @@ def test_relaunching_with_the_same_out_continues_the_served_run(tmp_path):
     record = read_run(out)
     assert record.started_at == started_at and record.finished_at
     assert len(record.resumes) == 2 and record.agent["agent"] == "test-client"
+    assert record.trials == 2  # an example was played twice over the launches
     assert [(t.example_id, t.trial) for t in read_trajectories(out)] == [
         (first["example_id"], 0), (second["example_id"], 0), (first["example_id"], 1)]
     assert {(s.example_id, s.trial) for s in read_scores(out)} == {

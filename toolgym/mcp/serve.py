@@ -345,6 +345,7 @@ class ServedRun:
             self._traj_writer = self._score_writer = None
             scores = sorted(self.scores, key=lambda s: (s.example_id, s.trial))  # run order, as grade_trajectories
             self.record.concurrency = max(1, self.peak_sessions)  # sessions open at once, at most
+            self.record.trials = max([self.record.trials, *self._trials.values()])  # a continued run's repeats
             self.result = finish_run(self.out, self.benchmark, self.record, self.trajectories, scores, self.by_id)
             return self.result
 
