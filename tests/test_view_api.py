@@ -369,3 +369,34 @@ def test_state_changes_per_step_come_from_the_recorded_patches(server, runs):
     assert tools[0]["state_after"] == {"paper": "c"} and tools[1]["state_patch"] == []  # the refused letter
     diff = api(server, "/api/diff", a="oracle/tw-3-dog/0", b="scripted/tw-3-dog/0")
     assert any("state_patch" in p["differences"] for p in diff["pairs"])
+
+
+def test_report_rows_and_view_rows_are_equal(server, runs):
+    """Issue 27 item 9: the static report's table and the view's rows come from one function,
+    so for the same run they hold the same status, pass/fail per grader, first error, duration
+    and tokens."""
+    from toolgym.views.report.payload import build_payload
+
+    _, dirs = runs
+    wait_indexed(server)
+    for name, directory in dirs.items():
+        index, _ = build_payload(load_runs([directory]))
+        graders = index["graders"]
+        report = [
+            (it[1], it[2], it[3], it[4], it[5], bool(it[6]),
+             {graders[int(i)]: v for i, v in it[8].items()}, {graders[int(i)]: bool(p) for i, p in it[9].items()},
+             tuple(it[10]) if it[10] else None, it[11], it[12])
+            for it in index["items"]
+        ]
+        rows = api(server, f"/api/runs/{name}/trajectories", per_page=1000)["rows"]
+        view = [
+            (r["example_id"], r["trial"], r["status"], r["n_tool_steps"], r["n_expected"], r["failed"],
+             {g: s["value"] for g, s in r["scores"].items()},
+             {g: s["passed"] for g, s in r["scores"].items() if s["passed"] is not None},
+             (r["first_error"]["type"], r["first_error"]["step"], r["first_error"]["text"]) if r["first_error"] else None,
+             r["duration_s"], r["tokens"])
+            for r in rows
+        ]
+        assert len(report) == len(view) > 0, name
+        assert report == view, name
+        assert any(row[8] is not None for row in view) or name != "custom"  # first errors compared, not only None

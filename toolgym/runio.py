@@ -553,13 +553,64 @@ def restore_lines(trajectories: list[Trajectory], ref: ResultFileRef | None, dir
         warnings.warn(f"{directory}: {lines}; imported lines are not shown (their parsed calls are)", stacklevel=3)
         return lines
     for traj in trajectories:
-        number = traj.source_line
-        if number is None:
-            continue
-        at = _line_step(traj)
-        if at is not None and not traj.steps[at].text and 0 < number <= len(lines):
-            traj.steps[at].text = lines[number - 1]
+        restore_line(traj, lines)
     return None
+
+
+def stream_lines(path: Path, start: int = 0, lineno: int = 1) -> Iterator[tuple[int, int, bytes]]:
+    """The complete lines of a JSONL file of a run directory, read one at a time from byte
+    offset ``start`` (so a reader can go on where it stopped while a run appends), holding
+    only one line in memory.
+
+    Args:
+        path: ``trajectories.jsonl`` or ``scores.jsonl`` (a missing file has no lines).
+        start: Byte offset of the first line to read (0, or an ``end`` given before).
+        lineno: The 1-based line number of the line at ``start``.
+
+    Yields:
+        tuple[int, int, bytes]: ``(line number, end, raw)``: ``end`` is the byte offset just
+        after the line's newline, ``raw`` the line without it. A last line without its newline
+        (still being written, or torn by a killed run) is not given; blank lines are skipped.
+    """
+    try:
+        fh = open(path, "rb")
+    except FileNotFoundError:
+        return
+    with fh:
+        fh.seek(start)
+        at = start
+        for raw in fh:
+            if not raw.endswith(b"\n"):
+                return
+            at += len(raw)
+            if raw.strip():
+                yield lineno, at, raw.rstrip(b"\r\n")
+            lineno += 1
+
+
+def parse_line(path: Path, lineno: int, raw: bytes, model: type[M]) -> M:
+    """One record line of ``path`` (as :func:`stream_lines` gives it) as a ``model`` record.
+
+    Raises:
+        RunDirError: for an invalid line (file, line and field named).
+    """
+    try:
+        return model.model_validate_json(raw)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        where = ".".join(map(str, err["loc"])) or "record"
+        raise RunDirError(f"{path}:{lineno}: invalid record: field {where}: {err['msg']}") from None
+
+
+def restore_line(trajectory: Trajectory, lines: list[str]) -> None:
+    """Put an imported trajectory's line back (``source_line``; ``lines`` as
+    :func:`result_lines` gives them): the text of its first model step, when empty."""
+    number = trajectory.source_line
+    if number is None:
+        return
+    at = _line_step(trajectory)
+    if at is not None and not trajectory.steps[at].text and 0 < number <= len(lines):
+        trajectory.steps[at].text = lines[number - 1]
 
 
 def latest_attempts(trajectories: Iterable[Trajectory]) -> list[Trajectory]:
