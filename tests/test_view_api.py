@@ -400,3 +400,54 @@ def test_report_rows_and_view_rows_are_equal(server, runs):
         assert len(report) == len(view) > 0, name
         assert report == view, name
         assert any(row[8] is not None for row in view) or name != "custom"  # first errors compared, not only None
+
+
+def test_a_large_run_answers_from_the_first_batch_while_it_is_indexed(tmp_path):
+    from view_runs import write_big_run
+
+    n = 12_000
+    write_big_run(tmp_path / "runs" / "big", tmp_path / "big.jsonl", n)
+    with view_server([tmp_path / "runs"], tmp_path / "cache") as (url, _):
+        first = api(url, "/api/runs/big/trajectories")
+        # answered from the rows indexed so far, in file order, and said to be partial
+        assert first["indexing"] is not None and 0 < first["indexing"]["rows"] < n
+        assert first["total"] < n
+        assert [r["example_id"] for r in first["rows"]] == [f"b{i:05d}" for i in range(50)]
+        assert all(r["n_expected"] is not None for r in first["rows"])  # a small dataset is read first
+        searched = api(url, "/api/runs/big/trajectories", q="b0001")
+        assert searched["indexing"] is not None and 0 < searched["total"] <= 10
+        run = api(url, "/api/runs")["runs"][0]
+        assert run["indexed"] is False and run["indexing"]["total_lines"] in (0, n)
+        done = wait_indexed(url, timeout=300)[0]
+        assert done["indexed"] is True and done["indexing"] is None and done["n_trajectories"] == n
+        whole = api(url, "/api/runs/big/trajectories", passed="0", per_page=1000)
+        assert whole["indexing"] is None and whole["version"] > first["version"]
+        assert whole["total"] == n // 5  # every fifth typed a wrong letter
+        assert api(url, "/api/runs/big/trajectories", q="b0001")["total"] == 10
+    # opened again: the complete cache answers at once
+    with view_server([tmp_path / "runs"], tmp_path / "cache") as (url, _):
+        again = api(url, "/api/runs/big/trajectories")
+        assert again["indexing"] is None and again["total"] == n
+
+
+def test_a_fork_links_to_its_parent_and_diffs_against_it(runs, tmp_path):
+    from view_runs import make_fork
+
+    root, dirs = runs
+    fork = make_fork(dirs["scripted"], tmp_path / "forks" / "scripted-fork")
+    parent = load_run(fork, with_examples=False).trajectories[0].parent
+    assert parent["run"] == str(dirs["scripted"].resolve()) and parent["example_id"] == "tw-2-cat"
+    with view_server([root / "runs", tmp_path / "forks"], tmp_path / "cache") as (url, _):
+        wait_indexed(url)
+        row = api(url, "/api/runs/scripted-fork/trajectories")["rows"][0]
+        assert row["parent"] == parent
+        doc = api(url, "/api/runs/scripted-fork/trajectories/tw-2-cat/0")
+        assert doc["parent_ref"] == "scripted/tw-2-cat/0"
+        diff = api(url, "/api/diff", a=doc["parent_ref"], b="scripted-fork/tw-2-cat/0")
+        assert diff["a"]["run"] == "scripted" and diff["b"]["run"] == "scripted-fork"
+        pairs = diff["pairs"]
+        # the tool steps before the fork's step were replayed: the same in both; then they part
+        step = parent["step"]
+        assert step > 1 and [p["status"] for p in pairs[: step - 1]] == ["same"] * (step - 1)
+        assert [(p["a"], p["b"]) for p in pairs[: step - 1]] == [(i, i) for i in range(step - 1)]
+        assert not diff["same"] and any(p["status"] != "same" for p in pairs[step - 1:])
