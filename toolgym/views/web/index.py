@@ -54,6 +54,7 @@ from toolgym.runio import (
     read_run,
     restore_line,
     result_lines,
+    score_fields,
     stream_lines,
 )
 from toolgym.views.rundata import RunView, first_error, measure_for, rule_text, trajectory_row
@@ -321,7 +322,8 @@ class _Builder:
         self.examples, self.problem = load_examples_of(self.directory, self.record)
 
     def _scores_of(self, key: tuple[str, int]) -> list[Score]:
-        return [Score.model_validate_json(raw) for (raw,) in self.db.execute(
+        path = self.directory / SCORES_FILE
+        return [_bare(Score, None, score_fields(path, 0, raw)) for (raw,) in self.db.execute(
             "SELECT raw FROM score WHERE example_id = ? AND trial = ? ORDER BY id", key)]
 
     def _write_rows(self, items: list[tuple[int, Trajectory, bytes | None]]) -> None:
@@ -384,7 +386,7 @@ class _Builder:
         scored: set[tuple[str, int]] = set()
         batch = []
         for lineno, end, raw in stream_lines(path, self.p["scores_at"], self.p["scores_line"]):
-            score = parse_line(path, lineno, raw, Score)
+            score = _bare(Score, None, score_fields(path, lineno, raw))
             key = (score.example_id, score.trial)
             batch.append((score.example_id, score.trial, score.grader, _finite(score.value), raw))
             if key not in self.keys:  # kept until its trajectory's row is written
@@ -476,13 +478,20 @@ def _fts_phrase(q: str) -> str:
     return '"' + q.replace('"', '""') + '"'
 
 
-def _bare(cls: type[M], defaults: dict[str, Any], **values: Any) -> M:
+_FIELD_NAMES: dict[type, frozenset[str]] = {}
+
+
+def _bare(cls: type[M], defaults: dict[str, Any] | None, values: dict[str, Any]) -> M:
     """A record of ``cls`` holding ``values`` and, for every other field, the value in
-    ``defaults`` (shared, not copied: read only), without validation (what
-    ``model_construct`` gives, 20 times faster: it looks each default up again)."""
+    ``defaults`` (shared, not copied: read only; ``None`` when ``values`` has every field),
+    without validation (what ``model_construct`` gives, 20 times faster: it looks each
+    default up again)."""
     obj = cls.__new__(cls)
-    object.__setattr__(obj, "__dict__", {**defaults, **values})
-    object.__setattr__(obj, "__pydantic_fields_set__", set(values))
+    object.__setattr__(obj, "__dict__", values if defaults is None else {**defaults, **values})
+    names = _FIELD_NAMES.get(cls)
+    if names is None:
+        names = _FIELD_NAMES[cls] = frozenset(cls.model_fields)
+    object.__setattr__(obj, "__pydantic_fields_set__", set(names))
     object.__setattr__(obj, "__pydantic_extra__", None)
     object.__setattr__(obj, "__pydantic_private__", None)
     return obj
@@ -685,7 +694,10 @@ class RunIndex:
             new = self.path.with_name(self.path.stem + ".new.sqlite")
             new.unlink(missing_ok=True)
             db = _writer(new)
-            db.executescript(SCHEMA + f"CREATE VIRTUAL TABLE fts USING fts5({', '.join(TEXT_COLUMNS)}, tokenize='trigram');")
+            db.executescript(SCHEMA + f"CREATE VIRTUAL TABLE fts USING fts5({', '.join(TEXT_COLUMNS)}, tokenize='trigram');"
+                             # fewer merges of the index's segments while it is built: 25-40% faster
+                             # inserts, searches as fast (sqlite.org/fts5.html, the automerge option)
+                             "INSERT INTO fts(fts, rank) VALUES('automerge', 16);")
             progress = {"fingerprint": fingerprint, "traj_at": 0, "traj_line": 1, "scores_at": 0, "scores_line": 1,
                         "rows": 0, "lines": 0, "done": False}
             fresh = True
@@ -737,9 +749,9 @@ class RunIndex:
         key, grader and value), from the database: no step, text or detail in memory."""
         t0 = Trajectory.model_construct(example_id="", status="completed").__dict__
         s0 = Score.model_construct(example_id="", grader="", value=None).__dict__
-        trajectories = [_bare(Trajectory, t0, example_id=e, trial=t, status=s)
+        trajectories = [_bare(Trajectory, t0, {"example_id": e, "trial": t, "status": s})
                         for e, t, s in db.execute("SELECT example_id, trial, status FROM traj ORDER BY id")]
-        scores = [_bare(Score, s0, example_id=e, trial=t, grader=g, value=v)
+        scores = [_bare(Score, s0, {"example_id": e, "trial": t, "grader": g, "value": v})
                   for e, t, g, v in db.execute("SELECT example_id, trial, grader, value FROM score ORDER BY id")]
         return RunView(Run(self.directory, record, trajectories, scores))
 
