@@ -616,7 +616,10 @@ def score_fields(path: Path, lineno: int, raw: bytes) -> dict[str, Any]:
     try:
         data = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
-        raise RunDirError(f"{path}:{lineno}: invalid record: not JSON ({exc})") from None
+        try:  # NaN, which orjson refuses and Python's json module (and pydantic) read
+            data = json.loads(raw)
+        except ValueError:
+            raise RunDirError(f"{path}:{lineno}: invalid record: not JSON ({exc})") from None
     if not isinstance(data, dict):
         raise RunDirError(f"{path}:{lineno}: invalid record: expected a JSON object")
     out: dict[str, Any] = {}

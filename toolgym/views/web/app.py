@@ -31,7 +31,7 @@ import orjson
 
 from toolgym.runio import LOCK_FILE, RUN_FILE, RunDirError
 from toolgym.views.web.diff import align_steps, milestone_keys
-from toolgym.views.web.index import Query, QueryError, RunIndex, default_cache_dir
+from toolgym.views.web.index import REQUESTS, Query, QueryError, RunIndex, default_cache_dir
 
 log = logging.getLogger(__name__)
 
@@ -640,7 +640,8 @@ class _Guard:
                 (b"content-length", str(len(body)).encode())]})
             await send({"type": "http.response.body", "body": body})
             return
-        await self.app(scope, receive, send_with_headers)
+        with REQUESTS.serving():  # a build in the background gives way while a request is answered
+            await self.app(scope, receive, send_with_headers)
 
 
 def serve(roots: Sequence[Path], settings: ViewSettings, open_browser: bool = True, ready: Any = None) -> None:

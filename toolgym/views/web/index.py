@@ -27,6 +27,7 @@ error).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
@@ -34,6 +35,7 @@ import math
 import os
 import sqlite3
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -252,6 +254,39 @@ def _count_lines(path: Path) -> int:
     return n
 
 
+class _Requests:
+    """How many requests the server is answering now: a build in the background pauses
+    between rows while there is one (at most :attr:`max_wait_s` per batch), so that a page
+    asked for while a large run is indexed is not slowed by the build (both are Python
+    threads sharing one interpreter lock)."""
+
+    max_wait_s = 2.0
+
+    def __init__(self) -> None:
+        self.n = 0
+        self._lock = threading.Lock()
+
+    @contextlib.contextmanager
+    def serving(self) -> Iterator[None]:
+        """Count one request while the block runs."""
+        with self._lock:
+            self.n += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self.n -= 1
+
+    def give_way(self, budget: list[float]) -> None:
+        """Sleep while requests are being answered, from ``budget[0]`` seconds left (spent)."""
+        while self.n > 0 and budget[0] > 0:
+            time.sleep(0.002)
+            budget[0] -= 0.002
+
+
+REQUESTS = _Requests()
+"""The requests being answered (counted by ``toolgym view``'s server)."""
+
 FIRST_BATCH = 200
 """Trajectories in the first committed batch (what the first page is answered from)."""
 
@@ -287,6 +322,7 @@ class _Builder:
         self.keys: dict[tuple[str, int], int] = {}
         self.stored_examples: set[str] = set()
         self.n_late = 0
+        self.lazy_examples = False
         self.unwritten: dict[tuple[str, int], list[Score]] = {}
         for eid, trial, tid in db.execute("SELECT example_id, trial, id FROM traj"):
             self.keys[(eid, trial)] = tid
@@ -330,8 +366,13 @@ class _Builder:
         """Insert or replace the rows of ``items`` (``(tid, trajectory, raw line or None to keep
         the stored record)``), each computed from its scores in the database."""
         db = self.db
+        if items and self.lazy_examples and self.examples is None and self.problem is None:
+            self.load_examples()
         rows, fts_rows, meta_rows, records = [], [], [], []
-        for tid, traj, raw in items:
+        budget = [REQUESTS.max_wait_s]
+        for k, (tid, traj, raw) in enumerate(items):
+            if k % 20 == 0:
+                REQUESTS.give_way(budget)
             before = raw is None or tid in self.keys
             scores = self._scores_of(traj.key) if before else self.unwritten.pop(traj.key, [])
             for s in scores:
@@ -385,7 +426,10 @@ class _Builder:
         path = self.directory / SCORES_FILE
         scored: set[tuple[str, int]] = set()
         batch = []
+        budget = [REQUESTS.max_wait_s]
         for lineno, end, raw in stream_lines(path, self.p["scores_at"], self.p["scores_line"]):
+            if lineno % 200 == 0:
+                REQUESTS.give_way(budget)
             score = _bare(Score, None, score_fields(path, lineno, raw))
             key = (score.example_id, score.trial)
             batch.append((score.example_id, score.trial, score.grader, _finite(score.value), raw))
@@ -411,7 +455,10 @@ class _Builder:
         seen: dict[tuple[str, int], int] = {}
         more = False
         lines = None
+        budget = [REQUESTS.max_wait_s]
         for lineno, end, raw in stream_lines(path, self.p["traj_at"], self.p["traj_line"]):
+            if lineno % 50 == 0:
+                REQUESTS.give_way(budget)
             traj = parse_line(path, lineno, raw, Trajectory)
             if traj.source_line is not None:
                 lines = self._result_lines() if lines is None else lines
@@ -555,23 +602,28 @@ class RunIndex:
         key = hashlib.sha256(str(self.directory).encode()).hexdigest()[:20]
         self.path = Path(self.cache_dir) / f"{key}.sqlite"
 
-    def _dataset_path(self) -> str | None:
+    def _fingerprint(self) -> str:
+        """What the rows depend on, as it is now: the layout of the index, the fields of
+        ``run.json`` that decide a row (environment, graders and their measures, the dataset,
+        an imported result file, extensions) and the dataset file (size, modification time).
+        Other changes of ``run.json`` (its end time, written when the run finishes) only
+        refresh the run's info."""
         try:
             data = json.loads((self.directory / RUN_FILE).read_text(encoding="utf-8"))
-            return (data.get("dataset") or {}).get("path")
-        except (OSError, ValueError, AttributeError):
-            return None
-
-    def _fingerprint(self) -> str:
-        """run.json and the dataset as they are now (size, modification time) and the layout."""
-        items = [INDEX_VERSION, _file_state(self.directory / RUN_FILE)]
-        dataset = self._dataset_path()
+        except (OSError, ValueError):
+            return json.dumps([INDEX_VERSION, None])
+        if not isinstance(data, dict):
+            return json.dumps([INDEX_VERSION, None])
+        keys = ("env", "env_options", "graders", "measures", "dataset", "result_file", "extensions")
+        items: list[Any] = [INDEX_VERSION, {k: data.get(k) for k in keys}]
+        dataset = (data.get("dataset") or {}).get("path") if isinstance(data.get("dataset"), dict) else None
         if dataset:
             items.append(_file_state(Path(dataset)))
-        return json.dumps(items)
+        return json.dumps(items, sort_keys=True, default=str)
 
     def _files_now(self) -> tuple[Any, ...]:
-        return (self._fingerprint(), _file_state(self.directory / TRAJECTORIES_FILE), _file_state(self.directory / SCORES_FILE))
+        return (self._fingerprint(), _file_state(self.directory / RUN_FILE),
+                _file_state(self.directory / TRAJECTORIES_FILE), _file_state(self.directory / SCORES_FILE))
 
     # --- state ------------------------------------------------------------------------------
 
@@ -612,7 +664,7 @@ class RunIndex:
         return True
 
     def _up_to_date(self, p: dict[str, Any]) -> bool:
-        return (p.get("fingerprint") == self._fingerprint()
+        return (p.get("fingerprint") == self._fingerprint() and p.get("run_json") == list(_file_state(self.directory / RUN_FILE))
                 and max(0, _file_state(self.directory / TRAJECTORIES_FILE)[0]) == p["traj_at"]
                 and max(0, _file_state(self.directory / SCORES_FILE)[0]) == p["scores_at"])
 
@@ -688,7 +740,7 @@ class RunIndex:
         if grows:
             assert stored is not None
             db = _writer(self.path)
-            progress = {**stored, "done": False}
+            progress = {**stored, "done": False, "run_json": list(files[1])}
             fresh = False
         else:
             new = self.path.with_name(self.path.stem + ".new.sqlite")
@@ -698,15 +750,16 @@ class RunIndex:
                              # fewer merges of the index's segments while it is built: 25-40% faster
                              # inserts, searches as fast (sqlite.org/fts5.html, the automerge option)
                              "INSERT INTO fts(fts, rank) VALUES('automerge', 16);")
-            progress = {"fingerprint": fingerprint, "traj_at": 0, "traj_line": 1, "scores_at": 0, "scores_line": 1,
+            progress = {"fingerprint": fingerprint, "run_json": list(files[1]), "traj_at": 0, "traj_line": 1, "scores_at": 0, "scores_line": 1,
                         "rows": 0, "lines": 0, "done": False}
             fresh = True
         try:
             builder = _Builder(self, db, record, progress)
             dataset = builder.record.dataset.path
             small = not dataset or max(0, _file_state(Path(dataset))[0]) <= SMALL_DATASET
-            if not fresh or small:  # else the first batch goes in before the dataset is read
+            if fresh and small:  # else the first batch goes in before the dataset is read
                 builder.load_examples()
+            builder.lazy_examples = not fresh  # a run that grew: read the dataset if a row is written
             more = builder.batch(FIRST_BATCH if fresh else BATCH)
             if fresh:  # the first batch goes live: the new database replaces the old one
                 db.close()
@@ -718,7 +771,7 @@ class RunIndex:
             self._first.set()
             if fresh:
                 self.progress = {**(self.progress or {}), "total_lines": _count_lines(tpath)}
-            if builder.examples is None and builder.problem is None:
+            if fresh and builder.examples is None and builder.problem is None:
                 self.progress = {**(self.progress or {}), "phase": "dataset"}
                 builder.load_examples()
                 builder.refresh_examples()
