@@ -424,6 +424,12 @@ def test_a_large_run_answers_from_the_first_batch_while_it_is_indexed(tmp_path):
         assert whole["indexing"] is None and whole["version"] > first["version"]
         assert whole["total"] == n // 5  # every fifth typed a wrong letter
         assert api(url, "/api/runs/big/trajectories", q="b0001")["total"] == 10
+        # built in batches (the first before the dataset), the rest in a child process: every
+        # row is the one computed from the whole run read back at once
+        (view,) = load_runs([tmp_path / "runs" / "big"])
+        rows = [r for page in range(1, n // 1000 + 1)
+                for r in api(url, "/api/runs/big/trajectories", per_page=1000, page=page)["rows"]]
+        assert rows == [json.loads(json.dumps(view.row(t))) for t in view.trajectories]
     # opened again: the complete cache answers at once
     with view_server([tmp_path / "runs"], tmp_path / "cache") as (url, _):
         again = api(url, "/api/runs/big/trajectories")

@@ -44,6 +44,11 @@ from typing import Any, TypeVar
 import orjson
 from pydantic import BaseModel
 
+try:
+    import resource
+except ImportError:  # pragma: no cover - Windows
+    resource = None  # type: ignore[assignment]
+
 from toolgym.records import Example, Measure, Score, Trajectory
 from toolgym.runio import (
     RUN_FILE,
@@ -264,7 +269,20 @@ class _Requests:
 
     def __init__(self) -> None:
         self.n = 0
+        self.waiting = 0
+        """Requests waiting for a build's first batch (the build must not wait for them)."""
         self._lock = threading.Lock()
+
+    @contextlib.contextmanager
+    def waiting_for_build(self) -> Iterator[None]:
+        """Mark the current request as waiting for a build while the block runs."""
+        with self._lock:
+            self.waiting += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self.waiting -= 1
 
     @contextlib.contextmanager
     def serving(self) -> Iterator[None]:
@@ -279,13 +297,32 @@ class _Requests:
 
     def give_way(self, budget: list[float]) -> None:
         """Sleep while requests are being answered, from ``budget[0]`` seconds left (spent)."""
-        while self.n > 0 and budget[0] > 0:
+        while self.n > self.waiting and budget[0] > 0:
             time.sleep(0.002)
             budget[0] -= 0.002
 
 
 REQUESTS = _Requests()
 """The requests being answered (counted by ``toolgym view``'s server)."""
+
+USE_PROCESS = True
+"""Index all but the first batch of a run in a child process (``spawn``): the server's
+Python interpreter (one lock for all its threads) then answers pages at full speed while a
+large run is indexed, and the build's memory goes back to the system when it ends."""
+
+
+def _build_in_child(directory: str, cache_dir: str, files: tuple[Any, ...]) -> None:
+    """The child process of :meth:`RunIndex._in_child`: go on indexing from the database's
+    progress; an error is written into the database (``info`` key ``error``) for the server."""
+    index = RunIndex(Path(directory), Path(cache_dir))
+    try:
+        index._build_in(files, in_child=True)
+    except (RunDirError, OSError, ValueError, sqlite3.DatabaseError) as exc:
+        with index._connect() as db:
+            db.execute("INSERT OR REPLACE INTO info VALUES ('error', ?)", (f"{type(exc).__name__}: {exc}",))
+            db.commit()
+        raise SystemExit(1) from None
+
 
 FIRST_BATCH = 200
 """Trajectories in the first committed batch (what the first page is answered from)."""
@@ -320,13 +357,19 @@ class _Builder:
         self.problem: str | None = progress.get("problem")
         self.lines: list[str] | str | None = None
         self.keys: dict[tuple[str, int], int] = {}
-        self.stored_examples: set[str] = set()
         self.n_late = 0
         self.lazy_examples = False
         self.unwritten: dict[tuple[str, int], list[Score]] = {}
+        self.stored_examples: set[str] = set()
         for eid, trial, tid in db.execute("SELECT example_id, trial, id FROM traj"):
             self.keys[(eid, trial)] = tid
         self.stored_examples = {r[0] for r in db.execute("SELECT id FROM example")}
+        path = self.directory / SCORES_FILE
+        for (raw,) in db.execute(  # scores read before their trajectory (by an earlier build)
+                "SELECT raw FROM score s WHERE NOT EXISTS "
+                "(SELECT 1 FROM traj t WHERE t.example_id = s.example_id AND t.trial = s.trial) ORDER BY id"):
+            score = _bare(Score, None, score_fields(path, 0, raw))
+            self.unwritten.setdefault((score.example_id, score.trial), []).append(score)
         self._ensure_columns()
 
     # --- pieces ---------------------------------------------------------------------------
@@ -504,7 +547,7 @@ class _Builder:
         self.db.execute("INSERT OR REPLACE INTO info VALUES ('progress', ?)", (json.dumps(self.p),))
         self.db.commit()
 
-    def finish(self) -> dict[str, Any]:
+    def finish(self, in_child: bool = False) -> dict[str, Any]:
         """Every line read: the summary, facets and metadata fields over the whole run; a
         measure that reads differently over all the scores than over the first ones (a run of
         old graders that recorded none) recomputes the rows."""
@@ -515,6 +558,10 @@ class _Builder:
             for i in range(0, len(tids), BATCH):
                 self._write_rows(self._stored(tids[i:i + BATCH]))
         info = self.index._info_of(self.db, self.record, self.graders, view, self.problem)
+        info["build"] = {
+            "process": "child" if in_child else "server",
+            "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1) if resource else None,
+        }
         self.p["done"] = True
         self.db.execute("INSERT OR REPLACE INTO info VALUES ('info', ?)", (json.dumps(info, ensure_ascii=False, default=str),))
         self.commit()
@@ -692,8 +739,8 @@ class RunIndex:
             if self.building:
                 return False
             now = self._files_now()
-            if now == self._seen and self._info is not None:
-                return False
+            if now == self._seen and (self._info is not None or self.error is not None):
+                return False  # up to date, or failed on these very files
             read_run(self.directory)  # a missing or invalid run.json is refused here, not in the thread
             self._first.clear()
             self.progress = {"rows": 0, "lines": 0, "total_lines": 0, "phase": "rows"}
@@ -708,7 +755,8 @@ class RunIndex:
             bool: Whether it did within ``timeout`` seconds.
         """
         if first_batch:
-            return self._first.wait(timeout) or not self.building
+            with REQUESTS.waiting_for_build():
+                return self._first.wait(timeout) or not self.building
         thread = self._thread
         if thread is not None:
             thread.join(timeout)
@@ -716,16 +764,24 @@ class RunIndex:
 
     def _build(self, files: tuple[Any, ...]) -> None:
         try:
-            self._build_in(files)
+            if self._build_in(files):
+                self._in_child(files)
             self.error = None
         except (RunDirError, OSError, ValueError, sqlite3.DatabaseError) as exc:
             self.error = f"{type(exc).__name__}: {exc}"
+            self._seen = files
             log.warning("indexing %s failed: %s", self.directory, self.error)
         finally:
             self.progress = None
             self._first.set()
 
-    def _build_in(self, files: tuple[Any, ...]) -> None:
+    def _build_in(self, files: tuple[Any, ...], in_child: bool = False) -> bool:
+        """Index what is new in the run's files (all of them when the database is missing or
+        out of date); with :data:`USE_PROCESS` and outside a child, only the first batch.
+
+        Returns:
+            bool: Whether the rest is left to a child process (:meth:`_in_child`).
+        """
         record = read_run(self.directory)
         fingerprint = files[0]
         stored = self._stored_progress()
@@ -760,33 +816,78 @@ class RunIndex:
             if fresh and small:  # else the first batch goes in before the dataset is read
                 builder.load_examples()
             builder.lazy_examples = not fresh  # a run that grew: read the dataset if a row is written
+            if not fresh and builder.p.get("examples_pending"):
+                self._examples_now(builder)
             more = builder.batch(FIRST_BATCH if fresh else BATCH)
             if fresh:  # the first batch goes live: the new database replaces the old one
                 db.close()
                 os.replace(new, self.path)
                 db = builder.db = _writer(self.path)
                 self._lines = None
-            if fresh or self._info is None:
+                builder.p["total_lines"] = _count_lines(tpath)
+                builder.p["examples_pending"] = builder.examples is None and builder.problem is None
+                builder.commit()
+            if (fresh or self._info is None) and not in_child:
                 self._publish(db, record, builder)
             self._first.set()
-            if fresh:
-                self.progress = {**(self.progress or {}), "total_lines": _count_lines(tpath)}
-            if fresh and builder.examples is None and builder.problem is None:
-                self.progress = {**(self.progress or {}), "phase": "dataset"}
-                builder.load_examples()
-                builder.refresh_examples()
-                self.progress["phase"] = "rows"
+            if not in_child and (more or builder.p.get("examples_pending")) and USE_PROCESS:
+                return True
+            if builder.p.get("examples_pending"):
+                self._examples_now(builder)
             while more:
                 more = builder.batch(BATCH)
-                self.progress = {**(self.progress or {}), "rows": builder.p["rows"], "lines": builder.p["lines"]}
-                self.progress["total_lines"] = max(self.progress.get("total_lines", 0), builder.p["lines"])
-            self.progress = {**(self.progress or {}), "phase": "summary"}
-            info = builder.finish()
+                self._progress_of(builder.p)
+            builder.p["phase"] = "summary"
+            self._progress_of(builder.p)
+            info = builder.finish(in_child)
             with self._lock:
                 self._info, self._seen = info, files
                 self.version += 1
+            return False
         finally:
             db.close()
+
+    def _examples_now(self, builder: _Builder) -> None:
+        """Read the dataset, then compute again the rows indexed before it was read."""
+        builder.p["phase"] = "dataset"
+        self._progress_of(builder.p)
+        builder.load_examples()
+        builder.refresh_examples()
+        builder.p["examples_pending"] = False
+        builder.p["phase"] = "rows"
+        builder.commit()
+
+    def _progress_of(self, p: dict[str, Any]) -> None:
+        self.progress = {"rows": p.get("rows", 0), "lines": p.get("lines", 0),
+                         "total_lines": max(p.get("total_lines", 0), p.get("lines", 0)), "phase": p.get("phase", "rows")}
+
+    def _in_child(self, files: tuple[Any, ...]) -> None:
+        """Index the rest of the run in a child process (:func:`_build_in_child`), so that
+        the server's interpreter stays free for requests; follow its progress in the
+        database; load the info it wrote when it is done.
+
+        Raises:
+            RunDirError: with the child's error, when it failed.
+        """
+        import multiprocessing
+
+        proc = multiprocessing.get_context("spawn").Process(
+            target=_build_in_child, args=(str(self.directory), str(self.cache_dir), files),
+            name=f"toolgym view: indexing {self.directory.name}", daemon=True)
+        proc.start()
+        while proc.is_alive():
+            proc.join(0.5)
+            stored = self._stored_progress()
+            if stored is not None:
+                self._progress_of(stored)
+        with self._connect() as db:
+            found = dict(db.execute("SELECT key, value FROM info WHERE key IN ('info', 'error')").fetchall())
+        if proc.exitcode != 0 or "info" not in found:
+            raise RunDirError(found.get("error") or f"{self.directory}: the indexing process ended with exit code {proc.exitcode}")
+        info = json.loads(found["info"])
+        with self._lock:
+            self._info, self._seen = info, files
+            self.version += 1
 
     def _publish(self, db: sqlite3.Connection, record: RunRecord, builder: _Builder) -> None:
         """Make the info of the rows indexed so far current (after the first batch)."""
@@ -795,7 +896,7 @@ class RunIndex:
         with self._lock:
             self._info = info
             self.version += 1
-        self.progress = {**(self.progress or {}), "rows": builder.p["rows"], "lines": builder.p["lines"]}
+        self._progress_of(builder.p)
 
     def _light_view(self, db: sqlite3.Connection, record: RunRecord, graders: list[str]) -> RunView:
         """The run as the summary reads it (each trajectory's key and status, each score's
