@@ -220,6 +220,9 @@ def main() -> None:
         time.sleep(0.5)
     print(f"| first open: process start → index complete (s) | {time.perf_counter() - server.t0:.1f} |")
     print(f"| first open: server's peak resident memory (MB) | {peak_rss_mb(server.proc.pid):.0f} |")
+    build = json.loads(get(f"{server.url}/api/runs/{run.name}")[1]).get("build") or {}
+    print(f"| first open: peak resident memory of the {build.get('process')} process that indexed the rest (MB) "
+          f"| {build.get('peak_rss_mb')} |")
     seconds, body = get(f"{server.url}/api/runs/{run.name}/trajectories")
     total = json.loads(body)["total"]
     print(f"| trajectories | {total:,} |")

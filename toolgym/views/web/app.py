@@ -423,7 +423,7 @@ def create_app(roots: Sequence[Path], settings: ViewSettings) -> Any:
                 measures=info["measures"], n_trajectories=info["n_trajectories"], problem=info["problem"],
             )
             if full:
-                doc.update(facets=info["facets"], metadata=info["metadata"])
+                doc.update(facets=info["facets"], metadata=info["metadata"], build=info.get("build"))
         return doc
 
     async def page(request: Request) -> Response:

@@ -314,6 +314,14 @@ large run is indexed, and the build's memory goes back to the system when it end
 def _build_in_child(directory: str, cache_dir: str, files: tuple[Any, ...]) -> None:
     """The child process of :meth:`RunIndex._in_child`: go on indexing from the database's
     progress; an error is written into the database (``info`` key ``error``) for the server."""
+    parent = os.getppid()
+
+    def orphaned() -> None:  # the server is gone (killed): stop rather than write on alone
+        while os.getppid() == parent:
+            time.sleep(0.5)
+        os._exit(1)
+
+    threading.Thread(target=orphaned, daemon=True).start()
     index = RunIndex(Path(directory), Path(cache_dir))
     try:
         index._build_in(files, in_child=True)
