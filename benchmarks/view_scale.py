@@ -188,6 +188,7 @@ def main() -> None:
     parser.add_argument("--keep", type=Path, help="make (or reuse) the run in this folder")
     parser.add_argument("--repeat", type=int, default=3, help="measurements per figure (median, min–max)")
     parser.add_argument("--no-report", action="store_true", help="skip the static report")
+    parser.add_argument("--first-open-only", action="store_true", help="measure the first open only")
     args = parser.parse_args()
     tmp = tempfile.mkdtemp()
     root = args.keep or Path(tmp)
@@ -228,6 +229,9 @@ def main() -> None:
     print(f"| trajectories | {total:,} |")
     server.stop()
     print(f"| index size | {sum(p.stat().st_size for p in cache.iterdir()) / 1e6:.0f} MB |")
+    if args.first_open_only:
+        shutil.rmtree(tmp, ignore_errors=True)
+        return
 
     starts, firsts, after = [], [], []
     for _ in range(args.repeat):

@@ -2,17 +2,19 @@
 text, and the run's settings and summary, so ``toolgym view`` answers a page, a filter or a
 search in milliseconds without holding the run in memory.
 
-The database is built in a background thread (:class:`RunIndex`) from the run's files read one
-line at a time through :mod:`toolgym.runio`'s readers (:func:`~toolgym.runio.stream_lines`,
-:func:`~toolgym.runio.parse_line`), never the whole run in memory: a first batch of trajectories
-in file order is committed before the dataset is read, so the first page answers within a
-fraction of a second of the server starting, then the rest in batches, each committed, so
+The database is built (:class:`RunIndex`) from the run's files read one line at a time
+through :mod:`toolgym.runio`'s readers (:func:`~toolgym.runio.stream_lines`,
+:func:`~toolgym.runio.parse_line`, :func:`~toolgym.runio.score_fields`), never the whole run
+in memory. A thread of the server commits a first batch of trajectories in file order before a
+large dataset is read, so the first page answers within a fraction of a second of the server
+starting; a child process (:data:`USE_PROCESS`) indexes the rest in batches, each committed, so
 pages, filters and searches answer over what is indexed so far (said by
 :attr:`RunIndex.indexing`). The rows are :func:`toolgym.views.rundata.trajectory_row`, the
-function the static report's table is made of too. A run that grows (still being written)
-is read on from the byte where the last build stopped; one whose ``run.json`` or dataset
-changed, or whose files were rewritten otherwise, is indexed again (into a new file that
-replaces the old one once its first batch is in). It is a cache: it lives in the cache folder
+function the static report's table is made of too. A run that grows (still being written) is
+read on from the byte where the last build stopped; one whose rows depend on something that
+changed (``run.json``'s graders, measures or dataset, the dataset file), or whose files were
+rewritten otherwise, is indexed again (into a new file that replaces the old one once its
+first batch is in). It is a cache: it lives in the cache folder
 (``$XDG_CACHE_HOME/toolgym/view``, else ``~/.cache/toolgym/view``), never inside the run
 directory.
 
@@ -832,12 +834,15 @@ class RunIndex:
                 os.replace(new, self.path)
                 db = builder.db = _writer(self.path)
                 self._lines = None
-                builder.p["total_lines"] = _count_lines(tpath)
                 builder.p["examples_pending"] = builder.examples is None and builder.problem is None
                 builder.commit()
             if (fresh or self._info is None) and not in_child:
                 self._publish(db, record, builder)
             self._first.set()
+            if fresh:  # counted once the first page can be answered
+                builder.p["total_lines"] = _count_lines(tpath)
+                builder.commit()
+                self._progress_of(builder.p)
             if not in_child and (more or builder.p.get("examples_pending")) and USE_PROCESS:
                 return True
             if builder.p.get("examples_pending"):
@@ -867,7 +872,8 @@ class RunIndex:
 
     def _progress_of(self, p: dict[str, Any]) -> None:
         self.progress = {"rows": p.get("rows", 0), "lines": p.get("lines", 0),
-                         "total_lines": max(p.get("total_lines", 0), p.get("lines", 0)), "phase": p.get("phase", "rows")}
+                         "total_lines": max(p.get("total_lines", 0), p.get("lines", 0)) if p.get("total_lines") else 0,
+                         "phase": p.get("phase", "rows")}
 
     def _in_child(self, files: tuple[Any, ...]) -> None:
         """Index the rest of the run in a child process (:func:`_build_in_child`), so that
