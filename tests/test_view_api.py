@@ -457,3 +457,5 @@ def test_a_fork_links_to_its_parent_and_diffs_against_it(runs, tmp_path):
         assert step > 1 and [p["status"] for p in pairs[: step - 1]] == ["same"] * (step - 1)
         assert [(p["a"], p["b"]) for p in pairs[: step - 1]] == [(i, i) for i in range(step - 1)]
         assert not diff["same"] and any(p["status"] != "same" for p in pairs[step - 1:])
+        assert diff["b"]["trajectory"]["final_state"] == {"paper": "cat"}  # the fork typed it right
+        assert diff["b"]["row"]["failed"] is False and diff["a"]["row"]["failed"] is True

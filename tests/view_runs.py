@@ -156,11 +156,12 @@ def write_big_run(out: Path, dataset: Path, n: int) -> Path:
 def make_fork(parent: Path, out: Path) -> Path:
     """``toolgym fork PARENT --example tw-2-cat --at first-error --model scripted:FIX --out OUT``
     (the command line, as a person runs it): the scripted run typed a wrong second letter in
-    ``tw-2-cat``; the fork replays the first step and lets a scripted model type "a", "t"."""
+    ``tw-2-cat``; the fork replays the first turn ("c") and lets a scripted model go on (it
+    answers by the turn's number, so its turns 2 and 3 type "a" and "t")."""
     turn = lambda letter: {"content": "", "tool_calls": [{"name": "type_letter", "args": {"letter": letter}}]}  # noqa: E731
     script = out.parent / f"{out.name}-script.json"
     out.parent.mkdir(parents=True, exist_ok=True)
-    script.write_text(json.dumps({"by_input": {"cat": [turn("a"), turn("t"), "Done: cat"]}}), encoding="utf-8")
+    script.write_text(json.dumps({"by_input": {"cat": [turn("c"), turn("a"), turn("t"), "Done: cat"]}}), encoding="utf-8")
     subprocess.run([sys.executable, "run_agent.py", "fork", str(parent), "--example", "tw-2-cat", "--at", "first-error",
                     "--model", f"scripted:{script}", "--out", str(out)],
                    cwd=ROOT, check=True, capture_output=True, text=True)
