@@ -313,6 +313,10 @@ def test_a_large_run_shows_its_first_page_while_indexing_then_refreshes(browser,
         assert total(pg) < n
         shot(pg, "indexing")
         first_note = pg.locator("#indexing-text").inner_text()
+        changed(pg, lambda: pg.click("#crumbs a"))  # the runs page: the summary said to be partial
+        if api(url, "/api/runs")["runs"][0]["indexing"] is not None:
+            assert "partial" in pg.locator("section.run .summary-partial").inner_text()
+        changed(pg, lambda: pg.click("section.run h2 a"))
         deadline = time.monotonic() + 300  # the page polls; when the index is whole it redraws without the note
         while pg.locator("#indexing").count() and time.monotonic() < deadline:
             time.sleep(0.3)

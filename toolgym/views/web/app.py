@@ -462,7 +462,9 @@ def create_app(roots: Sequence[Path], settings: ViewSettings) -> Any:
             fmt = request.query_params.get("format", "json")
             if fmt == "json":
                 result = await run_in_threadpool(idx.query, query)
-                return _json({"run": name, "version": idx.version, "indexing": idx.indexing, **result})
+                indexing = idx.indexing
+                return _json({"run": name, "version": idx.version, "indexing": indexing, "partial": indexing is not None,
+                              **result})
             idx.check(query)  # refuse bad parameters before the download starts
         except QueryError as exc:
             return _error(400, str(exc))

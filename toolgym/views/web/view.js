@@ -167,6 +167,7 @@ async function runsPage(id) {
       r.settings ? settingsLine(r.settings) : null,
       r.error ? el("p", { class: "error-box", text: r.error }) : null,
       r.problem ? el("p", { class: "settings", text: r.problem }) : null,
+      r.summary && r.indexing ? el("p", { class: "note summary-partial", text: `summary over the first ${r.n_trajectories.toLocaleString()} trajectories indexed (partial); the whole run's when the index is complete` }) : null,
       r.summary ? summaryTable(r.summary) : null))));
   watched = { run: null, version: runs.map((r) => `${r.name}:${r.version}`).join(",") };
 }
