@@ -8,6 +8,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import os
 import time
 import urllib.error
 import urllib.parse
@@ -459,3 +460,28 @@ def test_a_fork_links_to_its_parent_and_diffs_against_it(runs, tmp_path):
         assert not diff["same"] and any(p["status"] != "same" for p in pairs[step - 1:])
         assert diff["b"]["trajectory"]["final_state"] == {"paper": "cat"}  # the fork typed it right
         assert diff["b"]["row"]["failed"] is False and diff["a"]["row"]["failed"] is True
+
+
+def test_a_growing_run_is_read_on_in_place(tmp_path):
+    """A run that grew is indexed from where the last build stopped, into the same database
+    (not built again), and its rows are those of the whole run read back."""
+    from toolgym.views.web.index import Query, RunIndex
+
+    examples = custom_examples()
+    out, dataset = tmp_path / "runs" / "growing", tmp_path / "growing.jsonl"
+    write_custom_run(out, dataset, examples, n=3)
+    index = RunIndex(out, tmp_path / "cache")
+    assert index.refresh() and index.wait(60)
+    inode, version = index.path.stat().st_ino, index.version
+    assert index.query(Query())["total"] == 3 and index.indexing is None
+    assert not index.refresh()  # nothing changed: nothing to do
+    stamp = dataset.stat()
+    write_custom_run(out, dataset, examples, n=9)
+    os.utime(dataset, ns=(stamp.st_atime_ns, stamp.st_mtime_ns))  # the helper rewrote it unchanged: as a run leaves it
+    assert index.refresh() and index.wait(60)
+    assert index.error is None and index.version > version
+    assert index.path.stat().st_ino == inode  # the same database, read on
+    (view,) = load_runs([out])
+    assert index.query(Query(per_page=100))["rows"] == [json.loads(json.dumps(view.row(t))) for t in view.trajectories]
+    assert index.info["summary"] == json.loads(json.dumps(index.info["summary"]))
+    assert [c["cells"]["n"] for c in index.info["summary"]] == [str(c.estimate.n) for c in summary_cells([view])]
