@@ -367,7 +367,6 @@ class _Builder:
         self.problem: str | None = progress.get("problem")
         self.lines: list[str] | str | None = None
         self.keys: dict[tuple[str, int], int] = {}
-        self.n_late = 0
         self.lazy_examples = False
         self.unwritten: dict[tuple[str, int], list[Score]] = {}
         self.stored_examples: set[str] = set()
@@ -536,7 +535,6 @@ class _Builder:
         late = sorted(self.keys[k] for k in scored if k in self.keys and self.keys[k] not in new)
         self._write_rows([*new.values(), *self._stored(late)])
         self.keys.update(seen)
-        self.n_late += len(late)
         self.p["rows"] = len(self.keys)
         self.p["lines"] = self.p["traj_line"] - 1
         self.commit()
