@@ -66,3 +66,36 @@ def test_expected_steps_are_derived_from_expected_calls():
     assert example.expected_steps == ["type_letter", "type_letter"]
     with pytest.raises(ValueError, match="must equal expected_steps"):
         Example(id="2", input="a", expected_steps=["b"], expected_calls=[{"name": "a"}])
+
+
+def test_stream_lines_goes_on_from_an_offset_and_leaves_a_torn_line(tmp_path):
+    from toolgym.runio import stream_lines
+
+    path = tmp_path / "scores.jsonl"
+    path.write_bytes(b'{"a": 1}\n\n{"b": 2}\r\n{"c": 3')
+    lines = list(stream_lines(path))
+    assert [(n, raw) for n, _, raw in lines] == [(1, b'{"a": 1}'), (3, b'{"b": 2}')]  # the blank line counted
+    end = lines[-1][1]
+    assert end == len(b'{"a": 1}\n\n{"b": 2}\r\n')
+    with open(path, "ab") as fh:  # the torn line completed, one more appended
+        fh.write(b'}\n{"d": 4}\n')
+    assert [(n, raw) for n, _, raw in stream_lines(path, end, 4)] == [(4, b'{"c": 3}'), (5, b'{"d": 4}')]
+    assert list(stream_lines(tmp_path / "missing.jsonl")) == []
+
+
+def test_score_fields_read_a_line_as_the_score_record_does(tmp_path):
+    from toolgym.records import Score
+    from toolgym.runio import record_line, score_fields
+
+    path = tmp_path / "scores.jsonl"
+    for score in (Score(example_id="e", grader="g", value=1), Score(example_id="e", trial=2, grader="g", value=None,
+                                                                     explanation="x", details={"k": [1]})):
+        raw = record_line(score).rstrip(b"\n")
+        assert score_fields(path, 1, raw) == Score.model_validate_json(raw).model_dump()
+    assert score_fields(path, 1, b'{"example_id": "e", "grader": "g", "value": NaN}')["value"] is None
+    with pytest.raises(RunDirError, match=r"scores.jsonl:7: invalid record: field value"):
+        score_fields(path, 7, b'{"example_id": "e", "grader": "g"}')
+    with pytest.raises(RunDirError, match=r"scores.jsonl:3: invalid record: field trial: not an integer"):
+        score_fields(path, 3, b'{"example_id": "e", "grader": "g", "trial": "1", "value": 1}')
+    with pytest.raises(RunDirError, match=r"scores.jsonl:2: invalid record: not JSON"):
+        score_fields(path, 2, b'{"example_id": ')

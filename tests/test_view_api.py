@@ -8,6 +8,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import os
 import time
 import urllib.error
 import urllib.parse
@@ -369,3 +370,118 @@ def test_state_changes_per_step_come_from_the_recorded_patches(server, runs):
     assert tools[0]["state_after"] == {"paper": "c"} and tools[1]["state_patch"] == []  # the refused letter
     diff = api(server, "/api/diff", a="oracle/tw-3-dog/0", b="scripted/tw-3-dog/0")
     assert any("state_patch" in p["differences"] for p in diff["pairs"])
+
+
+def test_report_rows_and_view_rows_are_equal(server, runs):
+    """Issue 27 item 9: the static report's table and the view's rows come from one function,
+    so for the same run they hold the same status, pass/fail per grader, first error, duration
+    and tokens."""
+    from toolgym.views.report.payload import build_payload
+
+    _, dirs = runs
+    wait_indexed(server)
+    for name, directory in dirs.items():
+        index, _ = build_payload(load_runs([directory]))
+        graders = index["graders"]
+        report = [
+            (it[1], it[2], it[3], it[4], it[5], bool(it[6]),
+             {graders[int(i)]: v for i, v in it[8].items()}, {graders[int(i)]: bool(p) for i, p in it[9].items()},
+             tuple(it[10]) if it[10] else None, it[11], it[12])
+            for it in index["items"]
+        ]
+        rows = api(server, f"/api/runs/{name}/trajectories", per_page=1000)["rows"]
+        view = [
+            (r["example_id"], r["trial"], r["status"], r["n_tool_steps"], r["n_expected"], r["failed"],
+             {g: s["value"] for g, s in r["scores"].items()},
+             {g: s["passed"] for g, s in r["scores"].items() if s["passed"] is not None},
+             (r["first_error"]["type"], r["first_error"]["step"], r["first_error"]["text"]) if r["first_error"] else None,
+             r["duration_s"], r["tokens"])
+            for r in rows
+        ]
+        assert len(report) == len(view) > 0, name
+        assert report == view, name
+        assert any(row[8] is not None for row in view) or name != "custom"  # first errors compared, not only None
+
+
+def test_a_large_run_answers_from_the_first_batch_while_it_is_indexed(tmp_path):
+    from view_runs import write_big_run
+
+    n = 12_000
+    write_big_run(tmp_path / "runs" / "big", tmp_path / "big.jsonl", n)
+    with view_server([tmp_path / "runs"], tmp_path / "cache") as (url, _):
+        first = api(url, "/api/runs/big/trajectories")
+        # answered from the rows indexed so far, in file order, and said to be partial
+        assert first["indexing"] is not None and 0 < first["indexing"]["rows"] < n and first["partial"] is True
+        assert first["total"] < n
+        assert [r["example_id"] for r in first["rows"]] == [f"b{i:05d}" for i in range(50)]
+        assert all(r["n_expected"] is not None for r in first["rows"])  # a small dataset is read first
+        searched = api(url, "/api/runs/big/trajectories", q="b0001")
+        assert searched["indexing"] is not None and 0 < searched["total"] <= 10
+        run = api(url, "/api/runs")["runs"][0]
+        assert run["indexed"] is False and run["indexing"]["total_lines"] in (0, n)
+        done = wait_indexed(url, timeout=300)[0]
+        assert done["indexed"] is True and done["indexing"] is None and done["n_trajectories"] == n
+        whole = api(url, "/api/runs/big/trajectories", passed="0", per_page=1000)
+        assert whole["indexing"] is None and whole["partial"] is False and whole["version"] > first["version"]
+        assert whole["total"] == n // 5  # every fifth typed a wrong letter
+        assert api(url, "/api/runs/big/trajectories", q="b0001")["total"] == 10
+        # built in batches (the first before the dataset), the rest in a child process: every
+        # row is the one computed from the whole run read back at once
+        (view,) = load_runs([tmp_path / "runs" / "big"])
+        rows = [r for page in range(1, n // 1000 + 1)
+                for r in api(url, "/api/runs/big/trajectories", per_page=1000, page=page)["rows"]]
+        assert rows == [json.loads(json.dumps(view.row(t))) for t in view.trajectories]
+    # opened again: the complete cache answers at once
+    with view_server([tmp_path / "runs"], tmp_path / "cache") as (url, _):
+        again = api(url, "/api/runs/big/trajectories")
+        assert again["indexing"] is None and again["total"] == n
+
+
+def test_a_fork_links_to_its_parent_and_diffs_against_it(runs, tmp_path):
+    from view_runs import make_fork
+
+    root, dirs = runs
+    fork = make_fork(dirs["scripted"], tmp_path / "forks" / "scripted-fork")
+    parent = load_run(fork, with_examples=False).trajectories[0].parent
+    assert parent["run"] == str(dirs["scripted"].resolve()) and parent["example_id"] == "tw-2-cat"
+    with view_server([root / "runs", tmp_path / "forks"], tmp_path / "cache") as (url, _):
+        wait_indexed(url)
+        row = api(url, "/api/runs/scripted-fork/trajectories")["rows"][0]
+        assert row["parent"] == parent
+        doc = api(url, "/api/runs/scripted-fork/trajectories/tw-2-cat/0")
+        assert doc["parent_ref"] == "scripted/tw-2-cat/0"
+        diff = api(url, "/api/diff", a=doc["parent_ref"], b="scripted-fork/tw-2-cat/0")
+        assert diff["a"]["run"] == "scripted" and diff["b"]["run"] == "scripted-fork"
+        pairs = diff["pairs"]
+        # the tool steps before the fork's step were replayed: the same in both; then they part
+        step = parent["step"]
+        assert step > 1 and [p["status"] for p in pairs[: step - 1]] == ["same"] * (step - 1)
+        assert [(p["a"], p["b"]) for p in pairs[: step - 1]] == [(i, i) for i in range(step - 1)]
+        assert not diff["same"] and any(p["status"] != "same" for p in pairs[step - 1:])
+        assert diff["b"]["trajectory"]["final_state"] == {"paper": "cat"}  # the fork typed it right
+        assert diff["b"]["row"]["failed"] is False and diff["a"]["row"]["failed"] is True
+
+
+def test_a_growing_run_is_read_on_in_place(tmp_path):
+    """A run that grew is indexed from where the last build stopped, into the same database
+    (not built again), and its rows are those of the whole run read back."""
+    from toolgym.views.web.index import Query, RunIndex
+
+    examples = custom_examples()
+    out, dataset = tmp_path / "runs" / "growing", tmp_path / "growing.jsonl"
+    write_custom_run(out, dataset, examples, n=3)
+    index = RunIndex(out, tmp_path / "cache")
+    assert index.refresh() and index.wait(60)
+    inode, version = index.path.stat().st_ino, index.version
+    assert index.query(Query())["total"] == 3 and index.indexing is None
+    assert not index.refresh()  # nothing changed: nothing to do
+    stamp = dataset.stat()
+    write_custom_run(out, dataset, examples, n=9)
+    os.utime(dataset, ns=(stamp.st_atime_ns, stamp.st_mtime_ns))  # the helper rewrote it unchanged: as a run leaves it
+    assert index.refresh() and index.wait(60)
+    assert index.error is None and index.version > version
+    assert index.path.stat().st_ino == inode  # the same database, read on
+    (view,) = load_runs([out])
+    assert index.query(Query(per_page=100))["rows"] == [json.loads(json.dumps(view.row(t))) for t in view.trajectories]
+    assert index.info["summary"] == json.loads(json.dumps(index.info["summary"]))
+    assert [c["cells"]["n"] for c in index.info["summary"]] == [str(c.estimate.n) for c in summary_cells([view])]

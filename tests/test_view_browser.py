@@ -295,3 +295,61 @@ def test_state_change_is_shown_on_each_tool_step(page, server):
             assert text == "state unchanged"
         else:
             assert all(op["path"] in text for op in step["state_patch"])
+
+
+def test_a_large_run_shows_its_first_page_while_indexing_then_refreshes(browser, tmp_path):
+    from view_runs import write_big_run
+
+    n = 20_000
+    write_big_run(tmp_path / "runs" / "big", tmp_path / "big.jsonl", n)
+    with view_server([tmp_path / "runs"], tmp_path / "cache") as (url, _):
+        pg = _page(browser, url + "/#/run/big")
+        wait(pg)
+        # the first page is there at once, from the rows indexed so far, and says so
+        note = pg.locator("#indexing")
+        assert note.count() == 1 and "so far" in note.inner_text() and "partial" in note.inner_text()
+        assert pg.locator("#rows tr.row").count() == 50
+        assert pg.locator("#rows tr.row").first.get_attribute("data-example") == "b00000"
+        assert total(pg) < n
+        shot(pg, "indexing")
+        first_note = pg.locator("#indexing-text").inner_text()
+        changed(pg, lambda: pg.click("#crumbs a"))  # the runs page: the summary said to be partial
+        if api(url, "/api/runs")["runs"][0]["indexing"] is not None:
+            assert "partial" in pg.locator("section.run .summary-partial").inner_text()
+        changed(pg, lambda: pg.click("section.run h2 a"))
+        deadline = time.monotonic() + 300  # the page polls; when the index is whole it redraws without the note
+        while pg.locator("#indexing").count() and time.monotonic() < deadline:
+            time.sleep(0.3)
+        wait(pg)
+        assert pg.locator("#indexing").count() == 0 and total(pg) == n
+        assert first_note.startswith("indexing: ")
+        assert pg.events["errors"] == []
+        pg.context.close()
+
+
+def test_a_fork_beside_its_parent(browser, root, tmp_path):
+    from view_runs import make_fork
+
+    fork = make_fork(root / "runs" / "scripted", tmp_path / "forks" / "scripted-fork")
+    with view_server([root / "runs", fork.parent], tmp_path / "cache") as (url, _):
+        deadline = time.monotonic() + 60
+        while not all(r["indexed"] for r in api(url, "/api/runs")["runs"]) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        pg = _page(browser, url + "/#/t/scripted-fork/tw-2-cat/0")
+        wait(pg)
+        parent = load_run(fork, with_examples=False).trajectories[0].parent
+        head = pg.locator("#parent")
+        assert "fork of" in head.inner_text() and f"at step {parent['step']}" in head.inner_text()
+        assert head.locator("a").get_attribute("href") == "#/t/scripted/tw-2-cat/0"
+        changed(pg, lambda: pg.click("#diff-parent"))
+        diff = api(url, "/api/diff", a="scripted/tw-2-cat/0", b="scripted-fork/tw-2-cat/0")
+        text = pg.locator("#diff").inner_text()
+        assert "A: scripted/tw-2-cat/0" in text and "B: scripted-fork/tw-2-cat/0" in text
+        statuses = pg.eval_on_selector_all("#diff .pair", "ps => ps.map(p => p.dataset.status)")
+        assert statuses == [p["status"] for p in diff["pairs"]]
+        assert statuses[: parent["step"] - 1] == ["same"] * (parent["step"] - 1) and set(statuses) != {"same"}
+        shot(pg, "fork-diff")
+        changed(pg, lambda: pg.click("#parent a"))  # the parent's own page
+        assert pg.locator("h1").inner_text().startswith("tw-2-cat")
+        assert pg.events["errors"] == []
+        pg.context.close()

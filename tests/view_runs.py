@@ -13,6 +13,7 @@ process on 127.0.0.1 and yields the URL it prints.
 from __future__ import annotations
 
 import contextlib
+import json
 import subprocess
 import sys
 import time
@@ -130,3 +131,38 @@ def view_server(dirs: list[Path], cache: Path, *args: str, timeout: float = 60.0
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+def write_big_run(out: Path, dataset: Path, n: int) -> Path:
+    """A typewriter_1 run of ``n`` examples (``b00000``...; every fifth typed wrong), graded by
+    the real graders: large enough that indexing it takes several batches."""
+    words = ["sun", "moon", "star", "sky", "sea", "tree", "leaf", "rock", "sand", "wind", "rain", "snow"]
+    examples = [Example(id=f"b{i:05d}", input=words[i % len(words)], expected_calls=Typewriter1.calls_for(words[i % len(words)]),
+                        expected_state={"paper": words[i % len(words)]}) for i in range(n)]
+    out.mkdir(parents=True, exist_ok=True)
+    write_examples(dataset, examples)
+    write_json_atomic(out / "run.json", {
+        "env": "typewriter_1", "agent": {"agent": "tool_calling", "max_steps": 40}, "model": "scripted:big",
+        "dataset": {"path": str(dataset), "n_examples": n}, "graders": ["final_state", "steps_exact"], "trials": 1,
+    })
+    template = {(w, wrong): _episode(examples[0], 0, w[:-1] + "z" if wrong else w) for w in words for wrong in (False, True)}
+    with JsonlAppender(out / "trajectories.jsonl") as writer:
+        for i, ex in enumerate(examples):
+            writer.write(template[(ex.input, i % 5 == 4)].model_copy(update={"example_id": ex.id}))
+    grade(out)
+    return out
+
+
+def make_fork(parent: Path, out: Path) -> Path:
+    """``toolgym fork PARENT --example tw-2-cat --at first-error --model scripted:FIX --out OUT``
+    (the command line, as a person runs it): the scripted run typed a wrong second letter in
+    ``tw-2-cat``; the fork replays the first turn ("c") and lets a scripted model go on (it
+    answers by the turn's number, so its turns 2 and 3 type "a" and "t")."""
+    turn = lambda letter: {"content": "", "tool_calls": [{"name": "type_letter", "args": {"letter": letter}}]}  # noqa: E731
+    script = out.parent / f"{out.name}-script.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    script.write_text(json.dumps({"by_input": {"cat": [turn("c"), turn("a"), turn("t"), "Done: cat"]}}), encoding="utf-8")
+    subprocess.run([sys.executable, "run_agent.py", "fork", str(parent), "--example", "tw-2-cat", "--at", "first-error",
+                    "--model", f"scripted:{script}", "--out", str(out)],
+                   cwd=ROOT, check=True, capture_output=True, text=True)
+    return out

@@ -14,7 +14,7 @@ from toolgym.data import DatasetError, dataset_change, load_examples
 from toolgym.providers import ModelSettings
 from toolgym.records import Example
 from toolgym.registry import ExtensionError, UnknownNameError
-from toolgym.runio import Run, RunDirError, read_run, read_scores, read_trajectories
+from toolgym.runio import Run, RunDirError, RunRecord, read_run, read_scores, read_trajectories
 from toolgym.runner import RunConfig, RunResult, benchmark_of, check_resume, run
 
 __all__ = ["EvalResult", "aevaluate", "evaluate", "load_run"]
@@ -137,6 +137,37 @@ async def aevaluate(env: Any, **options: Any) -> EvalResult:
     return await asyncio.to_thread(evaluate, env, **options)
 
 
+def load_examples_of(
+    directory: str | Path, record: RunRecord, dataset: str | Path | None = None, stacklevel: int = 2
+) -> tuple[dict[str, Example] | None, str | None]:
+    """The examples of a run (the dataset recorded in ``run.json``, or ``dataset``), by id.
+
+    Returns:
+        tuple: ``(examples, None)``, or ``(None, why)`` when the dataset cannot be read (moved,
+        or its environment no longer installed; a warning naming the run directory says so).
+        A dataset file whose bytes differ from the SHA-256 in ``run.json`` is read, with a
+        warning that the scores were graded against its earlier content.
+    """
+    path = dataset or record.dataset.path
+    try:
+        if not path:
+            raise DatasetError("run.json records no dataset file")
+        try:
+            benchmark = benchmark_of(record, Path(directory))
+        except RunDirError:  # an environment this installation lacks: read generic formats
+            benchmark = None
+        examples = {ex.id: ex for ex in load_examples(path, benchmark, record.env_options)}
+        change = dataset_change(path, record.dataset.sha256)[1] if record.dataset.path else None
+        if change:
+            warnings.warn(f"{directory}: {change}; its scores were graded against the earlier content (grade the "
+                          "run again to grade against this one)", stacklevel=stacklevel)
+        return examples, None
+    except (DatasetError, OSError, ValueError, UnknownNameError, ExtensionError) as exc:
+        problem = f"dataset {path} not read ({type(exc).__name__}: {exc})"
+        warnings.warn(f"{directory}: {problem}; expected calls come from the scores only", stacklevel=stacklevel)
+        return None, problem
+
+
 def load_run(directory: str | Path, dataset: str | Path | None = None, with_examples: bool = True) -> Run:
     """Read a run directory back as a typed :class:`~toolgym.Run`.
 
@@ -160,20 +191,5 @@ def load_run(directory: str | Path, dataset: str | Path | None = None, with_exam
     result = Run(directory, record, trajectories, scores)
     if not with_examples:
         return result
-    path = dataset or record.dataset.path
-    try:
-        if not path:
-            raise DatasetError("run.json records no dataset file")
-        try:
-            benchmark = benchmark_of(record, directory)
-        except RunDirError:  # an environment this installation lacks: read generic formats
-            benchmark = None
-        result.examples = {ex.id: ex for ex in load_examples(path, benchmark, record.env_options)}
-        change = dataset_change(path, record.dataset.sha256)[1] if record.dataset.path else None
-        if change:
-            warnings.warn(f"{directory}: {change}; its scores were graded against the earlier content (grade the "
-                          "run again to grade against this one)", stacklevel=2)
-    except (DatasetError, OSError, ValueError, UnknownNameError, ExtensionError) as exc:
-        result.problem = f"dataset {path} not read ({type(exc).__name__}: {exc})"
-        warnings.warn(f"{directory}: {result.problem}; expected calls come from the scores only", stacklevel=2)
+    result.examples, result.problem = load_examples_of(directory, record, dataset, stacklevel=3)
     return result

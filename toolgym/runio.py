@@ -570,13 +570,105 @@ def restore_lines(trajectories: list[Trajectory], ref: ResultFileRef | None, dir
         warnings.warn(f"{directory}: {lines}; imported lines are not shown (their parsed calls are)", stacklevel=3)
         return lines
     for traj in trajectories:
-        number = traj.source_line
-        if number is None:
-            continue
-        at = _line_step(traj)
-        if at is not None and not traj.steps[at].text and 0 < number <= len(lines):
-            traj.steps[at].text = lines[number - 1]
+        restore_line(traj, lines)
     return None
+
+
+def stream_lines(path: Path, start: int = 0, lineno: int = 1) -> Iterator[tuple[int, int, bytes]]:
+    """The complete lines of a JSONL file of a run directory, read one at a time from byte
+    offset ``start`` (so a reader can go on where it stopped while a run appends), holding
+    only one line in memory.
+
+    Args:
+        path: ``trajectories.jsonl`` or ``scores.jsonl`` (a missing file has no lines).
+        start: Byte offset of the first line to read (0, or an ``end`` given before).
+        lineno: The 1-based line number of the line at ``start``.
+
+    Yields:
+        tuple[int, int, bytes]: ``(line number, end, raw)``: ``end`` is the byte offset just
+        after the line's newline, ``raw`` the line without it. A last line without its newline
+        (still being written, or torn by a killed run) is not given; blank lines are skipped.
+    """
+    try:
+        fh = open(path, "rb")
+    except FileNotFoundError:
+        return
+    with fh:
+        fh.seek(start)
+        at = start
+        for raw in fh:
+            if not raw.endswith(b"\n"):
+                return
+            at += len(raw)
+            if raw.strip():
+                yield lineno, at, raw.rstrip(b"\r\n")
+            lineno += 1
+
+
+def parse_line(path: Path, lineno: int, raw: bytes, model: type[M]) -> M:
+    """One record line of ``path`` (as :func:`stream_lines` gives it) as a ``model`` record.
+
+    Raises:
+        RunDirError: for an invalid line (file, line and field named).
+    """
+    try:
+        return model.model_validate_json(raw)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        where = ".".join(map(str, err["loc"])) or "record"
+        raise RunDirError(f"{path}:{lineno}: invalid record: field {where}: {err['msg']}") from None
+
+
+def score_fields(path: Path, lineno: int, raw: bytes) -> dict[str, Any]:
+    """One line of ``scores.jsonl`` (as :func:`stream_lines` gives it) read as plain JSON, not
+    validated as a :class:`Score`: every field of :class:`Score`, those the line leaves out
+    (:func:`record_line` omits defaults) filled with their declared defaults. For readers that
+    only need the values (the index of ``toolgym view``); 3 to 4 times faster than
+    :func:`parse_line`. A NaN value is ``None``, as :class:`Score` reads it.
+
+    Raises:
+        RunDirError: for a line that is not a JSON object or lacks a required field, or whose
+            ``example_id``, ``grader`` or ``value`` has the wrong type (file, line and field named).
+    """
+    try:
+        data = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        try:  # NaN, which orjson refuses and Python's json module (and pydantic) read
+            data = json.loads(raw)
+        except ValueError:
+            raise RunDirError(f"{path}:{lineno}: invalid record: not JSON ({exc})") from None
+    if not isinstance(data, dict):
+        raise RunDirError(f"{path}:{lineno}: invalid record: expected a JSON object")
+    out: dict[str, Any] = {}
+    for name, default in _field_defaults(Score):
+        if name in data:
+            out[name] = data[name]
+        elif default is _NO_DEFAULT:
+            raise RunDirError(f"{path}:{lineno}: invalid record: field {name}: Field required")
+        else:
+            out[name] = type(default)() if isinstance(default, dict | list) and not default else default
+    for name, kind in (("example_id", str), ("grader", str), ("trial", int)):
+        if not isinstance(out[name], kind) or isinstance(out[name], bool):
+            raise RunDirError(f"{path}:{lineno}: invalid record: field {name}: not {'a string' if kind is str else 'an integer'}")
+    value = out["value"]
+    if value is not None and (not isinstance(value, int | float) or isinstance(value, bool)):
+        raise RunDirError(f"{path}:{lineno}: invalid record: field value: not a number or null")
+    if isinstance(value, float) and math.isnan(value):
+        out["value"] = None
+    elif isinstance(value, int) and not isinstance(value, bool):
+        out["value"] = float(value)
+    return out
+
+
+def restore_line(trajectory: Trajectory, lines: list[str]) -> None:
+    """Put an imported trajectory's line back (``source_line``; ``lines`` as
+    :func:`result_lines` gives them): the text of its first model step, when empty."""
+    number = trajectory.source_line
+    if number is None:
+        return
+    at = _line_step(trajectory)
+    if at is not None and not trajectory.steps[at].text and 0 < number <= len(lines):
+        trajectory.steps[at].text = lines[number - 1]
 
 
 def latest_attempts(trajectories: Iterable[Trajectory]) -> list[Trajectory]:

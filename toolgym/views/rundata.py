@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pydantic import BaseModel
+
 from toolgym.api import load_run
 from toolgym.benchmark import ReportTable
 from toolgym.records import BINARY, Example, Measure, Score, ToolCallSpec, ToolStep, Trajectory
@@ -164,34 +166,145 @@ class RunView:
         return is_failed(trajectory, self.scores_of(trajectory), self._measures, grader)
 
     def expected_for(self, trajectory: Trajectory) -> list[ToolCallSpec] | list[str] | None:
-        """The expected calls of a trajectory's example (with arguments when the dataset gives
-        them), else the expected tool names kept by ``steps_exact``, else ``None``."""
-        if self.examples is not None:
-            example = self.examples.get(trajectory.example_id)
-            if example is not None:
-                if example.expected_calls is not None:
-                    return list(example.expected_calls)
-                return list(example.expected_steps)
-        for s in self.scores_of(trajectory):
-            if s.grader == "steps_exact" and isinstance(s.details.get("expected"), list):
-                return [str(n) for n in s.details["expected"]]
-        return None
+        """The expected calls of a trajectory's example (:func:`expected_calls`)."""
+        return expected_calls(self.example_of(trajectory), self.scores_of(trajectory))
+
+    def example_of(self, trajectory: Trajectory) -> Example | None:
+        """The trajectory's example, or ``None`` when the dataset was not read or lacks it."""
+        return self.examples.get(trajectory.example_id) if self.examples is not None else None
 
     def order_matters(self, trajectory: Trajectory) -> bool:
         """Whether the example's expected calls are ordered (true when unknown)."""
-        if self.examples is not None and trajectory.example_id in self.examples:
-            return self.examples[trajectory.example_id].order_matters
-        return True
+        example = self.example_of(trajectory)
+        return example.order_matters if example is not None else True
 
     def n_expected_steps(self, trajectory: Trajectory) -> int | None:
-        """Number of expected tool calls of the trajectory's example, if known."""
-        expected = self.expected_for(trajectory)
-        if expected is not None:
-            return len(expected)
-        if self.examples is not None and trajectory.example_id in self.examples:
-            n = self.examples[trajectory.example_id].metadata.get("n_steps")
-            return int(n) if isinstance(n, int) else None
-        return None
+        """Number of expected tool calls of the trajectory's example, if known
+        (:func:`n_expected_steps`)."""
+        return n_expected_steps(self.example_of(trajectory), self.scores_of(trajectory))
+
+    def row(self, trajectory: Trajectory) -> dict[str, Any]:
+        """The trajectory's row as ``view`` and ``report`` list it (:func:`trajectory_row`)."""
+        return trajectory_row(trajectory, self.scores_of(trajectory), self._measures, self.example_of(trajectory))
+
+
+def expected_calls(example: Example | None, scores: Sequence[Score]) -> list[ToolCallSpec] | list[str] | None:
+    """The expected calls of one trajectory: its example's (with arguments when the dataset
+    gives them, else its expected tool names), else the expected tool names kept by the
+    ``steps_exact`` grader in ``scores``, else ``None``."""
+    if example is not None:
+        if example.expected_calls is not None:
+            return list(example.expected_calls)
+        return list(example.expected_steps)
+    for s in scores:
+        if s.grader == "steps_exact" and isinstance(s.details.get("expected"), list):
+            return [str(n) for n in s.details["expected"]]
+    return None
+
+
+def n_expected_steps(example: Example | None, scores: Sequence[Score]) -> int | None:
+    """How many tool calls were expected (:func:`expected_calls`), else the example's
+    ``n_steps`` metadata, else ``None``."""
+    expected = expected_calls(example, scores)
+    if expected is not None:
+        return len(expected)
+    if example is not None:
+        n = example.metadata.get("n_steps")
+        return int(n) if isinstance(n, int) else None
+    return None
+
+
+def _finite(value: float | None) -> float | None:
+    return None if value is None or (isinstance(value, float) and math.isnan(value)) else value
+
+
+def first_error(traj: Trajectory, scores: Sequence[Score], example: Example | None) -> dict[str, Any] | None:
+    """Where and how a trajectory first went wrong, or ``None``.
+
+    In this order: an episode that ended in ``error`` (type ``episode_error``, the error text);
+    the ``first_error`` of its ``trajectory_match`` score (``None`` when that passed); the first
+    departure from the expected calls (:func:`first_call_divergence` over
+    :func:`expected_calls`, typed ``wrong_tool``, ``wrong_arguments``, ``extra_call`` or
+    ``missing``); a trajectory stopped at the step limit (``step_limit``).
+
+    Returns:
+        dict | None: ``{"type": str, "step": 1-based tool step or None, "text": str}``.
+    """
+    if traj.status == "error":
+        return {"type": "episode_error", "step": None, "text": traj.error or "error"}
+    match = next((s for s in scores if s.grader == "trajectory_match"), None)
+    if match is not None and match.value is not None:
+        found = match.details.get("first_error")
+        if not isinstance(found, dict):
+            return None
+        step = found.get("step")
+        return {"type": str(found.get("type")), "step": step if isinstance(step, int) else None,
+                "text": match.explanation}
+    tools = traj.tool_steps
+    expected = expected_calls(example, scores)
+    divergence = first_call_divergence(expected, tools, example.order_matters if example is not None else True)
+    if divergence is not None and expected is not None:
+        i = divergence.index
+        if i >= len(expected):
+            kind = "extra_call"
+        elif i >= len(tools):
+            kind = "missing"
+        else:
+            exp = expected[i]
+            kind = "wrong_tool" if tools[i].name != (exp if isinstance(exp, str) else exp.name) else "wrong_arguments"
+        return {"type": kind, "step": i + 1 if i < len(tools) else None, "text": divergence.reason}
+    if traj.status == "step_limit":
+        return {"type": "step_limit", "step": None, "text": "stopped at the step limit"}
+    return None
+
+
+def trajectory_row(
+    traj: Trajectory, scores: Sequence[Score], measures: Mapping[str, Measure], example: Example | None
+) -> dict[str, Any]:
+    """One trajectory's row, the one data layer of ``toolgym view``'s list and ``report``'s
+    table (so the two never disagree).
+
+    Args:
+        traj (Trajectory): The trajectory.
+        scores (Sequence[Score]): Its scores.
+        measures (Mapping[str, Measure]): Grader name → measure (:func:`measure_for`).
+        example (Example | None): Its example, ``None`` when the dataset was not read.
+
+    Returns:
+        dict: ``{"example_id", "trial", "status", "n_tool_steps", "n_expected" (int | None),
+        "duration_s" (seconds), "input_tokens", "output_tokens", "tokens" (sums over the
+        model turns), "latency_s" (summed model latency, seconds), "failed" (:func:`is_failed`),
+        "first_error" (:func:`first_error`), "parent" (a fork's parent record or ``None``),
+        "metadata" (the example's), "scores": {grader: {"value": float | None, "passed":
+        bool | None}}}``, the graders in the order of ``scores``.
+    """
+    model_steps = traj.model_steps
+    tin = sum(s.input_tokens or 0 for s in model_steps)
+    tout = sum(s.output_tokens or 0 for s in model_steps)
+    by_grader: dict[str, dict[str, Any]] = {}
+    for s in scores:
+        measure = measures.get(s.grader)
+        by_grader[s.grader] = {"value": _finite(s.value), "passed": None if measure is None else measure.passed(s.value)}
+    parent = getattr(traj, "parent", None)
+    if isinstance(parent, BaseModel):
+        parent = parent.model_dump(mode="json")
+    return {
+        "example_id": traj.example_id,
+        "trial": traj.trial,
+        "status": traj.status,
+        "n_tool_steps": len(traj.tool_steps),
+        "n_expected": n_expected_steps(example, scores),
+        "duration_s": traj.duration_s,
+        "input_tokens": tin,
+        "output_tokens": tout,
+        "tokens": tin + tout,
+        "latency_s": sum(s.latency_s for s in model_steps),
+        "failed": is_failed(traj, scores, measures),
+        "first_error": first_error(traj, scores, example),
+        "parent": parent or None,
+        "metadata": dict(example.metadata) if example is not None else {},
+        "scores": by_grader,
+    }
 
 
 def run_label(record: RunRecord) -> str:

@@ -16,10 +16,13 @@ Index format (``schema`` 2)::
      rule as "≥ 1", "≤ 0", "= 1"; null when no run gives it one),
      "runs": [{"label", "env", "dir", "graders": [...], "passFail": [graders with a pass rule]}...],
      "items": [[run, example_id, trial, status, n_calls, n_expected|null, failed 0|1,
-                divergence_call|null, {grader_index: value|null}, {grader_index: passed 0|1}]...]}
+                divergence_call|null, {grader_index: value|null}, {grader_index: passed 0|1},
+                [first error type, step|null, text]|null, duration_s, tokens]...]}
 
 where ``failed`` is :func:`~toolgym.views.rundata.is_failed` over every grader with a pass
-rule and ``passed`` holds the scored values of graders with a pass rule.
+rule and ``passed`` holds the scored values of graders with a pass rule; every field but the
+divergence comes from :func:`~toolgym.views.rundata.trajectory_row`, the rows of ``toolgym
+view`` too (:func:`item_of`).
 
 Traces format: ``{"examples": [{"in": input, "exp": [[name, arguments]|name...]|null}...],
 "traces": [trace...]}`` in ``items`` order, where a trace is ``{"x": example|null, "d":
@@ -264,6 +267,20 @@ def _expected_payload(expected: Sequence[ToolCallSpec] | Sequence[str] | None, m
     return [c if isinstance(c, str) else [c.name, _clip_json(c.arguments, max_chars)] for c in expected]
 
 
+def item_of(run_i: int, row: dict[str, Any], grader_index: dict[str, int], divergence: int | None) -> list[Any]:
+    """One entry of the index's ``items`` (see the module docstring) from a trajectory's row,
+    :func:`toolgym.views.rundata.trajectory_row`, the function ``toolgym view`` lists its rows
+    with too (so the two never disagree)."""
+    fe = row["first_error"]
+    return [
+        run_i, row["example_id"], row["trial"], row["status"], row["n_tool_steps"], row["n_expected"],
+        int(row["failed"]), divergence,
+        {str(grader_index[g]): v["value"] for g, v in row["scores"].items()},
+        {str(grader_index[g]): int(v["passed"]) for g, v in row["scores"].items() if v["passed"] is not None},
+        [fe["type"], fe["step"], fe["text"]] if fe else None, row["duration_s"], row["tokens"],
+    ]
+
+
 def build_payload(runs: Sequence[RunView], max_chars: int = 20_000) -> tuple[dict[str, Any], dict[str, Any]]:
     """The index and traces documents for ``runs`` (see the module docstring).
 
@@ -315,26 +332,7 @@ def build_payload(runs: Sequence[RunView], max_chars: int = 20_000) -> tuple[dic
             trace = trajectory_payload(run, traj, x, max_chars)
             if x is None:
                 trace["exp"] = _expected_payload(run.expected_for(traj), max_chars)
-            scores = run.scores_of(traj)
-            expected_n = run.n_expected_steps(traj)
-            items.append(
-                [
-                    run_i,
-                    traj.example_id,
-                    traj.trial,
-                    traj.status,
-                    len(traj.tool_steps),
-                    expected_n,
-                    int(run.failed(traj)),
-                    trace["dv"][0] if "dv" in trace else None,
-                    {str(grader_index[s.grader]): s.value for s in scores},
-                    {
-                        str(grader_index[s.grader]): flag
-                        for s in scores
-                        if (flag := _flag(run.measures[s.grader].passed(s.value))) is not None
-                    },
-                ]
-            )
+            items.append(item_of(run_i, run.row(traj), grader_index, trace["dv"][0] if "dv" in trace else None))
             traces.append(trace)
     index = {"schema": SCHEMA, "graders": graders, "rules": rules, "runs": runs_out, "items": items}
     return index, {"schema": SCHEMA, "examples": examples, "traces": traces}

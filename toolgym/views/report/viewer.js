@@ -126,7 +126,7 @@
 
     var head = document.querySelector("#examples-table thead");
     var tr = add(head, el("tr"));
-    ["", "run", "env", "example", "trial", "status", "calls / expected", "diverges at"].forEach(function (h) {
+    ["", "run", "env", "example", "trial", "status", "calls / expected", "diverges at", "first error", "duration s", "tokens"].forEach(function (h) {
       add(tr, el("th", null, h));
     });
     graders.forEach(function (g) { add(tr, el("th", "num", g)); });
@@ -176,6 +176,10 @@
     add(tr, el("td", "status status-" + it[3], it[3]));
     add(tr, el("td", "num", it[4] + " / " + (it[5] === null ? "?" : it[5])));
     add(tr, el("td", "num", it[7] === null ? "" : "call " + (it[7] + 1)));
+    var fe = add(tr, el("td", null, it[10] ? it[10][0] + (it[10][1] ? " @" + it[10][1] : "") : ""));
+    if (it[10]) { fe.title = it[10][2]; }
+    add(tr, el("td", "num", it[11] === null ? "" : it[11].toFixed(2)));
+    add(tr, el("td", "num", it[12] ? String(it[12]) : ""));
     graders.forEach(function (g, gi) {
       var v = it[8][String(gi)];
       var cls = v === undefined ? "num" : v === null ? "num unscored" : ("num " + passClass(it[9][String(gi)])).trim();
@@ -194,7 +198,7 @@
     }
     var detail = el("tr", "detail");
     var td = add(detail, el("td"));
-    td.colSpan = 8 + graders.length;
+    td.colSpan = 11 + graders.length;
     td.appendChild(traceView(i));
     tr.parentNode.insertBefore(detail, tr.nextSibling);
     button.textContent = "▾";

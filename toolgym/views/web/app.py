@@ -31,7 +31,7 @@ import orjson
 
 from toolgym.runio import LOCK_FILE, RUN_FILE, RunDirError
 from toolgym.views.web.diff import align_steps, milestone_keys
-from toolgym.views.web.index import Query, QueryError, RunIndex, default_cache_dir
+from toolgym.views.web.index import REQUESTS, Query, QueryError, RunIndex, default_cache_dir
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +41,9 @@ CSP = (
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
     "base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
 )
+FIRST_BATCH_WAIT_S = 10.0
+"""How long a request for a run not indexed yet waits for its first batch (seconds)."""
+
 MAX_DEPTH = 4
 """How deep below a given directory run directories are looked for."""
 
@@ -175,15 +178,19 @@ class Catalog:
         return self.indexes[name]
 
     def refresh(self, name: str) -> bool:
-        """Rebuild one run's database if its files changed; a failure is kept in
-        :attr:`errors` (shown by ``/api/runs``) rather than raised."""
+        """Start indexing one run (in the background) if its files changed; a failure is kept
+        in :attr:`errors` (shown by ``/api/runs``) rather than raised."""
+        index = self.indexes[name]
         try:
-            changed = self.indexes[name].refresh()
-            self.errors.pop(name, None)
-            return changed
+            started = index.refresh()
         except (RunDirError, OSError, ValueError) as exc:
             self.errors[name] = f"{type(exc).__name__}: {exc}"
             return False
+        if index.error is not None:
+            self.errors[name] = index.error
+        else:
+            self.errors.pop(name, None)
+        return started
 
 
 # --- responses --------------------------------------------------------------------------------
@@ -393,8 +400,10 @@ def create_app(roots: Sequence[Path], settings: ViewSettings) -> Any:
             idx = catalog.get(name)
         except KeyError:
             return None
-        if not idx.indexed:
+        if not idx.indexed:  # the first open: answer from the first batch, as soon as it is in
             await run_in_threadpool(catalog.refresh, name)
+            await run_in_threadpool(idx.wait, FIRST_BATCH_WAIT_S, True)
+            catalog.refresh(name)  # records a build's error
         return idx if idx.indexed else None
 
     def run_doc(name: str, idx: RunIndex, full: bool = False) -> dict[str, Any]:
@@ -405,7 +414,8 @@ def create_app(roots: Sequence[Path], settings: ViewSettings) -> Any:
             "live": being_written(idx.directory),
             "version": idx.version,
             "error": catalog.errors.get(name),
-            "indexed": info is not None,
+            "indexed": info is not None and idx.indexing is None,
+            "indexing": idx.indexing,
         }
         if info is not None:
             doc.update(
@@ -413,7 +423,7 @@ def create_app(roots: Sequence[Path], settings: ViewSettings) -> Any:
                 measures=info["measures"], n_trajectories=info["n_trajectories"], problem=info["problem"],
             )
             if full:
-                doc.update(facets=info["facets"], metadata=info["metadata"])
+                doc.update(facets=info["facets"], metadata=info["metadata"], build=info.get("build"))
         return doc
 
     async def page(request: Request) -> Response:
@@ -452,7 +462,9 @@ def create_app(roots: Sequence[Path], settings: ViewSettings) -> Any:
             fmt = request.query_params.get("format", "json")
             if fmt == "json":
                 result = await run_in_threadpool(idx.query, query)
-                return _json({"run": name, "version": idx.version, **result})
+                indexing = idx.indexing
+                return _json({"run": name, "version": idx.version, "indexing": indexing, "partial": indexing is not None,
+                              **result})
             idx.check(query)  # refuse bad parameters before the download starts
         except QueryError as exc:
             return _error(400, str(exc))
@@ -630,7 +642,8 @@ class _Guard:
                 (b"content-length", str(len(body)).encode())]})
             await send({"type": "http.response.body", "body": body})
             return
-        await self.app(scope, receive, send_with_headers)
+        with REQUESTS.serving():  # a build in the background gives way while a request is answered
+            await self.app(scope, receive, send_with_headers)
 
 
 def serve(roots: Sequence[Path], settings: ViewSettings, open_browser: bool = True, ready: Any = None) -> None:

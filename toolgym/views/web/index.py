@@ -2,12 +2,21 @@
 text, and the run's settings and summary, so ``toolgym view`` answers a page, a filter or a
 search in milliseconds without holding the run in memory.
 
-The database is built from :func:`toolgym.load_run` (the run's only reader) on first open and
-rebuilt when ``run.json``, ``trajectories.jsonl``, ``scores.jsonl`` or the dataset change (size
-or modification time), which is how a run still being written updates live. It is a cache: it
-lives in the cache folder (``$XDG_CACHE_HOME/toolgym/view``, else ``~/.cache/toolgym/view``),
-never inside the run directory, and is written to a temporary file renamed into place, so a
-reader never sees half of it.
+The database is built (:class:`RunIndex`) from the run's files read one line at a time
+through :mod:`toolgym.runio`'s readers (:func:`~toolgym.runio.stream_lines`,
+:func:`~toolgym.runio.parse_line`, :func:`~toolgym.runio.score_fields`), never the whole run
+in memory. A thread of the server commits a first batch of trajectories in file order before a
+large dataset is read, so the first page answers within a fraction of a second of the server
+starting; a child process (:data:`USE_PROCESS`) indexes the rest in batches, each committed, so
+pages, filters and searches answer over what is indexed so far (said by
+:attr:`RunIndex.indexing`). The rows are :func:`toolgym.views.rundata.trajectory_row`, the
+function the static report's table is made of too. A run that grows (still being written) is
+read on from the byte where the last build stopped; one whose rows depend on something that
+changed (``run.json``'s graders, measures or dataset, the dataset file), or whose files were
+rewritten otherwise, is indexed again (into a new file that replaces the old one once its
+first batch is in). It is a cache: it lives in the cache folder
+(``$XDG_CACHE_HOME/toolgym/view``, else ``~/.cache/toolgym/view``), never inside the run
+directory.
 
 Full-text search uses FTS5's ``trigram`` tokenizer (SQLite 3.34 or later; sqlite.org/fts5.html
 section 4.3.4): a query matches any substring of three characters or more, case-insensitively,
@@ -20,29 +29,51 @@ error).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
+import logging
 import math
 import os
 import sqlite3
-import tempfile
 import threading
 import time
-from collections import Counter, defaultdict
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import orjson
+from pydantic import BaseModel
 
-from toolgym.api import load_run
-from toolgym.records import Example, Score, Trajectory
-from toolgym.runio import RUN_FILE, SCORES_FILE, TRAJECTORIES_FILE, RunDirError
-from toolgym.views.rundata import RunView, first_call_divergence, rule_text
+try:
+    import resource
+except ImportError:  # pragma: no cover - Windows
+    resource = None  # type: ignore[assignment]
+
+from toolgym.records import Example, Measure, Score, Trajectory
+from toolgym.runio import (
+    RUN_FILE,
+    SCORES_FILE,
+    TRAJECTORIES_FILE,
+    Run,
+    RunDirError,
+    RunRecord,
+    parse_line,
+    read_run,
+    restore_line,
+    result_lines,
+    score_fields,
+    stream_lines,
+)
+from toolgym.views.rundata import RunView, first_error, measure_for, rule_text, trajectory_row
 from toolgym.views.summary import COLUMNS, summary_cells
 
-INDEX_VERSION = 3
+log = logging.getLogger(__name__)
+
+M = TypeVar("M", bound=BaseModel)
+
+INDEX_VERSION = 4
 """Bumped when the database layout changes (older caches are rebuilt)."""
 
 TEXT_COLUMNS = ("example_id", "input", "model", "reasoning", "calls", "results")
@@ -118,38 +149,6 @@ class QueryError(ValueError):
     """A query parameter that cannot be used (the message names it)."""
 
 
-@dataclass
-class _Signature:
-    files: tuple[tuple[str, int, int], ...] = ()
-
-    @classmethod
-    def of(cls, directory: Path, dataset: str | None) -> _Signature:
-        items = []
-        paths = [directory / RUN_FILE, directory / TRAJECTORIES_FILE, directory / SCORES_FILE]
-        if dataset:
-            paths.append(Path(dataset))
-        for p in paths:
-            try:
-                st = p.stat()
-                items.append((str(p), st.st_size, st.st_mtime_ns))
-            except OSError:
-                items.append((str(p), -1, 0))
-        return cls(tuple(items))
-
-    def text(self) -> str:
-        return json.dumps([INDEX_VERSION, self.files])
-
-
-def _pack(value: Any) -> bytes:
-    # plain JSON: records are small (hundreds of bytes to a few kB), and setting up zlib for each
-    # cost more than the whole SQLite insert
-    return value if isinstance(value, bytes) else orjson.dumps(value, default=str, option=orjson.OPT_NON_STR_KEYS)
-
-
-def _unpack(blob: bytes) -> Any:
-    return orjson.loads(blob)
-
-
 def _finite(value: float | None) -> float | None:
     return None if value is None or (isinstance(value, float) and math.isnan(value)) else value
 
@@ -158,46 +157,6 @@ def _input_text(value: str | list[dict[str, Any]]) -> str:
     if isinstance(value, str):
         return value
     return "\n".join(f"{t.get('role', '')}: {t.get('content', '')}" for t in value)
-
-
-def first_error(view: RunView, traj: Trajectory, scores: Sequence[Score]) -> dict[str, Any] | None:
-    """Where and how a trajectory first went wrong, or ``None``.
-
-    In this order: an episode that ended in ``error`` (type ``episode_error``, the error text);
-    the ``first_error`` of its ``trajectory_match`` score (``None`` when that passed); the first
-    departure from the expected calls (:func:`toolgym.views.rundata.first_call_divergence`,
-    typed ``wrong_tool``, ``wrong_arguments``, ``extra_call`` or ``missing``); a trajectory
-    stopped at the step limit (``step_limit``).
-
-    Returns:
-        dict | None: ``{"type": str, "step": 1-based tool step or None, "text": str}``.
-    """
-    if traj.status == "error":
-        return {"type": "episode_error", "step": None, "text": traj.error or "error"}
-    match = next((s for s in scores if s.grader == "trajectory_match"), None)
-    if match is not None and match.value is not None:
-        found = match.details.get("first_error")
-        if not isinstance(found, dict):
-            return None
-        step = found.get("step")
-        return {"type": str(found.get("type")), "step": step if isinstance(step, int) else None,
-                "text": match.explanation}
-    tools = traj.tool_steps
-    expected = view.expected_for(traj)
-    divergence = first_call_divergence(expected, tools, view.order_matters(traj))
-    if divergence is not None and expected is not None:
-        i = divergence.index
-        if i >= len(expected):
-            kind = "extra_call"
-        elif i >= len(tools):
-            kind = "missing"
-        else:
-            exp = expected[i]
-            kind = "wrong_tool" if tools[i].name != (exp if isinstance(exp, str) else exp.name) else "wrong_arguments"
-        return {"type": kind, "step": i + 1 if i < len(tools) else None, "text": divergence.reason}
-    if traj.status == "step_limit":
-        return {"type": "step_limit", "step": None, "text": "stopped at the step limit"}
-    return None
 
 
 def summary_of(view: RunView) -> list[dict[str, Any]]:
@@ -225,8 +184,8 @@ def summary_of(view: RunView) -> list[dict[str, Any]]:
     return out
 
 
-def _settings(view: RunView) -> dict[str, Any]:
-    r = view.record
+def _settings(record: RunRecord) -> dict[str, Any]:
+    r = record
     return {
         "env": r.env,
         "agent": r.agent,
@@ -270,125 +229,408 @@ def _meta_text(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)
 
 
-def build_index(directory: Path, path: Path) -> dict[str, Any]:
-    """Write the database of the run in ``directory`` to ``path`` (through a temporary file
-    renamed into place).
-
-    Returns:
-        dict: The run's ``info`` record (settings, summary, graders, facets).
-
-    Raises:
-        RunDirError: as :func:`toolgym.load_run`.
-    """
-    t0 = time.perf_counter()
-    view = RunView(load_run(directory))
-    graders = view.graders
-    g_index = {g: i for i, g in enumerate(graders)}
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=path.name, suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    db = sqlite3.connect(tmp)
+def _file_state(path: Path) -> tuple[int, int]:
     try:
-        score_cols = "".join(f", g{i} REAL, p{i} INTEGER" for i in range(len(graders)))
-        db.executescript(
-            f"""
-            PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF;
-            CREATE TABLE info (key TEXT PRIMARY KEY, value TEXT);
-            CREATE TABLE traj (id INTEGER PRIMARY KEY, example_id TEXT, trial INTEGER, status TEXT,
-                n_tool INTEGER, n_expected INTEGER, duration REAL, tokens_in INTEGER, tokens_out INTEGER,
-                tokens INTEGER, latency REAL, failed INTEGER, first_error TEXT, first_error_step INTEGER,
-                first_error_text TEXT, parent TEXT, meta TEXT{score_cols});
-            CREATE TABLE record (id INTEGER PRIMARY KEY, trajectory BLOB, scores BLOB);
-            CREATE UNIQUE INDEX traj_key ON traj (example_id, trial);
-            CREATE TABLE meta (tid INTEGER, key TEXT, value TEXT);
-            CREATE TABLE example (id TEXT PRIMARY KEY, record BLOB);
-            CREATE VIRTUAL TABLE fts USING fts5({", ".join(TEXT_COLUMNS)}, tokenize='trigram');
-            """
-        )
-        examples = view.examples or {}
-        facets: dict[str, Counter] = {"status": Counter(), "first_error": Counter()}
-        meta_values: dict[str, set[str]] = defaultdict(set)
+        st = path.stat()
+        return st.st_size, st.st_mtime_ns
+    except OSError:
+        return -1, 0
+
+
+def _tail_hash(path: Path, end: int) -> str:
+    """SHA-256 of the (up to) 4 kB before byte ``end`` of ``path``: tells a file that only grew
+    since it was read up to ``end`` from one rewritten with other contents."""
+    if end <= 0:
+        return ""
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(max(0, end - 4096))
+            return hashlib.sha256(fh.read(end - max(0, end - 4096))).hexdigest()
+    except OSError:
+        return "missing"
+
+
+def _count_lines(path: Path) -> int:
+    n = 0
+    try:
+        with open(path, "rb") as fh:
+            while chunk := fh.read(1 << 20):
+                n += chunk.count(b"\n")
+    except OSError:
+        return 0
+    return n
+
+
+class _Requests:
+    """How many requests the server is answering now: a build in the background pauses
+    between rows while there is one (at most :attr:`max_wait_s` per batch), so that a page
+    asked for while a large run is indexed is not slowed by the build (both are Python
+    threads sharing one interpreter lock)."""
+
+    max_wait_s = 2.0
+
+    def __init__(self) -> None:
+        self.n = 0
+        self.waiting = 0
+        """Requests waiting for a build's first batch (the build must not wait for them)."""
+        self._lock = threading.Lock()
+
+    @contextlib.contextmanager
+    def waiting_for_build(self) -> Iterator[None]:
+        """Mark the current request as waiting for a build while the block runs."""
+        with self._lock:
+            self.waiting += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self.waiting -= 1
+
+    @contextlib.contextmanager
+    def serving(self) -> Iterator[None]:
+        """Count one request while the block runs."""
+        with self._lock:
+            self.n += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self.n -= 1
+
+    def give_way(self, budget: list[float]) -> None:
+        """Sleep while requests are being answered, from ``budget[0]`` seconds left (spent)."""
+        while self.n > self.waiting and budget[0] > 0:
+            time.sleep(0.002)
+            budget[0] -= 0.002
+
+
+REQUESTS = _Requests()
+"""The requests being answered (counted by ``toolgym view``'s server)."""
+
+USE_PROCESS = True
+"""Index all but the first batch of a run in a child process (``spawn``): the server's
+Python interpreter (one lock for all its threads) then answers pages at full speed while a
+large run is indexed, and the build's memory goes back to the system when it ends."""
+
+
+def _build_in_child(directory: str, cache_dir: str, files: tuple[Any, ...]) -> None:
+    """The child process of :meth:`RunIndex._in_child`: go on indexing from the database's
+    progress; an error is written into the database (``info`` key ``error``) for the server."""
+    parent = os.getppid()
+
+    def orphaned() -> None:  # the server is gone (killed): stop rather than write on alone
+        while os.getppid() == parent:
+            time.sleep(0.5)
+        os._exit(1)
+
+    threading.Thread(target=orphaned, daemon=True).start()
+    index = RunIndex(Path(directory), Path(cache_dir))
+    try:
+        index._build_in(files, in_child=True)
+    except (RunDirError, OSError, ValueError, sqlite3.DatabaseError) as exc:
+        with index._connect() as db:
+            db.execute("INSERT OR REPLACE INTO info VALUES ('error', ?)", (f"{type(exc).__name__}: {exc}",))
+            db.commit()
+        raise SystemExit(1) from None
+
+
+FIRST_BATCH = 200
+"""Trajectories in the first committed batch (what the first page is answered from)."""
+
+BATCH = 2000
+"""Trajectories per committed batch after the first."""
+
+SCORES_AHEAD = (0.02, 0.1)
+"""Share of ``scores.jsonl`` read ahead of the share of ``trajectories.jsonl`` read, in the
+first batch and in the others."""
+
+SMALL_DATASET = 2_000_000
+"""A dataset file up to this size (bytes) is read before the first batch (its rows are whole
+at once); a larger one after it, so the first page never waits for it."""
+
+
+class _Builder:
+    """Fills (or goes on filling) the database of one run from its files, batch by batch,
+    committing each batch so that readers see the rows indexed so far.
+
+    The state that lets a later call go on where this one stopped (byte offsets and line
+    numbers reached in ``trajectories.jsonl`` and ``scores.jsonl``, the tail hashes, the run.json
+    fingerprint) is kept in the ``info`` table as ``progress``.
+    """
+
+    def __init__(self, index: RunIndex, db: sqlite3.Connection, record: RunRecord, progress: dict[str, Any]) -> None:
+        self.index, self.db, self.record, self.p = index, db, record, progress
+        self.directory = index.directory
+        self.graders: list[str] = list(progress.get("graders") or record.graders)
+        self.measures: dict[str, Measure] = {}
+        self.examples: dict[str, Example] | None = None
+        self.problem: str | None = progress.get("problem")
+        self.lines: list[str] | str | None = None
+        self.keys: dict[tuple[str, int], int] = {}
+        self.lazy_examples = False
+        self.unwritten: dict[tuple[str, int], list[Score]] = {}
+        self.stored_examples: set[str] = set()
+        for eid, trial, tid in db.execute("SELECT example_id, trial, id FROM traj"):
+            self.keys[(eid, trial)] = tid
+        self.stored_examples = {r[0] for r in db.execute("SELECT id FROM example")}
+        path = self.directory / SCORES_FILE
+        for (raw,) in db.execute(  # scores read before their trajectory (by an earlier build)
+                "SELECT raw FROM score s WHERE NOT EXISTS "
+                "(SELECT 1 FROM traj t WHERE t.example_id = s.example_id AND t.trial = s.trial) ORDER BY id"):
+            score = _bare(Score, None, score_fields(path, 0, raw))
+            self.unwritten.setdefault((score.example_id, score.trial), []).append(score)
+        self._ensure_columns()
+
+    # --- pieces ---------------------------------------------------------------------------
+
+    def _ensure_columns(self) -> None:
+        have = {r[1] for r in self.db.execute("PRAGMA table_info(traj)")}
+        for i in range(len(self.graders)):
+            if f"g{i}" not in have:
+                self.db.execute(f"ALTER TABLE traj ADD COLUMN g{i} REAL")
+                self.db.execute(f"ALTER TABLE traj ADD COLUMN p{i} INTEGER")
+
+    def _measure(self, grader: str, scores: Sequence[Score]) -> Measure:
+        found = self.measures.get(grader)
+        if found is None:
+            run = Run(self.directory, self.record, [], [s for s in scores if s.grader == grader])
+            found = self.measures[grader] = measure_for(run, grader)
+        return found
+
+    def _result_lines(self) -> list[str] | str:
+        if self.lines is None:
+            ref = self.record.result_file
+            self.lines = result_lines(ref) if ref is not None else "run.json references no result file"
+        return self.lines
+
+    def load_examples(self) -> None:
+        """Read the run's dataset (examples for inputs, expected calls, metadata)."""
+        from toolgym.api import load_examples_of
+
+        self.examples, self.problem = load_examples_of(self.directory, self.record)
+
+    def _scores_of(self, key: tuple[str, int]) -> list[Score]:
+        path = self.directory / SCORES_FILE
+        return [_bare(Score, None, score_fields(path, 0, raw)) for (raw,) in self.db.execute(
+            "SELECT raw FROM score WHERE example_id = ? AND trial = ? ORDER BY id", key)]
+
+    def _write_rows(self, items: list[tuple[int, Trajectory, bytes | None]]) -> None:
+        """Insert or replace the rows of ``items`` (``(tid, trajectory, raw line or None to keep
+        the stored record)``), each computed from its scores in the database."""
+        db = self.db
+        if items and self.lazy_examples and self.examples is None and self.problem is None:
+            self.load_examples()
         rows, fts_rows, meta_rows, records = [], [], [], []
-        used_examples: set[str] = set()
-        marks = ", ".join("?" * (17 + 2 * len(graders)))
-        n, n_rows = len(view.trajectories), 0
-        for tid, traj in enumerate(view.trajectories, 1):
-            scores = view.scores_of(traj)
-            example = examples.get(traj.example_id)
-            if example is not None:
-                used_examples.add(traj.example_id)
-            err = first_error(view, traj, scores)
-            tin = sum(s.input_tokens or 0 for s in traj.model_steps)
-            tout = sum(s.output_tokens or 0 for s in traj.model_steps)
-            values: list[Any] = [None] * (2 * len(graders))
+        budget = [REQUESTS.max_wait_s]
+        for k, (tid, traj, raw) in enumerate(items):
+            if k % 20 == 0:
+                REQUESTS.give_way(budget)
+            before = raw is None or tid in self.keys
+            scores = self._scores_of(traj.key) if before else self.unwritten.pop(traj.key, [])
             for s in scores:
-                i = g_index[s.grader]
-                passed = view.measures[s.grader].passed(s.value)
-                values[2 * i] = _finite(s.value)
-                values[2 * i + 1] = None if passed is None else int(passed)
-            meta = dict(example.metadata) if example is not None else {}
-            for k, v in meta.items():
-                text = _meta_text(v)
-                meta_rows.append((tid, str(k), text))
-                if len(meta_values[str(k)]) <= MAX_FACET_VALUES:
-                    meta_values[str(k)].add(text)
-            parent = getattr(traj, "parent", None)
-            facets["status"][traj.status] += 1
-            facets["first_error"][err["type"] if err else "none"] += 1
-            rows.append(
-                (
-                    tid, traj.example_id, traj.trial, traj.status, len(traj.tool_steps),
-                    view.n_expected_steps(traj), traj.duration_s, tin, tout, tin + tout,
-                    sum(s.latency_s for s in traj.model_steps), int(view.failed(traj)),
-                    err["type"] if err else None, err["step"] if err else None, err["text"] if err else None,
-                    json.dumps(parent) if parent else None, orjson.dumps(meta, default=str).decode(),
-                    *values,
-                )
-            )
-            records.append((tid, _pack(traj.model_dump_json().encode()), _pack([s.model_dump(mode="json") for s in scores])))
+                if s.grader not in self.graders:
+                    self.graders.append(s.grader)
+                    self._ensure_columns()
+            measures = {g: self._measure(g, scores) for g in {s.grader for s in scores}}
+            example = self.examples.get(traj.example_id) if self.examples is not None else None
+            if example is not None and traj.example_id not in self.stored_examples:
+                self.stored_examples.add(traj.example_id)
+                db.execute("INSERT OR REPLACE INTO example VALUES (?, ?)",
+                           (traj.example_id, orjson.dumps(example.model_dump(mode="json", exclude_defaults=True), default=str)))
+            row = trajectory_row(traj, scores, measures, example)
+            values: list[Any] = [None] * (2 * len(self.graders))
+            for g, v in row["scores"].items():
+                i = self.graders.index(g)
+                values[2 * i] = v["value"]
+                values[2 * i + 1] = None if v["passed"] is None else int(v["passed"])
+            for k, v in row["metadata"].items():
+                meta_rows.append((tid, str(k), _meta_text(v)))
+            err = row["first_error"]
+            rows.append((
+                tid, traj.example_id, traj.trial, traj.status, row["n_tool_steps"], row["n_expected"], row["duration_s"],
+                row["tokens"], row["latency_s"], int(row["failed"]), err["type"] if err else None,
+                orjson.dumps(row, default=str, option=orjson.OPT_NON_STR_KEYS), *values,
+            ))
+            if raw is not None:
+                records.append((tid, raw))
             fts_rows.append((tid, traj.example_id, *_texts(traj, example)))
-            if len(rows) >= 2000 or tid == n:
-                db.executemany(f"INSERT INTO traj VALUES ({marks})", rows)
-                db.executemany("INSERT INTO record VALUES (?, ?, ?)", records)
-                db.executemany(f"INSERT INTO fts (rowid, {', '.join(TEXT_COLUMNS)}) VALUES (?, ?, ?, ?, ?, ?, ?)", fts_rows)
-                db.executemany("INSERT INTO meta VALUES (?, ?, ?)", meta_rows)
-                n_rows += len(rows)
-                rows, fts_rows, meta_rows, records = [], [], [], []
-        db.executemany(
-            "INSERT INTO example VALUES (?, ?)",
-            ((i, _pack(examples[i].model_dump(mode="json", exclude_defaults=True))) for i in used_examples),
-        )
-        db.execute("CREATE INDEX meta_kv ON meta (key, value)")
-        info = {
-            "settings": _settings(view),
-            "label": view.label,
-            "graders": graders,
-            "measures": {g: {"rule": rule_text(m), "pass_fail": m.pass_fail} for g, m in view.measures.items()},
-            "summary": summary_of(view),
-            "n_trajectories": n_rows,
-            "facets": {k: dict(v) for k, v in facets.items()},
-            "metadata": {k: sorted(v) if len(v) <= MAX_FACET_VALUES else None for k, v in sorted(meta_values.items())},
-            "problem": view.run.problem,
-            "built_s": round(time.perf_counter() - t0, 3),
+        ids = [(tid,) for tid, _, raw in items if raw is None or tid in self.keys]  # rows indexed before
+        db.executemany("DELETE FROM fts WHERE rowid = ?", ids)
+        db.executemany("DELETE FROM meta WHERE tid = ?", ids)
+        cols = ", ".join(["id, example_id, trial, status, n_tool, n_expected, duration, tokens, latency, failed, "
+                          "first_error, row"] + [f"g{i}, p{i}" for i in range(len(self.graders))])
+        db.executemany(f"INSERT OR REPLACE INTO traj ({cols}) VALUES ({', '.join('?' * (12 + 2 * len(self.graders)))})",
+                       [r + (None,) * (12 + 2 * len(self.graders) - len(r)) for r in rows])
+        db.executemany("INSERT OR REPLACE INTO record VALUES (?, ?)", records)
+        db.executemany(f"INSERT INTO fts (rowid, {', '.join(TEXT_COLUMNS)}) VALUES (?, ?, ?, ?, ?, ?, ?)", fts_rows)
+        db.executemany("INSERT INTO meta VALUES (?, ?, ?)", meta_rows)
+
+    def _stored(self, tids: Sequence[int]) -> list[tuple[int, Trajectory, None]]:
+        out = []
+        for tid in tids:
+            (raw,) = self.db.execute("SELECT trajectory FROM record WHERE id = ?", (tid,)).fetchone()
+            out.append((tid, self.index._trajectory_of(raw, self._result_lines()), None))
+        return out
+
+    def _read_scores(self, limit: int | None) -> set[tuple[str, int]]:
+        """Store score lines from where the last read stopped up to byte ``limit`` of the file
+        (``None``: to the end). Returns the keys scored."""
+        path = self.directory / SCORES_FILE
+        scored: set[tuple[str, int]] = set()
+        batch = []
+        budget = [REQUESTS.max_wait_s]
+        for lineno, end, raw in stream_lines(path, self.p["scores_at"], self.p["scores_line"]):
+            if lineno % 200 == 0:
+                REQUESTS.give_way(budget)
+            score = _bare(Score, None, score_fields(path, lineno, raw))
+            key = (score.example_id, score.trial)
+            batch.append((score.example_id, score.trial, score.grader, _finite(score.value), raw))
+            if key not in self.keys:  # kept until its trajectory's row is written
+                self.unwritten.setdefault(key, []).append(score)
+            scored.add(key)
+            self.p["scores_at"], self.p["scores_line"] = end, lineno + 1
+            if limit is not None and end >= limit:
+                break
+        self.db.executemany("INSERT INTO score (example_id, trial, grader, value, raw) VALUES (?, ?, ?, ?, ?)", batch)
+        return scored
+
+    # --- the loop ---------------------------------------------------------------------------
+
+    def batch(self, size: int) -> bool:
+        """Index up to ``size`` more trajectories (with the scores read so far) and commit.
+
+        Returns:
+            bool: Whether the trajectories file had more lines (``False``: all read).
+        """
+        path = self.directory / TRAJECTORIES_FILE
+        new: dict[int, tuple[int, Trajectory, bytes]] = {}
+        seen: dict[tuple[str, int], int] = {}
+        more = False
+        lines = None
+        budget = [REQUESTS.max_wait_s]
+        for lineno, end, raw in stream_lines(path, self.p["traj_at"], self.p["traj_line"]):
+            if lineno % 50 == 0:
+                REQUESTS.give_way(budget)
+            traj = parse_line(path, lineno, raw, Trajectory)
+            if traj.source_line is not None:
+                lines = self._result_lines() if lines is None else lines
+                if isinstance(lines, list):
+                    restore_line(traj, lines)
+            key = traj.key
+            tid = self.keys.get(key) or seen.get(key)
+            if tid is None:
+                tid = seen[key] = len(self.keys) + len(seen) + 1
+            new.pop(tid, None)  # a later attempt replaces the earlier one, at its place
+            new[tid] = (tid, traj, raw)
+            self.p["traj_at"], self.p["traj_line"] = end, lineno + 1
+            if len(new) >= size:
+                more = True
+                break
+        read_all = not more
+        # the scores up to the same share of their file, and a little more (a grader's lines may
+        # come in another order than the trajectories'); a score read after its row was written
+        # makes the row be computed again
+        share = min(1.0, self.p["traj_at"] / max(1, _file_state(path)[0]) + SCORES_AHEAD[size > FIRST_BATCH])
+        scored = self._read_scores(None if read_all else int(share * max(0, _file_state(self.directory / SCORES_FILE)[0])))
+        late = sorted(self.keys[k] for k in scored if k in self.keys and self.keys[k] not in new)
+        self._write_rows([*new.values(), *self._stored(late)])
+        self.keys.update(seen)
+        self.p["rows"] = len(self.keys)
+        self.p["lines"] = self.p["traj_line"] - 1
+        self.commit()
+        return more
+
+    def refresh_examples(self) -> None:
+        """Recompute the rows indexed before the dataset was read, now with their examples."""
+        tids = [r[0] for r in self.db.execute("SELECT id FROM traj ORDER BY id")]
+        for i in range(0, len(tids), BATCH):
+            self._write_rows(self._stored(tids[i:i + BATCH]))
+        self.commit()
+
+    def commit(self) -> None:
+        self.p["graders"] = self.graders
+        self.p["problem"] = self.problem
+        self.p["traj_hash"] = _tail_hash(self.directory / TRAJECTORIES_FILE, self.p["traj_at"])
+        self.p["scores_hash"] = _tail_hash(self.directory / SCORES_FILE, self.p["scores_at"])
+        self.db.execute("INSERT OR REPLACE INTO info VALUES ('progress', ?)", (json.dumps(self.p),))
+        self.db.commit()
+
+    def finish(self, in_child: bool = False) -> dict[str, Any]:
+        """Every line read: the summary, facets and metadata fields over the whole run; a
+        measure that reads differently over all the scores than over the first ones (a run of
+        old graders that recorded none) recomputes the rows."""
+        view = self.index._light_view(self.db, self.record, self.graders)
+        if any(view.measures[g] != m for g, m in self.measures.items() if g in view.measures):
+            self.measures = dict(view.measures)
+            tids = [r[0] for r in self.db.execute("SELECT id FROM traj ORDER BY id")]
+            for i in range(0, len(tids), BATCH):
+                self._write_rows(self._stored(tids[i:i + BATCH]))
+        info = self.index._info_of(self.db, self.record, self.graders, view, self.problem)
+        info["build"] = {
+            "process": "child" if in_child else "server",
+            "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1) if resource else None,
         }
-        db.execute("INSERT INTO info VALUES ('info', ?)", (json.dumps(info, ensure_ascii=False, default=str),))
-        db.commit()
-        db.close()
-        os.replace(tmp, path)
-    except BaseException:
-        db.close()
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return info
+        self.p["done"] = True
+        self.db.execute("INSERT OR REPLACE INTO info VALUES ('info', ?)", (json.dumps(info, ensure_ascii=False, default=str),))
+        self.commit()
+        return info
 
 
 def _fts_phrase(q: str) -> str:
     return '"' + q.replace('"', '""') + '"'
 
 
+_FIELD_NAMES: dict[type, frozenset[str]] = {}
+
+
+def _bare(cls: type[M], defaults: dict[str, Any] | None, values: dict[str, Any]) -> M:
+    """A record of ``cls`` holding ``values`` and, for every other field, the value in
+    ``defaults`` (shared, not copied: read only; ``None`` when ``values`` has every field),
+    without validation (what ``model_construct`` gives, 20 times faster: it looks each
+    default up again)."""
+    obj = cls.__new__(cls)
+    object.__setattr__(obj, "__dict__", values if defaults is None else {**defaults, **values})
+    names = _FIELD_NAMES.get(cls)
+    if names is None:
+        names = _FIELD_NAMES[cls] = frozenset(cls.model_fields)
+    object.__setattr__(obj, "__pydantic_fields_set__", set(names))
+    object.__setattr__(obj, "__pydantic_extra__", None)
+    object.__setattr__(obj, "__pydantic_private__", None)
+    return obj
+
+
+def _writer(path: Path) -> sqlite3.Connection:
+    db = sqlite3.connect(path, timeout=30)
+    db.execute("PRAGMA synchronous=OFF")
+    db.execute("PRAGMA cache_size=-65536")  # 64 MB: a batch is written at its commit, not spilled while readers read
+    return db
+
+
+SCHEMA = """
+PRAGMA synchronous=OFF;
+CREATE TABLE info (key TEXT PRIMARY KEY, value TEXT);
+CREATE TABLE traj (id INTEGER PRIMARY KEY, example_id TEXT, trial INTEGER, status TEXT, n_tool INTEGER,
+    n_expected INTEGER, duration REAL, tokens INTEGER, latency REAL, failed INTEGER, first_error TEXT, row BLOB);
+CREATE TABLE record (id INTEGER PRIMARY KEY, trajectory BLOB);
+CREATE UNIQUE INDEX traj_key ON traj (example_id, trial);
+CREATE TABLE score (id INTEGER PRIMARY KEY, example_id TEXT, trial INTEGER, grader TEXT, value REAL, raw BLOB);
+CREATE INDEX score_key ON score (example_id, trial);
+CREATE TABLE meta (tid INTEGER, key TEXT, value TEXT);
+CREATE INDEX meta_kv ON meta (key, value);
+CREATE INDEX meta_tid ON meta (tid);
+CREATE TABLE example (id TEXT PRIMARY KEY, record BLOB);
+"""
+
+
 @dataclass
 class RunIndex:
-    """The database of one run directory, built or rebuilt on demand (:meth:`refresh`).
+    """The database of one run directory, built in a background thread (:meth:`refresh`) in
+    batches: the first :data:`FIRST_BATCH` trajectories (in file order) are committed before
+    the dataset is even read, so the first page answers at once; every later batch of
+    :data:`BATCH` is committed as it is done, and pages, filters and searches answer over the
+    rows indexed so far (:attr:`indexing` says how far). A run that grows (a run still being
+    written) is read on from where the last build stopped; a run rewritten otherwise, or whose
+    ``run.json`` or dataset changed, is indexed again.
 
     Attributes:
         directory: The run directory.
@@ -398,77 +640,323 @@ class RunIndex:
     directory: Path
     cache_dir: Path = field(default_factory=default_cache_dir)
     _info: dict[str, Any] | None = field(default=None, repr=False)
-    _signature: str | None = field(default=None, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    _thread: threading.Thread | None = field(default=None, repr=False)
+    _first: threading.Event = field(default_factory=threading.Event, repr=False)
+    _lines: list[str] | str | None = field(default=None, repr=False)
+    _seen: tuple[Any, ...] | None = field(default=None, repr=False)
     version: int = 0
-    """How many times the database was (re)loaded by this process: changes when the run does."""
+    """Changes when the rows or the run's info change (first batch, each rebuild, each growth)."""
+    error: str | None = None
+    """Why the last build failed (the run directory's error), or ``None``."""
+    progress: dict[str, Any] | None = None
+    """While building: ``{"rows", "lines", "total_lines", "phase"}`` (see :attr:`indexing`)."""
 
     def __post_init__(self) -> None:
         self.directory = Path(self.directory).resolve()
         key = hashlib.sha256(str(self.directory).encode()).hexdigest()[:20]
         self.path = Path(self.cache_dir) / f"{key}.sqlite"
 
-    def _dataset_path(self) -> str | None:
+    def _fingerprint(self) -> str:
+        """What the rows depend on, as it is now: the layout of the index, the fields of
+        ``run.json`` that decide a row (environment, graders and their measures, the dataset,
+        an imported result file, extensions) and the dataset file (size, modification time).
+        Other changes of ``run.json`` (its end time, written when the run finishes) only
+        refresh the run's info."""
         try:
             data = json.loads((self.directory / RUN_FILE).read_text(encoding="utf-8"))
-            return (data.get("dataset") or {}).get("path")
-        except (OSError, ValueError, AttributeError):
-            return None
+        except (OSError, ValueError):
+            return json.dumps([INDEX_VERSION, None])
+        if not isinstance(data, dict):
+            return json.dumps([INDEX_VERSION, None])
+        keys = ("env", "env_options", "graders", "measures", "dataset", "result_file", "extensions")
+        items: list[Any] = [INDEX_VERSION, {k: data.get(k) for k in keys}]
+        dataset = (data.get("dataset") or {}).get("path") if isinstance(data.get("dataset"), dict) else None
+        if dataset:
+            items.append(_file_state(Path(dataset)))
+        return json.dumps(items, sort_keys=True, default=str)
+
+    def _files_now(self) -> tuple[Any, ...]:
+        return (self._fingerprint(), _file_state(self.directory / RUN_FILE),
+                _file_state(self.directory / TRAJECTORIES_FILE), _file_state(self.directory / SCORES_FILE))
+
+    # --- state ------------------------------------------------------------------------------
+
+    @property
+    def building(self) -> bool:
+        """Whether a build is running now."""
+        return self._thread is not None and self._thread.is_alive()
+
+    @property
+    def indexing(self) -> dict[str, Any] | None:
+        """``None`` once every line is indexed; while building, ``{"rows": trajectories
+        indexed, "lines": lines of trajectories.jsonl read, "total_lines": lines in it (0
+        until counted), "phase": "rows" | "dataset" | "summary"}``: answers are over the rows
+        indexed so far (partial)."""
+        return dict(self.progress) if self.progress is not None else None
+
+    @property
+    def indexed(self) -> bool:
+        """Whether the info of the run is known (a first batch at least is indexed)."""
+        return self._info is not None
 
     def load_cached(self) -> bool:
-        """Load the database's info when it is up to date with the run, without building.
+        """Load the stored info when the database is complete and up to date, without building.
 
         Returns:
             bool: Whether it was (else :meth:`refresh` will build it).
         """
-        signature = _Signature.of(self.directory, self._dataset_path()).text()
-        if self._stored_signature() != signature:
+        stored = self._stored_progress()
+        if not stored or not stored.get("done") or not self._up_to_date(stored):
             return False
-        return self.refresh()
+        with self._connect() as db:
+            row = db.execute("SELECT value FROM info WHERE key = 'info'").fetchone()
+        if row is None:
+            return False
+        self._info = json.loads(row[0])
+        self._seen = self._files_now()
+        self.version += 1
+        return True
 
-    def refresh(self) -> bool:
-        """Build the database if missing or older than the run's files; load its info.
+    def _up_to_date(self, p: dict[str, Any]) -> bool:
+        return (p.get("fingerprint") == self._fingerprint() and p.get("run_json") == list(_file_state(self.directory / RUN_FILE))
+                and max(0, _file_state(self.directory / TRAJECTORIES_FILE)[0]) == p["traj_at"]
+                and max(0, _file_state(self.directory / SCORES_FILE)[0]) == p["scores_at"])
 
-        Returns:
-            bool: Whether the run changed since the last call (a new :attr:`version`).
-
-        Raises:
-            RunDirError: as :func:`toolgym.load_run`.
-        """
-        with self._lock:
-            signature = _Signature.of(self.directory, self._dataset_path()).text()
-            if signature == self._signature:
-                return False
-            stored = self._stored_signature()
-            if stored != signature:
-                info = build_index(self.directory, self.path)
-                with self._connect() as db:
-                    db.execute("INSERT OR REPLACE INTO info VALUES ('signature', ?)", (signature,))
-                    db.commit()
-            else:
-                with self._connect() as db:
-                    info = json.loads(db.execute("SELECT value FROM info WHERE key = 'info'").fetchone()[0])
-            self._info, self._signature = info, signature
-            self.version += 1
-            return True
-
-    def _stored_signature(self) -> str | None:
+    def _stored_progress(self) -> dict[str, Any] | None:
         if not self.path.exists():
             return None
         try:
             with self._connect() as db:
-                row = db.execute("SELECT value FROM info WHERE key = 'signature'").fetchone()
-            return row[0] if row else None
-        except sqlite3.DatabaseError:
+                row = db.execute("SELECT value FROM info WHERE key = 'progress'").fetchone()
+            return json.loads(row[0]) if row else None
+        except (sqlite3.DatabaseError, ValueError):
             return None
 
-    def _connect(self) -> sqlite3.Connection:
-        return sqlite3.connect(self.path, timeout=10)
+    def refresh(self) -> bool:
+        """Start a build in the background when the run's files changed since the last look
+        (or the database is missing, older or incomplete); never waits for it.
 
-    @property
-    def indexed(self) -> bool:
-        """Whether the database has been loaded (:attr:`info` answers without building)."""
-        return self._info is not None
+        Returns:
+            bool: Whether a build was started.
+
+        Raises:
+            RunDirError: when ``run.json`` cannot be read (before anything starts).
+        """
+        with self._lock:
+            if self.building:
+                return False
+            now = self._files_now()
+            if now == self._seen and (self._info is not None or self.error is not None):
+                return False  # up to date, or failed on these very files
+            read_run(self.directory)  # a missing or invalid run.json is refused here, not in the thread
+            self._first.clear()
+            self.progress = {"rows": 0, "lines": 0, "total_lines": 0, "phase": "rows"}
+            self._thread = threading.Thread(target=self._build, args=(now,), name=f"index {self.directory.name}", daemon=True)
+            self._thread.start()
+            return True
+
+    def wait(self, timeout: float | None = None, first_batch: bool = False) -> bool:
+        """Wait for the running build to finish (or, with ``first_batch``, for its first batch).
+
+        Returns:
+            bool: Whether it did within ``timeout`` seconds.
+        """
+        if first_batch:
+            with REQUESTS.waiting_for_build():
+                return self._first.wait(timeout) or not self.building
+        thread = self._thread
+        if thread is not None:
+            thread.join(timeout)
+        return not self.building
+
+    def _build(self, files: tuple[Any, ...]) -> None:
+        try:
+            if self._build_in(files):
+                self._in_child(files)
+            self.error = None
+        except (RunDirError, OSError, ValueError, sqlite3.DatabaseError) as exc:
+            self.error = f"{type(exc).__name__}: {exc}"
+            self._seen = files
+            log.warning("indexing %s failed: %s", self.directory, self.error)
+        finally:
+            self.progress = None
+            self._first.set()
+
+    def _build_in(self, files: tuple[Any, ...], in_child: bool = False) -> bool:
+        """Index what is new in the run's files (all of them when the database is missing or
+        out of date); with :data:`USE_PROCESS` and outside a child, only the first batch.
+
+        Returns:
+            bool: Whether the rest is left to a child process (:meth:`_in_child`).
+        """
+        record = read_run(self.directory)
+        fingerprint = files[0]
+        stored = self._stored_progress()
+        tpath, spath = self.directory / TRAJECTORIES_FILE, self.directory / SCORES_FILE
+        grows = (
+            stored is not None and stored.get("fingerprint") == fingerprint
+            and max(0, _file_state(tpath)[0]) >= stored["traj_at"] and max(0, _file_state(spath)[0]) >= stored["scores_at"]
+            and _tail_hash(tpath, stored["traj_at"]) == stored["traj_hash"]
+            and _tail_hash(spath, stored["scores_at"]) == stored["scores_hash"]
+        )
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        if grows:
+            assert stored is not None
+            db = _writer(self.path)
+            progress = {**stored, "done": False, "run_json": list(files[1])}
+            fresh = False
+        else:
+            new = self.path.with_name(self.path.stem + ".new.sqlite")
+            new.unlink(missing_ok=True)
+            db = _writer(new)
+            db.executescript(SCHEMA + f"CREATE VIRTUAL TABLE fts USING fts5({', '.join(TEXT_COLUMNS)}, tokenize='trigram');"
+                             # fewer merges of the index's segments while it is built: 25-40% faster
+                             # inserts, searches as fast (sqlite.org/fts5.html, the automerge option)
+                             "INSERT INTO fts(fts, rank) VALUES('automerge', 16);")
+            progress = {"fingerprint": fingerprint, "run_json": list(files[1]), "traj_at": 0, "traj_line": 1, "scores_at": 0, "scores_line": 1,
+                        "rows": 0, "lines": 0, "done": False}
+            fresh = True
+        try:
+            builder = _Builder(self, db, record, progress)
+            dataset = builder.record.dataset.path
+            small = not dataset or max(0, _file_state(Path(dataset))[0]) <= SMALL_DATASET
+            if fresh and small:  # else the first batch goes in before the dataset is read
+                builder.load_examples()
+            builder.lazy_examples = not fresh  # a run that grew: read the dataset if a row is written
+            if not fresh and builder.p.get("examples_pending"):
+                self._examples_now(builder)
+            more = builder.batch(FIRST_BATCH if fresh else BATCH)
+            if fresh:  # the first batch goes live: the new database replaces the old one
+                db.close()
+                os.replace(new, self.path)
+                db = builder.db = _writer(self.path)
+                self._lines = None
+                builder.p["examples_pending"] = builder.examples is None and builder.problem is None
+                builder.commit()
+            if (fresh or self._info is None) and not in_child:
+                self._publish(db, record, builder)
+            self._first.set()
+            if fresh:  # counted once the first page can be answered
+                builder.p["total_lines"] = _count_lines(tpath)
+                builder.commit()
+                self._progress_of(builder.p)
+            if not in_child and (more or builder.p.get("examples_pending")) and USE_PROCESS:
+                return True
+            if builder.p.get("examples_pending"):
+                self._examples_now(builder)
+            while more:
+                more = builder.batch(BATCH)
+                self._progress_of(builder.p)
+            builder.p["phase"] = "summary"
+            self._progress_of(builder.p)
+            info = builder.finish(in_child)
+            with self._lock:
+                self._info, self._seen = info, files
+                self.version += 1
+            return False
+        finally:
+            db.close()
+
+    def _examples_now(self, builder: _Builder) -> None:
+        """Read the dataset, then compute again the rows indexed before it was read."""
+        builder.p["phase"] = "dataset"
+        self._progress_of(builder.p)
+        builder.load_examples()
+        builder.refresh_examples()
+        builder.p["examples_pending"] = False
+        builder.p["phase"] = "rows"
+        builder.commit()
+
+    def _progress_of(self, p: dict[str, Any]) -> None:
+        self.progress = {"rows": p.get("rows", 0), "lines": p.get("lines", 0),
+                         "total_lines": max(p.get("total_lines", 0), p.get("lines", 0)) if p.get("total_lines") else 0,
+                         "phase": p.get("phase", "rows")}
+
+    def _in_child(self, files: tuple[Any, ...]) -> None:
+        """Index the rest of the run in a child process (:func:`_build_in_child`), so that
+        the server's interpreter stays free for requests; follow its progress in the
+        database; load the info it wrote when it is done.
+
+        Raises:
+            RunDirError: with the child's error, when it failed.
+        """
+        import multiprocessing
+
+        proc = multiprocessing.get_context("spawn").Process(
+            target=_build_in_child, args=(str(self.directory), str(self.cache_dir), files),
+            name=f"toolgym view: indexing {self.directory.name}", daemon=True)
+        proc.start()
+        while proc.is_alive():
+            proc.join(0.5)
+            stored = self._stored_progress()
+            if stored is not None:
+                self._progress_of(stored)
+        with self._connect() as db:
+            found = dict(db.execute("SELECT key, value FROM info WHERE key IN ('info', 'error')").fetchall())
+        if proc.exitcode != 0 or "info" not in found:
+            raise RunDirError(found.get("error") or f"{self.directory}: the indexing process ended with exit code {proc.exitcode}")
+        info = json.loads(found["info"])
+        with self._lock:
+            self._info, self._seen = info, files
+            self.version += 1
+
+    def _publish(self, db: sqlite3.Connection, record: RunRecord, builder: _Builder) -> None:
+        """Make the info of the rows indexed so far current (after the first batch)."""
+        view = self._light_view(db, record, builder.graders)
+        info = self._info_of(db, record, builder.graders, view, builder.problem)
+        with self._lock:
+            self._info = info
+            self.version += 1
+        self._progress_of(builder.p)
+
+    def _light_view(self, db: sqlite3.Connection, record: RunRecord, graders: list[str]) -> RunView:
+        """The run as the summary reads it (each trajectory's key and status, each score's
+        key, grader and value), from the database: no step, text or detail in memory."""
+        t0 = Trajectory.model_construct(example_id="", status="completed").__dict__
+        s0 = Score.model_construct(example_id="", grader="", value=None).__dict__
+        trajectories = [_bare(Trajectory, t0, {"example_id": e, "trial": t, "status": s})
+                        for e, t, s in db.execute("SELECT example_id, trial, status FROM traj ORDER BY id")]
+        scores = [_bare(Score, s0, {"example_id": e, "trial": t, "grader": g, "value": v})
+                  for e, t, g, v in db.execute("SELECT example_id, trial, grader, value FROM score ORDER BY id")]
+        return RunView(Run(self.directory, record, trajectories, scores))
+
+    def _info_of(self, db: sqlite3.Connection, record: RunRecord, graders: list[str], view: RunView,
+                 problem: str | None) -> dict[str, Any]:
+        facets = {
+            "status": dict(db.execute("SELECT status, count(*) FROM traj GROUP BY status").fetchall()),
+            "first_error": dict(db.execute("SELECT coalesce(first_error, 'none'), count(*) FROM traj GROUP BY 1").fetchall()),
+        }
+        metadata: dict[str, Any] = {}
+        for key, n in db.execute("SELECT key, count(DISTINCT value) FROM meta GROUP BY key ORDER BY key"):
+            metadata[key] = None if n > MAX_FACET_VALUES else [
+                v for (v,) in db.execute("SELECT DISTINCT value FROM meta WHERE key = ? ORDER BY value", (key,))]
+        return {
+            "settings": _settings(record),
+            "label": view.label,
+            "graders": list(graders),
+            "measures": {g: {"rule": rule_text(m), "pass_fail": m.pass_fail} for g, m in view.measures.items()},
+            "summary": summary_of(view),
+            "n_trajectories": len(view.trajectories),
+            "facets": facets,
+            "metadata": metadata,
+            "problem": problem,
+        }
+
+    def _connect(self) -> sqlite3.Connection:
+        return sqlite3.connect(self.path, timeout=30)
+
+    def _trajectory_of(self, raw: bytes, lines: list[str] | str | None = None) -> Trajectory:
+        traj = Trajectory.model_validate_json(raw)
+        if traj.source_line is not None:
+            if lines is None:
+                if self._lines is None:
+                    ref = read_run(self.directory).result_file
+                    self._lines = result_lines(ref) if ref is not None else "no result file"
+                lines = self._lines
+            if isinstance(lines, list):
+                restore_line(traj, lines)
+        return traj
 
     def check(self, query: Query) -> None:
         """Raises QueryError: as :meth:`query` would, without running it."""
@@ -477,11 +965,22 @@ class RunIndex:
 
     @property
     def info(self) -> dict[str, Any]:
-        """Settings, summary, graders, facets (:func:`build_index`); builds on first use."""
+        """Settings, summary, graders, facets of the rows indexed so far.
+
+        Raises:
+            RunDirError: when nothing is indexed yet (call :meth:`refresh` and :meth:`wait`).
+        """
         if self._info is None:
-            self.refresh()
-        assert self._info is not None
+            if not self.load_cached():
+                self.refresh()
+                self.wait(first_batch=True)
+            if self._info is None:
+                raise RunDirError(self.error or f"{self.directory}: not indexed yet")
         return self._info
+
+
+
+
 
     # --- queries ----------------------------------------------------------------------------
 
@@ -557,47 +1056,11 @@ class RunIndex:
             return f" ORDER BY t.id {direction}"
         return f" ORDER BY {column} IS NULL, {column} {direction}, t.id {direction}"
 
-    def _columns(self) -> str:
-        return (
-            "t.id, t.example_id, t.trial, t.status, t.n_tool, t.n_expected, t.duration, t.tokens_in, "
-            "t.tokens_out, t.tokens, t.latency, t.failed, t.first_error, t.first_error_step, "
-            "t.first_error_text, t.parent, t.meta" + "".join(f", t.g{i}, t.p{i}" for i in range(len(self.info["graders"])))
-        )
-
     def row(self, example_id: str, trial: int) -> dict[str, Any] | None:
         """The row of one trajectory (as in :meth:`query`), or ``None``."""
         with self._connect() as db:
-            db.row_factory = sqlite3.Row
-            r = db.execute(f"SELECT {self._columns()} FROM traj t WHERE t.example_id = ? AND t.trial = ?",
-                           (example_id, trial)).fetchone()
-        return None if r is None else self._row(r, self.info["graders"])
-
-    def _row(self, r: sqlite3.Row, graders: list[str]) -> dict[str, Any]:
-        out = {
-            "example_id": r["example_id"],
-            "trial": r["trial"],
-            "status": r["status"],
-            "n_tool_steps": r["n_tool"],
-            "n_expected": r["n_expected"],
-            "duration_s": r["duration"],
-            "input_tokens": r["tokens_in"],
-            "output_tokens": r["tokens_out"],
-            "tokens": r["tokens"],
-            "latency_s": r["latency"],
-            "failed": bool(r["failed"]),
-            "first_error": (
-                {"type": r["first_error"], "step": r["first_error_step"], "text": r["first_error_text"]}
-                if r["first_error"] else None
-            ),
-            "parent": json.loads(r["parent"]) if r["parent"] else None,
-            "metadata": json.loads(r["meta"]),
-            "scores": {
-                g: {"value": r[f"g{i}"], "passed": None if r[f"p{i}"] is None else bool(r[f"p{i}"])}
-                for i, g in enumerate(graders)
-                if r[f"g{i}"] is not None or r[f"p{i}"] is not None
-            },
-        }
-        return out
+            r = db.execute("SELECT row FROM traj WHERE example_id = ? AND trial = ?", (example_id, trial)).fetchone()
+        return None if r is None else orjson.loads(r[0])
 
     def query(self, query: Query) -> dict[str, Any]:
         """A page of rows.
@@ -618,17 +1081,15 @@ class RunIndex:
             raise QueryError(f"per_page: {query.per_page} is not between 1 and 1000")
         if query.page < 1:
             raise QueryError(f"page: {query.page} is not 1 or more")
-        graders = self.info["graders"]
         where, params, searching = self._where(query)
         with self._connect() as db:
             db.row_factory = sqlite3.Row
             total = db.execute(f"SELECT count(*) FROM traj t{where}", params).fetchone()[0]
-            columns = self._columns()
             found = db.execute(
-                f"SELECT {columns} FROM traj t{where}{self._order(query)} LIMIT ? OFFSET ?",
+                f"SELECT t.id, t.row FROM traj t{where}{self._order(query)} LIMIT ? OFFSET ?",
                 [*params, query.per_page, (query.page - 1) * query.per_page],
             ).fetchall()
-            rows = [self._row(r, graders) for r in found]
+            rows = [orjson.loads(r["row"]) for r in found]
             if searching and found:
                 for row, r in zip(rows, found, strict=True):
                     row["match"] = self._match(db, r["id"], query.q.strip())
@@ -658,30 +1119,28 @@ class RunIndex:
 
     def iter_rows(self, query: Query) -> Iterator[dict[str, Any]]:
         """Every row matching ``query`` (its page ignored), in its order, read in batches."""
-        graders = self.info["graders"]
         where, params, _ = self._where(query)
         with self._connect() as db:
-            db.row_factory = sqlite3.Row
-            cursor = db.execute(f"SELECT {self._columns()} FROM traj t{where}{self._order(query)}", params)
+            cursor = db.execute(f"SELECT t.row FROM traj t{where}{self._order(query)}", params)
             while batch := cursor.fetchmany(500):
-                for r in batch:
-                    yield self._row(r, graders)
+                for (r,) in batch:
+                    yield orjson.loads(r)
 
     def trajectory(self, example_id: str, trial: int) -> tuple[Trajectory, list[Score], Example | None] | None:
         """One trajectory, its scores and its example (validated as toolgym records), or
-        ``None`` when the run has no such (example, trial)."""
+        ``None`` when the run has no such (example, trial) (or it is not indexed yet)."""
         with self._connect() as db:
             row = db.execute(
-                "SELECT r.trajectory, r.scores FROM traj t JOIN record r ON r.id = t.id WHERE t.example_id = ? AND t.trial = ?",
+                "SELECT r.trajectory FROM traj t JOIN record r ON r.id = t.id WHERE t.example_id = ? AND t.trial = ?",
                 (example_id, trial),
             ).fetchone()
             if row is None:
                 return None
+            scores = [Score.model_validate_json(raw) for (raw,) in db.execute(
+                "SELECT raw FROM score WHERE example_id = ? AND trial = ? ORDER BY id", (example_id, trial))]
             ex = db.execute("SELECT record FROM example WHERE id = ?", (example_id,)).fetchone()
-        traj = Trajectory.model_validate(_unpack(row[0]))
-        scores = [Score.model_validate(s) for s in _unpack(row[1])]
-        example = Example.model_validate(_unpack(ex[0])) if ex else None
-        return traj, scores, example
+        example = Example.model_validate(orjson.loads(ex[0])) if ex else None
+        return self._trajectory_of(row[0]), scores, example
 
     def outcomes(self, grader: str) -> dict[str, bool | None]:
         """Example id → whether every scored trial passed ``grader`` (``None``: unscored)."""
@@ -700,4 +1159,4 @@ class RunIndex:
         return out
 
 
-__all__ = ["Query", "QueryError", "RunDirError", "RunIndex", "build_index", "first_error", "summary_of"]
+__all__ = ["Query", "QueryError", "RunDirError", "RunIndex", "first_error", "summary_of"]

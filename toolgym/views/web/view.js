@@ -162,12 +162,31 @@ async function runsPage(id) {
         r.live ? el("span", { class: "badge live", text: "live" }) : null,
         r.error ? el("span", { class: "badge error", text: "unreadable" }) : null),
       el("div", { class: "settings" }, el("span", { text: r.directory }),
-        r.indexed ? el("span", { text: `${r.n_trajectories.toLocaleString()} trajectories` }) : el("span", { text: "indexing…" })),
+        r.indexing ? el("span", { class: "indexing", text: indexingText(r.indexing) })
+          : r.indexed ? el("span", { text: `${r.n_trajectories.toLocaleString()} trajectories` }) : el("span", { text: "indexing…" })),
       r.settings ? settingsLine(r.settings) : null,
       r.error ? el("p", { class: "error-box", text: r.error }) : null,
       r.problem ? el("p", { class: "settings", text: r.problem }) : null,
+      r.summary && r.indexing ? el("p", { class: "note summary-partial", text: `summary over the first ${r.n_trajectories.toLocaleString()} trajectories indexed (partial); the whole run's when the index is complete` }) : null,
       r.summary ? summaryTable(r.summary) : null))));
   watched = { run: null, version: runs.map((r) => `${r.name}:${r.version}`).join(",") };
+}
+
+// --- indexing --------------------------------------------------------------------------------
+
+// "indexing: 12,200 of 100,000 trajectories so far", from the `indexing` field of the API's answers.
+function indexingText(ix) {
+  const of = ix.total_lines ? ` of ${ix.total_lines.toLocaleString()}` : "";
+  const phase = ix.phase === "dataset" ? " (reading the dataset)" : ix.phase === "summary" ? " (summing up)" : "";
+  return `indexing: ${ix.rows.toLocaleString()}${of} trajectories so far${phase}`;
+}
+
+// The note on a page answered while the run is still being indexed; the poll keeps its numbers
+// current and redraws the page when the index is whole.
+function indexingNote(ix) {
+  if (!ix) return null;
+  return el("p", { id: "indexing", class: "note", role: "status" }, el("span", { id: "indexing-text", text: indexingText(ix) }),
+    " · rows, counts, sorts, filters and searches cover the trajectories indexed so far (partial); the page refreshes when the index is complete.");
 }
 
 // --- examples --------------------------------------------------------------------------------
@@ -256,7 +275,7 @@ async function examplesPage(id, run, params) {
     el("a", { id: "download-jsonl", href: download("jsonl"), download: `${run}.jsonl`, text: "JSONL" }));
   const focused = document.activeElement && document.activeElement.id === "q";
   show(el("h1", {}, run, " ", info.live ? el("span", { class: "badge live", text: "live" }) : null),
-    info.settings ? settingsLine(info.settings) : null, filterForm(run, info, params), pager, table);
+    indexingNote(data.indexing), info.settings ? settingsLine(info.settings) : null, filterForm(run, info, params), pager, table);
   if (focused) { const q = document.getElementById("q"); q.focus(); q.setSelectionRange(q.value.length, q.value.length); }
   watched = { run, version: info.version };
 }
@@ -409,7 +428,11 @@ async function poll() {
         : (data.runs.find((r) => r.name === watched.run) || {}).version;
       const live = data.runs.filter((r) => r.live).length;
       statusLine.textContent = live ? `${live} run${live === 1 ? "" : "s"} being written · updating live` : "";
+      const shown = watched.run === null ? null : data.runs.find((r) => r.name === watched.run);
+      const note = document.getElementById("indexing-text");
+      if (note && shown && shown.indexing) note.textContent = indexingText(shown.indexing);
       if (version !== undefined && version !== watched.version) await route();
+      else if (note && shown && !shown.indexing) await route(); // the index became whole
     }
   } catch (err) {
     statusLine.textContent = `server unreachable (${err.message})`;
