@@ -3,6 +3,7 @@ run, options silently ignored, a broken grader hidden in "unscored", grader sett
 recorded, confident intervals from repeated trials, outputs written over a run's own files,
 and ports or resample counts that crashed instead of being refused."""
 
+import gc
 import json
 import warnings
 from pathlib import Path
@@ -222,3 +223,23 @@ def test_compare_of_a_two_sided_measure_does_not_let_over_and_undershoots_cancel
     row = compare_runs(run([0.5, 1.5]), run([1.0, 1.25])).graders[0]
     assert (row.mean_a, row.mean_b) == (1.0, 1.125)
     assert row.better == "B"  # A's mean is exactly 1, but neither of its examples is
+
+
+def test_view_names_a_missing_folder_and_a_taken_port_without_leaking_the_socket(tmp_path, capsys):
+    import socket
+
+    assert main(["view", str(tmp_path / "nope"), "--no-browser"]) == 2
+    assert f"{tmp_path / 'nope'}: does not exist" in capsys.readouterr().err
+    (tmp_path / "runs").mkdir()
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen(1)
+    try:
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always", ResourceWarning)  # an unclosed socket would be one
+            status = main(["view", str(tmp_path / "runs"), "--no-browser", "--port", str(taken.getsockname()[1])])
+            gc.collect()
+    finally:
+        taken.close()
+    assert status == 2 and "error:" in capsys.readouterr().err
+    assert not [w for w in seen if issubclass(w.category, ResourceWarning)]

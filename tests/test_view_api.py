@@ -271,11 +271,17 @@ def test_bad_parameters_are_refused_with_the_parameter_named(server):
         ("/api/runs/custom/trajectories?min_duration=abc", "min_duration"),
         ("/api/runs/custom/trajectories?format=xml", "format"),
         ("/api/diff?a=oracle&b=scripted/tw-0-a/0", "a"),
+        ("/api/runs/custom/trajectories?status=bogus", "status: 'bogus' is not one of completed"),
+        ("/api/runs/custom/trajectories?first_error=bogus", "first_error: 'bogus' is not one of episode_error"),
     ]:
         status, _, body = get(server + path)
         assert status == 400 and word in json.loads(body)["error"], (path, body)
     assert get(server + "/api/runs/nope")[0] == 404
     assert get(server + "/api/runs/custom/trajectories/nope/0")[0] == 404
+    for path in ("/api/runs/custom/trajectories/tw-0-a/x", "/api/nothing"):  # no route: still JSON
+        status, headers, body = get(server + path)
+        assert status == 404 and headers["content-type"].startswith("application/json") and "error" in json.loads(body)
+    assert api(server, "/api/runs/custom/trajectories", first_error="none,missing", status="completed,error")["total"] >= 0
 
 
 def test_csv_download_neutralises_formulas_and_matches_the_filter(server, runs):

@@ -24,11 +24,13 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 from urllib.parse import quote
 
 import orjson
 
+from toolgym.graders.alignment import ErrorType
+from toolgym.records import Status
 from toolgym.runio import LOCK_FILE, RUN_FILE, RunDirError
 from toolgym.views.web.diff import align_steps, milestone_keys
 from toolgym.views.web.index import REQUESTS, Query, QueryError, RunIndex, default_cache_dir
@@ -90,6 +92,8 @@ def find_run_dirs(roots: Iterable[Path]) -> list[Path]:
     found: dict[Path, None] = {}
     for root in roots:
         root = Path(root)
+        if not root.exists():
+            raise RunDirError(f"{root}: does not exist")
         if not root.is_dir():
             raise RunDirError(f"{root}: not a directory")
         stack = [(root.resolve(), 0)]
@@ -218,6 +222,14 @@ def neutralise(value: Any) -> Any:
     return value
 
 
+STATUSES = get_args(Status)
+"""The trajectory statuses a ``status`` filter may name."""
+
+FIRST_ERROR_TYPES = ("episode_error", *get_args(ErrorType), "step_limit", "none")
+"""What a ``first_error`` filter may name (:func:`toolgym.views.rundata.first_error`; ``none``:
+rows without one)."""
+
+
 def _query_of(params: Any) -> Query:
     def number(name: str, kind: type) -> Any:
         raw = params.get(name)
@@ -231,17 +243,21 @@ def _query_of(params: Any) -> Query:
             raise QueryError(f"{name}: {raw!r} is not a finite number")
         return value
 
-    def listed(name: str) -> tuple[str, ...]:
-        return tuple(v for raw in params.getlist(name) for v in raw.split(",") if v)
+    def listed(name: str, known: tuple[str, ...] | None = None) -> tuple[str, ...]:
+        values = tuple(v for raw in params.getlist(name) for v in raw.split(",") if v)
+        unknown = [v for v in values if known is not None and v not in known]
+        if unknown:
+            raise QueryError(f"{name}: {unknown[0]!r} is not one of {', '.join(known or ())}")
+        return values
 
     metadata = tuple((k[len("meta."):], v) for k, v in params.multi_items() if k.startswith("meta.") and v != "")
     page, per_page = number("page", int), number("per_page", int)
     return Query(
         q=params.get("q", ""),
-        status=listed("status"),
+        status=listed("status", STATUSES),
         grader=params.get("grader") or None,
         passed=params.get("passed") or None,
-        first_error=listed("first_error"),
+        first_error=listed("first_error", FIRST_ERROR_TYPES),
         metadata=metadata,
         min_duration=number("min_duration", float),
         max_duration=number("max_duration", float),
@@ -567,6 +583,7 @@ def create_app(roots: Sequence[Path], settings: ViewSettings) -> Any:
         Route("/api/runs/{run}/files/{name}", api_files),
         Route("/api/diff", api_diff),
         Route("/api/compare", api_compare),
+        Route("/api/{rest:path}", lambda request: _error(404, f"no API path {request.url.path!r} (docs/view.md)")),
     ]
     hosts = [*LOOPBACK_HOSTS, "[::1]"]
     if settings.host not in hosts:
@@ -669,7 +686,11 @@ def serve(roots: Sequence[Path], settings: ViewSettings, open_browser: bool = Tr
     family = socket.AF_INET6 if ":" in settings.host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((settings.host, settings.port))
+    try:
+        sock.bind((settings.host, settings.port))
+    except OSError:
+        sock.close()  # the address is taken: nothing is left open behind the error
+        raise
     sock.listen(128)  # connections made as soon as the address is printed wait for the server
     port = sock.getsockname()[1]
     shown = f"[{settings.host}]" if ":" in settings.host else settings.host
