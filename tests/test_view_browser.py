@@ -103,6 +103,8 @@ def wait(pg, hash_: str | None = None) -> None:
 
 
 def shot(pg, name: str) -> None:
+    status = pg.inner_text("#status-line")
+    assert "unreachable" not in status, status  # the page's poll failed (a script error, or the server)
     if SCREENSHOTS is not None:
         pg.screenshot(path=f"{SCREENSHOTS}/view-{name}.png")
 
