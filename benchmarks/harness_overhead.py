@@ -8,6 +8,7 @@ Prints a Markdown table for BENCHMARKS.md.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import string
 import sys
 import time
@@ -95,6 +96,36 @@ def main() -> None:
         agent = min(agent_episode(n) for _ in range(args.repeats))
         bare = min(bare_episode(n) for _ in range(args.repeats))
         print(f"| {n} | {agent * 1e3:.1f} | {bare * 1e3:.2f} | {(agent - bare) / n * 1e3:.3f} | {agent / bare:.0f}× |")
+    signal_cost(args.repeats)
+
+
+def signal_cost(repeats: int) -> None:
+    """What ``asyncio.run`` costs when its coroutine returns a 200-step trajectory: Python 3.11
+    formats the finished main task, result included, while restoring the SIGINT handler, so
+    ``Agent.run`` hands the trajectory back in a box with a constant repr."""
+    from toolgym.agents import _boxed
+
+    text = text_of(200)
+    env = get_environment("typewriter_26")()
+    example = Example(id="b", input=text)
+    env.reset(example)
+    traj = get_agent("tool_calling")(model=InstantModel(text=text), max_steps=205).run(env, example)
+
+    async def give():
+        return traj
+
+    def best(call) -> float:
+        times = []
+        for _ in range(max(repeats, 5)):
+            start = time.perf_counter()
+            call()
+            times.append(time.perf_counter() - start)
+        return min(times)
+
+    plain = best(lambda: asyncio.run(give()))
+    boxed = best(lambda: asyncio.run(_boxed(give())).value)
+    print(f"\nasyncio.run returning the 200-step trajectory itself: {plain * 1e3:.2f} ms; in Agent.run's box: "
+          f"{boxed * 1e3:.2f} ms (best of {max(repeats, 5)})")
 
 
 if __name__ == "__main__":
