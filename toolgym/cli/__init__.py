@@ -7,7 +7,9 @@ import argparse
 import math
 import sys
 import warnings
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 
@@ -330,37 +332,30 @@ def max_errors_arg(text: str) -> str:
     return text
 
 
-def positive_int(text: str) -> int:
-    """argparse type: an integer of at least 1."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
-    return value
+def _number(kind: type, fits: Callable[[Any], bool], expected: str) -> Callable[[str], Any]:
+    """An argparse type: ``text`` read as ``kind``, refused (naming what was expected and what
+    was given) unless ``fits`` holds."""
+
+    def read(text: str) -> Any:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}") from None
+        if not fits(value):
+            raise argparse.ArgumentTypeError(f"expected {expected}, got {text}")
+        return value
+
+    return read
 
 
-def temperature(text: str) -> float:
-    """argparse type: a sampling temperature, a finite number of at least 0."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number of at least 0, got {text!r}") from None
-    if not math.isfinite(value) or value < 0:
-        raise argparse.ArgumentTypeError(f"expected a finite number of at least 0, got {text}")
-    return value
+positive_int = _number(int, lambda v: v >= 1, "a positive integer")
+"""argparse type: an integer of at least 1."""
 
+temperature = _number(float, lambda v: math.isfinite(v) and v >= 0, "a finite number of at least 0")
+"""argparse type: a sampling temperature, a finite number of at least 0."""
 
-def port_number(text: str) -> int:
-    """argparse type: a TCP port, 0 (any free port) to 65535."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a port number (0 to 65535), got {text!r}") from None
-    if not 0 <= value <= 65535:
-        raise argparse.ArgumentTypeError(f"expected a port number (0 to 65535), got {value}")
-    return value
+port_number = _number(int, lambda v: 0 <= v <= 65535, "a port number (0 to 65535)")
+"""argparse type: a TCP port, 0 (any free port) to 65535."""
 
 
 def build_parser() -> argparse.ArgumentParser:
