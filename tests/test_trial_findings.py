@@ -243,3 +243,16 @@ def test_view_names_a_missing_folder_and_a_taken_port_without_leaking_the_socket
         taken.close()
     assert status == 2 and "error:" in capsys.readouterr().err
     assert not [w for w in seen if issubclass(w.category, ResourceWarning)]
+
+
+def test_scores_without_their_trajectory_are_left_out_of_the_views(tmp_path):
+    out = tmp_path / "run"
+    _run(out, "--limit", "4", env="typewriter_1")
+    lines = (out / "trajectories.jsonl").read_bytes().splitlines(keepends=True)
+    (out / "trajectories.jsonl").write_bytes(b"".join(lines[:-1]) + lines[-1][:20])  # a torn last line
+    with pytest.warns(UserWarning) as seen:
+        run = load_run(out)
+    messages = [str(w.message) for w in seen]
+    assert any("dropped a torn last line" in m for m in messages)
+    assert any("score(s) have no trajectory in trajectories.jsonl" in m for m in messages)
+    assert len(run.trajectories) == 3 and {s.example_id for s in run.scores} == {t.example_id for t in run.trajectories}

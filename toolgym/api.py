@@ -173,7 +173,9 @@ def load_run(directory: str | Path, dataset: str | Path | None = None, with_exam
 
     The dataset recorded in ``run.json`` is read too (expected calls, example inputs); when it
     cannot be read (moved, or its environment no longer installed), ``examples`` is ``None``,
-    ``problem`` says why and a warning is issued; the views go on without it.
+    ``problem`` says why and a warning is issued; the views go on without it. Scores whose
+    trajectory is not in ``trajectories.jsonl`` (its line torn off by a killed run) are left
+    out, with a warning.
 
     Args:
         directory: The run directory.
@@ -188,6 +190,14 @@ def load_run(directory: str | Path, dataset: str | Path | None = None, with_exam
     record = read_run(directory)
     trajectories = read_trajectories(directory, record=record)
     scores = read_scores(directory)
+    keys = {t.key for t in trajectories}
+    orphans = [s for s in scores if (s.example_id, s.trial) not in keys]
+    if orphans:  # their trajectory line was torn off or removed: no view counts a score it cannot show
+        first = orphans[0]
+        warnings.warn(f"{directory}: {len(orphans)} score(s) have no trajectory in trajectories.jsonl (first: example "
+                      f"{first.example_id!r} trial {first.trial}); left out (grade the run again to rewrite them)",
+                      stacklevel=2)
+        scores = [s for s in scores if (s.example_id, s.trial) in keys]
     result = Run(directory, record, trajectories, scores)
     if not with_examples:
         return result
