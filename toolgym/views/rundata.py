@@ -15,12 +15,13 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 from pydantic import BaseModel
 
 from toolgym.api import load_run
 from toolgym.benchmark import ReportTable
+from toolgym.graders.alignment import ErrorType
 from toolgym.records import BINARY, Example, Measure, Score, ToolCallSpec, ToolStep, Trajectory
 from toolgym.runio import Run, RunDirError, RunRecord
 from toolgym.stats import is_binary
@@ -216,6 +217,11 @@ def n_expected_steps(example: Example | None, scores: Sequence[Score]) -> int | 
 
 def _finite(value: float | None) -> float | None:
     return None if value is None or (isinstance(value, float) and math.isnan(value)) else value
+
+
+FIRST_ERROR_TYPES = ("episode_error", *get_args(ErrorType), "step_limit")
+"""Every ``type`` :func:`first_error` can give: an episode error, the stepwise grader's error
+types (which include those of a departure from the expected calls), the step limit."""
 
 
 def first_error(traj: Trajectory, scores: Sequence[Score], example: Example | None) -> dict[str, Any] | None:

@@ -29,9 +29,9 @@ from urllib.parse import quote
 
 import orjson
 
-from toolgym.graders.alignment import ErrorType
 from toolgym.records import Status
 from toolgym.runio import LOCK_FILE, RUN_FILE, RunDirError
+from toolgym.views.rundata import FIRST_ERROR_TYPES
 from toolgym.views.web.diff import align_steps, milestone_keys
 from toolgym.views.web.index import REQUESTS, Query, QueryError, RunIndex, default_cache_dir
 
@@ -225,9 +225,9 @@ def neutralise(value: Any) -> Any:
 STATUSES = get_args(Status)
 """The trajectory statuses a ``status`` filter may name."""
 
-FIRST_ERROR_TYPES = ("episode_error", *get_args(ErrorType), "step_limit", "none")
-"""What a ``first_error`` filter may name (:func:`toolgym.views.rundata.first_error`; ``none``:
-rows without one)."""
+FIRST_ERRORS = (*FIRST_ERROR_TYPES, "none")
+"""What a ``first_error`` filter may name (:data:`toolgym.views.rundata.FIRST_ERROR_TYPES`;
+``none``: rows without one)."""
 
 
 def _query_of(params: Any) -> Query:
@@ -257,7 +257,7 @@ def _query_of(params: Any) -> Query:
         status=listed("status", STATUSES),
         grader=params.get("grader") or None,
         passed=params.get("passed") or None,
-        first_error=listed("first_error", FIRST_ERROR_TYPES),
+        first_error=listed("first_error", FIRST_ERRORS),
         metadata=metadata,
         min_duration=number("min_duration", float),
         max_duration=number("max_duration", float),
