@@ -139,3 +139,21 @@ def test_a_none_default_field_holding_an_empty_list_is_kept():
     line = record_line(step)
     assert line == b'{"kind":"model","reasoning_tokens":0,"tokens":{"prompt_ids":[]}}\n'
     assert ModelStep.model_validate_json(line) == step
+
+
+@pytest.mark.parametrize("final_state", [
+    {"result_file": {"file": "/data/result_m.jsonl", "line": 7}},  # its origin only: left out
+    {"result_file": {"file": "/data/result_m.jsonl", "line": 8}},  # another line: kept
+    {"result_file": {"file": "/data/result_m.jsonl", "line": 7}, "paper": "x"},  # a state beside it: kept
+    {"result_file": {"file": "/data/result_m.jsonl", "line": 7, "result": "[]"}},  # more than the origin: kept
+    {"result_file": "/data/result_m.jsonl"},
+    {},
+])
+def test_an_imported_trajectory_leaves_out_its_origin_only(final_state):
+    traj = Trajectory(example_id="t", env="jmultiwoz_tc", agent="imported", status="completed", source_line=7,
+                      steps=[ModelStep(text='{"data_id": "t"}')], final_state=final_state)
+    line = record_line(traj)
+    assert line == _lean(traj)  # the fast path and pydantic's agree
+    assert (b'"final_state"' in line) == (final_state != {"result_file": {"file": "/data/result_m.jsonl", "line": 7}}
+                                         and final_state != {})
+    assert b'"text"' not in line  # the line is the result file's

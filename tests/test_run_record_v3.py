@@ -53,7 +53,7 @@ def test_a_version_2_directory_loads_as_it_was_written(v2):
     run_dir = v2 / "typewriter_scripted"
     assert json.loads((run_dir / "run.json").read_text())["schema_version"] == 2
     run = toolgym.load_run(run_dir)
-    assert run.record.schema_version == RUN_SCHEMA_VERSION == 3
+    assert run.record.schema_version == RUN_SCHEMA_VERSION == 4
     stored = [Trajectory.model_validate(d) for d in _lines(run_dir / "trajectories.jsonl")]
     assert run.trajectories == stored and len(stored) == 7
     assert run.scores == [Score.model_validate(d) for d in _lines(run_dir / "scores.jsonl")]
@@ -84,7 +84,7 @@ def test_an_imported_version_2_directory_is_graded_again_to_the_same_rows(v2, ca
     failed = _show(capsys, str(run_dir), "--failed")
     assert main(["grade", str(run_dir)]) == 0
     assert (run_dir / "score_fixture.json").read_text(encoding="utf-8") == before
-    assert read_run(run_dir).schema_version == 3
+    assert read_run(run_dir).schema_version == 4
     assert _show(capsys, str(run_dir), "--failed") == failed
     # scores are lean now: a pass keeps the decision class and no copy of the gold or the calls
     scores = _lines(run_dir / "scores.jsonl")
@@ -109,9 +109,19 @@ def test_an_import_references_its_result_file_and_reads_its_lines_back(v2, tmp_p
     stored = _lines(out / "trajectories.jsonl")
     assert all("text" not in d["steps"][0] for d in stored)
     assert [d["source_line"] for d in stored] == [1, 2, 3, 4, 5, 6, 7, 8, 9]
+    assert all("final_state" not in d for d in stored)  # the origin: run.json's file, source_line
     file_lines = result.read_text(encoding="utf-8").splitlines()
     run = toolgym.load_run(out)
     assert [t.model_steps[0].text for t in run.trajectories] == file_lines
+    origin = [{"result_file": {"file": str(result.resolve()), "line": n}} for n in range(1, 10)]
+    assert [t.final_state for t in run.trajectories] == origin
+    # as version 3 wrote it (the origin on every line): read the same
+    v3 = tmp_path / "as_v3"
+    shutil.copytree(out, v3)
+    (v3 / "trajectories.jsonl").write_text("".join(
+        json.dumps({**d, "final_state": o}, ensure_ascii=False) + "\n" for d, o in zip(stored, origin, strict=True)),
+        encoding="utf-8")
+    assert toolgym.load_run(v3).trajectories == run.trajectories
     shown = _show(capsys, str(out), "--failed")
     assert file_lines[1] in shown
     # the v2 import of the same file (lines copied into the record) shows the same turns
@@ -122,6 +132,7 @@ def test_an_import_references_its_result_file_and_reads_its_lines_back(v2, tmp_p
     with pytest.warns(UserWarning, match="has changed since the import"):
         moved = toolgym.load_run(out)
     assert [t.model_steps[0].text for t in moved.trajectories] == [""] * 9
+    assert [t.final_state for t in moved.trajectories] == origin  # named by run.json all the same
     assert [c.name for t in moved.trajectories for c in t.model_steps[0].tool_calls] == [
         c.name for t in run.trajectories for c in t.model_steps[0].tool_calls]
     result.unlink()

@@ -262,7 +262,25 @@ def _fields(obj: Any) -> dict[str, Any]:
             step.pop("text", None)
             steps[at] = step
             lean["steps"] = steps
+        if _is_origin(obj):
+            del lean["final_state"]
     return lean
+
+
+ORIGIN = "result_file"
+"""The ``final_state`` key of an imported trajectory's origin, ``{"file": path, "line": N}``."""
+
+
+def _is_origin(trajectory: Trajectory) -> bool:
+    """Whether an imported trajectory's ``final_state`` is only its origin, ``{"result_file":
+    {"file": path, "line": source_line}}``: the record leaves it out, since ``run.json`` names
+    the file and ``source_line`` the line (:func:`restore_line` puts it back)."""
+    state = trajectory.final_state
+    if len(state) != 1:
+        return False
+    origin = state.get(ORIGIN)
+    return (type(origin) is dict and len(origin) == 2 and type(origin.get("file")) is str
+            and origin.get("line") == trajectory.source_line)
 
 
 def _line_step(trajectory: Trajectory) -> int | None:
@@ -300,6 +318,8 @@ def omitted_defaults(record: BaseModel) -> dict[str, Any]:
                 step = steps.setdefault(at, {})
                 if step is not True:
                     step["text"] = True
+        if _is_origin(record):
+            exclude["final_state"] = True
     return exclude
 
 
@@ -338,9 +358,13 @@ def write_jsonl_atomic(path: Path, records: list[BaseModel]) -> None:
         fh.writelines(map(record_line, records))
 
 
-RUN_SCHEMA_VERSION = 3
+RUN_SCHEMA_VERSION = 4
 """The ``schema_version`` of the run directories this toolgym writes (recorded in ``run.json``).
 
+* 4: as 3, and an imported trajectory whose ``final_state`` is only its origin (``{"result_file":
+  {"file", "line"}}``, the file ``run.json`` references and the line ``source_line`` names)
+  leaves it out; readers put it back (:func:`restore_line`). A toolgym reading version 3
+  would take such a trajectory for one played by an agent, so it refuses version 4.
 * 3: record lines (trajectories, scores, examples) omit every field holding its declared
   default (:func:`record_line`), an imported result file is referenced (``result_file``) and
   its trajectories name their line (``source_line``) instead of copying it, and graders leave
@@ -502,7 +526,7 @@ def read_run(directory: Path) -> RunRecord:
             f"{path}: written with run.json schema_version {version} by a newer toolgym; this one "
             f"reads versions 1 to {RUN_SCHEMA_VERSION} (upgrade toolgym to read it)"
         )
-    if version < RUN_SCHEMA_VERSION:  # 1: without the extension and measure records; 2: the same fields
+    if version < RUN_SCHEMA_VERSION:  # 1: without the extension and measure records; 2, 3: the same fields
         data = {**data, "schema_version": RUN_SCHEMA_VERSION}
     try:
         return RunRecord.model_validate(data)
@@ -562,15 +586,16 @@ def result_lines(ref: ResultFileRef) -> list[str] | str:
 
 
 def restore_lines(trajectories: list[Trajectory], ref: ResultFileRef | None, directory: Path) -> str | None:
-    """Put the imported lines back into the trajectories that name one (``source_line``):
-    the text of the first model step, when it is empty. Returns ``None``, or why the lines
-    could not be read (also issued as a warning that names the run directory)."""
+    """Put back what the record of an imported trajectory (``source_line``) leaves out: its
+    origin (``final_state``) and its line (the text of its first model step, read from the
+    result file). Returns ``None``, or why the lines could not be read (also issued as a
+    warning that names the run directory; the origins are put back all the same)."""
     lines = result_lines(ref) if ref is not None else "run.json references no result file"
+    for traj in trajectories:
+        restore_line(traj, lines, ref)
     if isinstance(lines, str):
         warnings.warn(f"{directory}: {lines}; imported lines are not shown (their parsed calls are)", stacklevel=3)
         return lines
-    for traj in trajectories:
-        restore_line(traj, lines)
     return None
 
 
@@ -660,14 +685,19 @@ def score_fields(path: Path, lineno: int, raw: bytes) -> dict[str, Any]:
     return out
 
 
-def restore_line(trajectory: Trajectory, lines: list[str]) -> None:
-    """Put an imported trajectory's line back (``source_line``; ``lines`` as
-    :func:`result_lines` gives them): the text of its first model step, when empty."""
+def restore_line(trajectory: Trajectory, lines: list[str] | str | None, ref: ResultFileRef | None) -> None:
+    """Put back what an imported trajectory's record leaves out (:func:`record_line`): its
+    origin, ``final_state`` ``{"result_file": {"file": ref.path, "line": source_line}}``, when
+    ``final_state`` is empty and ``ref`` given; and its line, the text of its first model step,
+    when that is empty and ``lines`` (as :func:`result_lines` gives them) is a list. A
+    trajectory without ``source_line`` is left as it is."""
     number = trajectory.source_line
     if number is None:
         return
+    if ref is not None and not trajectory.final_state:
+        trajectory.final_state = {ORIGIN: {"file": ref.path, "line": number}}
     at = _line_step(trajectory)
-    if at is not None and not trajectory.steps[at].text and 0 < number <= len(lines):
+    if isinstance(lines, list) and at is not None and not trajectory.steps[at].text and 0 < number <= len(lines):
         trajectory.steps[at].text = lines[number - 1]
 
 

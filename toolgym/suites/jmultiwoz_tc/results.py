@@ -244,9 +244,13 @@ def _state(trajectory: Trajectory, line: ResultRecord | None = None) -> _TurnSta
 def _read_line(trajectory: Trajectory) -> ResultRecord | None:
     origin = trajectory.final_state.get(ORIGIN)
     steps = trajectory.model_steps
-    if not isinstance(origin, dict) or not steps:
+    if isinstance(origin, dict):
+        number = int(origin.get("line") or 0)
+    elif trajectory.source_line is not None:  # its origin left to run.json (read without it)
+        number = trajectory.source_line
+    else:
         return None
-    return parse_result_line(steps[0].text, int(origin.get("line") or 0))
+    return parse_result_line(steps[0].text, number) if steps else None
 
 
 def imported_line(trajectory: Trajectory) -> ResultRecord | None:

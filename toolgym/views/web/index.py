@@ -56,6 +56,7 @@ from toolgym.runio import (
     RUN_FILE,
     SCORES_FILE,
     TRAJECTORIES_FILE,
+    ResultFileRef,
     Run,
     RunDirError,
     RunRecord,
@@ -514,8 +515,7 @@ class _Builder:
             traj = parse_line(path, lineno, raw, Trajectory)
             if traj.source_line is not None:
                 lines = self._result_lines() if lines is None else lines
-                if isinstance(lines, list):
-                    restore_line(traj, lines)
+                restore_line(traj, lines, self.record.result_file)
             key = traj.key
             tid = self.keys.get(key) or seen.get(key)
             if tid is None:
@@ -644,6 +644,7 @@ class RunIndex:
     _thread: threading.Thread | None = field(default=None, repr=False)
     _first: threading.Event = field(default_factory=threading.Event, repr=False)
     _lines: list[str] | str | None = field(default=None, repr=False)
+    _ref: tuple[ResultFileRef | None] | None = field(default=None, repr=False)  # run.json's, once read
     _seen: tuple[Any, ...] | None = field(default=None, repr=False)
     version: int = 0
     """Changes when the rows or the run's info change (first batch, each rebuild, each growth)."""
@@ -831,7 +832,7 @@ class RunIndex:
                 db.close()
                 os.replace(new, self.path)
                 db = builder.db = _writer(self.path)
-                self._lines = None
+                self._lines = self._ref = None
                 builder.p["examples_pending"] = builder.examples is None and builder.problem is None
                 builder.commit()
             if (fresh or self._info is None) and not in_child:
@@ -949,13 +950,13 @@ class RunIndex:
     def _trajectory_of(self, raw: bytes, lines: list[str] | str | None = None) -> Trajectory:
         traj = Trajectory.model_validate_json(raw)
         if traj.source_line is not None:
+            if self._ref is None:
+                self._ref = (read_run(self.directory).result_file,)
             if lines is None:
                 if self._lines is None:
-                    ref = read_run(self.directory).result_file
-                    self._lines = result_lines(ref) if ref is not None else "no result file"
+                    self._lines = result_lines(self._ref[0]) if self._ref[0] is not None else "no result file"
                 lines = self._lines
-            if isinstance(lines, list):
-                restore_line(traj, lines)
+            restore_line(traj, lines, self._ref[0])
         return traj
 
     def check(self, query: Query) -> None:
