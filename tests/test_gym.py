@@ -201,6 +201,22 @@ def test_reward_by_grader_name_or_callable():
         make("typewriter_1", reward=3)
 
 
+def test_a_reward_grader_that_does_not_apply_says_so_once_and_the_reward_is_zero():
+    env = make("typewriter_1", reward="trajectory_match").unwrapped  # its examples have no milestones
+    first, second = env.examples[:2]
+    env.reset(options={"example_id": first.id})
+    with pytest.warns(UserWarning, match="reward grader trajectory_match gave no value for example 'tw-"):
+        total, _, info = replay(env, first)
+    assert total == 0.0 and info["reward_scored"] is False and info["scores"]["trajectory_match"] is None
+    env.reset(options={"example_id": second.id})
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # once per grader
+        assert replay(env, second)[2]["reward_scored"] is False
+    env = make("typewriter_1", reward="steps_exact").unwrapped
+    env.reset(options={"example_id": first.id})
+    assert replay(env, first)[2]["reward_scored"] is True
+
+
 def test_async_twins():
     env = make("multiverse_math", reward="stepwise").unwrapped
     example = env.examples[0]

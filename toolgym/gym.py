@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import warnings
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
@@ -288,6 +289,7 @@ class ToolgymEnv(gymnasium.Env):
         self.graders = [g for g, _ in made]
         self.primary = self.graders[0] if self.graders else None
         self.reward_mode, self._reward_grader, self._reward_fn = self._reward(reward, made)
+        self._unscored_warned: set[str] = set()
         if isinstance(parser, str):
             if parser not in PARSERS:
                 raise ValueError(f"unknown parser {parser!r}; known: {', '.join(PARSERS)} (or give a callable)")
@@ -457,7 +459,11 @@ class ToolgymEnv(gymnasium.Env):
         Returns:
             ``(observation, reward, terminated, truncated, info)``; ``info`` has
             ``example_id``, ``turn``, ``status`` and, at the end, ``scores`` (each grader's
-            value, ``None`` when it does not apply), ``final_answer`` and ``error``.
+            value, ``None`` when it does not apply), ``final_answer``, ``error`` and
+            ``reward_scored``: ``False`` when the reward grader gave no value (it does not
+            apply to the example, say ``trajectory_match`` without milestones, or it could
+            not score the episode); the final reward is then 0.0, and a warning says so once
+            per grader.
 
         Raises:
             RuntimeError: when no episode is running (call :meth:`reset`).
@@ -553,16 +559,24 @@ class ToolgymEnv(gymnasium.Env):
             graders.append(self._reward_grader)
         scores = grade_trajectories({example.id: example}, [trajectory], graders)
         by_name = {s.grader: s.value for s in scores}
+        scored = True
         if self._reward_fn is not None:
             final = float(self._reward_fn(example, trajectory)) if trajectory.status != "error" else 0.0
         else:
             value = by_name.get(grader_name(self._reward_grader)) if self._reward_grader is not None else None
             final = float(value) if value is not None else 0.0
+            scored = value is not None or trajectory.status == "error"
+            if not scored and grader_name(self._reward_grader) not in self._unscored_warned:
+                self._unscored_warned.add(grader_name(self._reward_grader))
+                warnings.warn(
+                    f"reward grader {grader_name(self._reward_grader)} gave no value for example {example.id!r} "
+                    f"(it does not apply to it, or it could not score the episode): its final reward is 0.0 and "
+                    "info['reward_scored'] is False (warned once per grader)", stacklevel=3)
         self._trajectory = trajectory
         self._scores = scores
         info.update(
             status=trajectory.status, final_answer=trajectory.final_answer, error=trajectory.error,
-            scores={grader_name(g): by_name.get(grader_name(g)) for g in graders},
+            scores={grader_name(g): by_name.get(grader_name(g)) for g in graders}, reward_scored=scored,
         )
         if self.out is not None:
             with JsonlAppender(self.out / TRAJECTORIES_FILE) as writer:
