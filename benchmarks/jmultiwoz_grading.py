@@ -13,8 +13,8 @@ each, in fresh processes:
 
 and reports the minimum and median wall time, CPU time and peak resident memory (each
 command's own ``ru_maxrss``, from ``wait4``), whether the five rows are equal, the size of each
-file of toolgym's run directory, and the in-process time of import, grading and export
-without interpreter start-up.
+file of toolgym's run directory, the in-process time of import, grading and export
+without interpreter start-up, and the time merely to decode the lines of the three files.
 
 Usage: python benchmarks/jmultiwoz_grading.py [--dataset PATH] [--published PATH] [--repeat 5]
 """
@@ -94,6 +94,79 @@ def timed(command: list[str], cwd: Path, stdout: Path | None = None) -> tuple[fl
     return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024
 
 
+def reading_floor(dataset: str, result: Path) -> float:
+    """Seconds to decode every line of the two data files and the result file with msgspec,
+    building nothing: a floor under any grader that reads them (toolgym's or the published
+    script's, which decodes them with the json module)."""
+    import msgspec
+
+    decode = msgspec.json.decode
+    start = time.perf_counter()
+    with zipfile.ZipFile(dataset) as archive:
+        for name in ("jmultiwoz_tc_input.json", "jmultiwoz_tc_ground.json"):
+            with archive.open(name) as fh:
+                for line in fh:
+                    if line.strip():
+                        decode(line)
+    with open(result, "rb") as fh:
+        for line in fh:
+            if line.strip():
+                decode(line)
+    return time.perf_counter() - start
+
+
+def phases(dataset: str, result: Path, out: Path) -> dict[str, float]:
+    """Seconds of each pass of ``grade --result`` done one after the other in this process
+    (the passes of :func:`toolgym.runner.import_results`, without ``run.json``)."""
+    import gc
+
+    from toolgym.runio import Run, RunRecord, write_jsonl_atomic
+    from toolgym.runner import (
+        export,
+        grade_trajectories,
+        grader_name,
+        load_examples,
+        make_graders,
+        resolve_benchmark,
+    )
+    from toolgym.stats import summarize
+
+    benchmark, _ = resolve_benchmark("jmultiwoz_tc")
+    made = [g for g, _ in make_graders(benchmark, None, {})]
+    out.mkdir(parents=True, exist_ok=True)
+    times: dict[str, float] = {}
+    gc.collect()
+    gc.disable()  # as import_results grades (runner._grading_gc)
+    try:
+        start = time.perf_counter()
+        examples = load_examples(Path(dataset), benchmark, {})
+        times["read the dataset"] = time.perf_counter() - start
+        start = time.perf_counter()
+        trajectories = benchmark.importer(result, examples)
+        times["read the result file into trajectories"] = time.perf_counter() - start
+        start = time.perf_counter()
+        write_jsonl_atomic(out / "trajectories.jsonl", trajectories)
+        times["write trajectories.jsonl"] = time.perf_counter() - start
+        by_id = {ex.id: ex for ex in examples}
+        start = time.perf_counter()
+        scores = grade_trajectories(by_id, trajectories, made)
+        times["grade (three scores a turn)"] = time.perf_counter() - start
+        start = time.perf_counter()
+        write_jsonl_atomic(out / "scores.jsonl", scores)
+        times["write scores.jsonl"] = time.perf_counter() - start
+        record = RunRecord(env=benchmark.name, agent={"agent": "imported", "result_file": str(result.resolve())},
+                           model=trajectories[0].model, graders=[grader_name(g) for g in made])
+        start = time.perf_counter()
+        export(benchmark, Run(out, record, trajectories, scores, by_id))
+        times["published exports"] = time.perf_counter() - start
+        start = time.perf_counter()
+        summarize(benchmark.name, trajectories, scores, record.graders)
+        times["summary (means, standard errors)"] = time.perf_counter() - start
+    finally:
+        gc.enable()
+    return times
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--dataset", default=str(DEFAULT))
@@ -144,11 +217,15 @@ def main() -> int:
         import_results("jmultiwoz_tc", result, args.dataset, tmp / "inproc")
         inproc = time.perf_counter() - start
         tables = SUITE.benchmarks[0].report(load_run(tmp / "inproc"))
+        floor = reading_floor(args.dataset, result)
+        passes = phases(args.dataset, result, tmp / "phases")
     for row in ours:
         print("  ", row)
     print("the five rows equal the published script's:", same)
     print("lenient columns:", json.dumps(tables[1].rows[0], ensure_ascii=False))
     print(f"in-process import, grading and export: {inproc:.2f} s wall")
+    print(f"reading floor (the three files' lines decoded by msgspec, nothing built): {floor:.2f} s wall")
+    print("in-process passes, one after the other:", "; ".join(f"{k} {v:.2f} s" for k, v in passes.items()))
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
     print(f"\nfresh processes, {args.repeat} interleaved runs each, load average now {load}\n")
     print("| command | wall min (s) | wall median (s) | CPU min (s) | peak RSS (MB) |")

@@ -3,12 +3,11 @@ target, under 16 MB for the 31,303-turn JMultiWOZ-TC import).
 
 Reads a run directory as written, re-encodes its record lines as the run writes them
 (compact JSON, one line each, by orjson) and reports the size of the directory under each
-combination of five candidate changes, none of which toolgym makes today:
+combination of four candidate changes, none of which toolgym makes (run directory version 4
+already leaves out an imported trajectory's origin, which a version-3 directory holds):
 
 * ``T1`` run constants: a trajectory line leaves out ``env``, ``agent`` and ``model`` when
   they equal ``run.json``'s (a reader would fill them back from it);
-* ``T2`` imported origin: an imported trajectory leaves out ``final_state`` when it is
-  ``{"result_file": {"file": <run.json's result file>, "line": <source_line>}}``;
 * ``S1`` one score line per trajectory: ``{"example_id", "trial", "scores": {grader: rest}}``
   instead of one line per score;
 * ``S2`` passing scores without an explanation (a score that passes by its grader's measure
@@ -39,28 +38,22 @@ import orjson
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 TARGET = 16_000_000
-CHANGES = ("T1", "T2", "S1", "S2", "E1")
+CHANGES = ("T1", "S1", "S2", "E1")
 
 
 def _line(obj: dict) -> int:
     return len(orjson.dumps(obj)) + 1
 
 
-def _trajectory_size(lines: list[dict], run: dict, t1: bool, t2: bool) -> int:
+def _trajectory_size(lines: list[dict], run: dict, t1: bool) -> int:
     agent = (run.get("agent") or {}).get("agent")
-    source = (run.get("result_file") or {}).get("path")
     total = 0
     for line in lines:
-        if t1 or t2:
-            line = dict(line)
         if t1:
+            line = dict(line)
             for key, value in (("env", run.get("env")), ("agent", agent), ("model", run.get("model"))):
                 if key in line and line[key] == value:
                     del line[key]
-        if t2 and line.get("source_line") is not None and source is not None and line.get("final_state") == {
-            "result_file": {"file": source, "line": line["source_line"]}
-        }:
-            del line["final_state"]
         total += _line(line)
     return total
 
@@ -82,7 +75,7 @@ def layouts(directory: Path) -> tuple[dict[str, int], list[tuple[tuple[str, ...]
 
     Returns:
         tuple: ``{file: bytes as written}``, and ``[(changes, bytes of the directory)]`` for
-        each of the 32 combinations, the empty one first.
+        each of the 16 combinations, the empty one first.
 
     Raises:
         ValueError: when the lines re-encoded without change differ in size from the files
@@ -100,7 +93,7 @@ def layouts(directory: Path) -> tuple[dict[str, int], list[tuple[tuple[str, ...]
         measure = measures.get(score["grader"])
         return measure is not None and score.get("value") is not None and bool(measure.passed(score["value"]))
 
-    as_written = _trajectory_size(trajectories, run, False, False), _score_size(scores, passes, False, False)
+    as_written = _trajectory_size(trajectories, run, False), _score_size(scores, passes, False, False)
     if as_written != (files["trajectories.jsonl"], files["scores.jsonl"]):
         raise ValueError(f"re-encoded sizes {as_written} differ from the files' "
                          f"({files['trajectories.jsonl']}, {files['scores.jsonl']})")
@@ -108,7 +101,7 @@ def layouts(directory: Path) -> tuple[dict[str, int], list[tuple[tuple[str, ...]
     rest = sum(files.values()) - files["trajectories.jsonl"] - files["scores.jsonl"]
     rows = []
     for picked in itertools.chain.from_iterable(itertools.combinations(CHANGES, k) for k in range(len(CHANGES) + 1)):
-        size = (_trajectory_size(trajectories, run, "T1" in picked, "T2" in picked)
+        size = (_trajectory_size(trajectories, run, "T1" in picked)
                 + _score_size(scores, passes, "S1" in picked, "S2" in picked)
                 + rest - (wrong_list if "E1" in picked else 0))
         rows.append((picked, size))
