@@ -104,7 +104,7 @@ def wait(pg, hash_: str | None = None) -> None:
 
 def shot(pg, name: str) -> None:
     status = pg.inner_text("#status-line")
-    assert "unreachable" not in status, status  # the page's poll failed (a script error, or the server)
+    assert not any(word in status for word in ("unreachable", "server error", "page error")), status  # a poll failed
     if SCREENSHOTS is not None:
         pg.screenshot(path=f"{SCREENSHOTS}/view-{name}.png")
 
@@ -269,6 +269,33 @@ def test_a_live_run_grows_on_the_page(browser, tmp_path):
         assert pg.locator("#rows tr.row").count() == 9
         assert pg.events["errors"] == []
         pg.context.close()
+
+
+def _status_becomes(pg, words: str) -> str:
+    deadline = time.monotonic() + 15  # the page polls every 1.5 s
+    while words not in (status := pg.inner_text("#status-line")) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return status
+
+
+def test_the_status_line_tells_a_stopped_server_from_an_error_answer_and_a_page_error(browser, root):
+    with view_server([root / "runs"], root / "cache") as (url, _):
+        pg = _page(browser, url + "/")
+        wait(pg)
+        assert pg.inner_text("#status-line") == ""
+        pg.evaluate("window.realFetch = window.fetch")
+        pg.evaluate("""window.fetch = async () => new Response('{"error": "the index broke"}',
+                       {status: 500, headers: {"Content-Type": "application/json"}})""")
+        assert _status_becomes(pg, "server error") == "server error 500 (the index broke)"
+        pg.evaluate("""window.fetch = async () => new Response('{"runs": null}',
+                       {status: 200, headers: {"Content-Type": "application/json"}})""")
+        status = _status_becomes(pg, "page error")
+        assert status.startswith("page error (") and status.endswith("reload the page"), status
+        assert "unreachable" not in status
+        pg.evaluate("window.fetch = window.realFetch")
+    status = _status_becomes(pg, "server unreachable")  # the server has stopped
+    assert status.startswith("server unreachable ("), status
+    pg.context.close()
 
 
 def test_token_refusal_in_the_browser(browser, root):

@@ -393,7 +393,11 @@ def test_http_token_origin_and_host_checks(tmp_path):
                 await session.call_tool("end_episode", {"answer": "a"})
 
         asyncio.run(with_token())
-        server.stop()
+        err = server.stop()
+    # both refusals are logged in one form (the first one used to go out bare, the next with the logger's name)
+    refusals = [line for line in err.splitlines() if "Invalid" in line]
+    assert refusals == ["warning: refused a request: Invalid Origin header: http://evil.example",
+                        f"warning: refused a request: Invalid Host header: evil.example:{server.port}"], err
     # only the authorised session was recorded
     assert [t.example_id for t in read_trajectories(out)] == ["tw-00-a"]
 

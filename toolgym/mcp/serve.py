@@ -104,6 +104,20 @@ class _ClosedStream(logging.Filter):
 logging.getLogger("mcp.server.streamable_http").addFilter(_ClosedStream())
 
 
+def _refusals_logged_alike() -> None:
+    """Give the SDK's Host and Origin refusals (``mcp.server.transport_security``) one form,
+    ``warning: refused a request: Invalid Origin header: ...``: without a handler of its own
+    the first one went to Python's last-resort handler bare, and later ones, once the root
+    logger had a handler, as ``WARNING:mcp.server.transport_security:...``."""
+    security = logging.getLogger("mcp.server.transport_security")
+    if not any(getattr(h, "toolgym", False) for h in security.handlers):
+        handler = logging.StreamHandler()
+        handler.toolgym = True  # type: ignore[attr-defined]
+        handler.setFormatter(logging.Formatter("warning: refused a request: %(message)s"))
+        security.addHandler(handler)
+        security.propagate = False
+
+
 class _ShutdownNoise(logging.Filter):
     """Drops uvicorn's ``ASGI callable returned without completing response`` once the server
     is shutting down (Ctrl-C, SIGTERM): the open streams it names are the sessions being closed
@@ -779,6 +793,7 @@ def serve_http(served: ServedRun, settings: HttpSettings) -> RunResult:
     app = http_app(served, settings)
     with _bound_socket(settings.host, settings.port) as sock:
         port = sock.getsockname()[1]
+        _refusals_logged_alike()
         config = uvicorn.Config(app, log_level="warning", lifespan="on", timeout_graceful_shutdown=3)
         server = uvicorn.Server(config)
         quiet = _ShutdownNoise(server)

@@ -29,11 +29,24 @@ function el(tag, attrs, ...children) {
   return node;
 }
 
+// An error of the API says which it is: the server did not answer (`unreachable`), or it
+// answered with an error status (`status`); any other error is the page's own.
 async function api(path) {
-  const response = await fetch(path, { credentials: "same-origin" });
+  let response;
+  try {
+    response = await fetch(path, { credentials: "same-origin" });
+  } catch (err) {
+    throw Object.assign(new Error(err.message), { unreachable: true });
+  }
   const data = await response.json().catch(() => ({ error: `${response.status} ${response.statusText}` }));
-  if (!response.ok) throw new Error(data.error || `${response.status}`);
+  if (!response.ok) throw Object.assign(new Error(data.error || `${response.status}`), { status: response.status });
   return data;
+}
+
+function problemText(err) {
+  if (err.unreachable) return `server unreachable (${err.message})`;
+  if (err.status) return `server error ${err.status} (${err.message})`;
+  return `page error (${err.message}); reload the page`;
 }
 
 const enc = encodeURIComponent;
@@ -435,7 +448,8 @@ async function poll() {
       else if (note && shown && !shown.indexing) await route(); // the index became whole
     }
   } catch (err) {
-    statusLine.textContent = `server unreachable (${err.message})`;
+    statusLine.textContent = problemText(err);
+    if (!err.unreachable && !err.status) console.error(err);
   }
   setTimeout(poll, POLL_MS);
 }
