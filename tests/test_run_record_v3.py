@@ -128,9 +128,22 @@ def test_an_import_references_its_result_file_and_reads_its_lines_back(v2, tmp_p
     assert shown.replace(str(out), "DIR") == _show(capsys, str(v2 / "jmultiwoz_import"), "--failed").replace(
         str(v2 / "jmultiwoz_import"), "DIR")
 
+    scores_before = (out / "scores.jsonl").read_bytes()
     result.write_text(result.read_text(encoding="utf-8") + "\n", encoding="utf-8")  # changed since
     with pytest.warns(UserWarning, match="has changed since the import"):
         moved = toolgym.load_run(out)
+    # grading again would compare empty lines: refused, nothing written, the way back named
+    capsys.readouterr()
+    assert main(["grade", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "has changed since the import" in err and "nothing was graded or written" in err
+    assert "grade --env jmultiwoz_tc --result FILE" in err and err.count("\n") == 1, err
+    assert (out / "scores.jsonl").read_bytes() == scores_before
+    # the report still opens: the published rows as the last grading exported them
+    with pytest.warns(UserWarning, match="has changed since the import"):
+        assert main(["report", str(out), "--out", str(tmp_path / "report.html")]) == 0
+    page = (tmp_path / "report.html").read_text(encoding="utf-8")
+    assert "rows as exported by the last grading" in page and "全体" in page
     assert [t.model_steps[0].text for t in moved.trajectories] == [""] * 9
     assert [t.final_state for t in moved.trajectories] == origin  # named by run.json all the same
     assert [c.name for t in moved.trajectories for c in t.model_steps[0].tool_calls] == [

@@ -64,6 +64,7 @@ from toolgym.runio import (
     read_trajectories,
     record_line,
     result_file_ref,
+    result_lines,
     write_jsonl_atomic,
     write_run,
 )
@@ -1027,8 +1028,32 @@ def grade(
                           "records its new sha256", stacklevel=2)
         if digest is not None:  # run.json names the dataset these scores were graded against
             record.dataset = DatasetRef(path=str(Path(path).resolve()), sha256=digest, n_examples=record.dataset.n_examples)
-        trajectories = read_trajectories(directory)
+        trajectories = _trajectories_to_grade(directory, record)
         return _grade_loaded(directory, record, benchmark, examples, trajectories, graders, grader_settings)
+
+
+def _trajectories_to_grade(directory: Path, record: RunRecord) -> list[Trajectory]:
+    """The trajectories of a run to grade again: refused when some were imported from a result
+    file (``source_line``) that has moved or changed since, since their lines are what the
+    graders compare (nothing is written then).
+
+    Raises:
+        RunDirError: naming the file, what happened to it and the command that imports it again.
+    """
+    ref = record.result_file
+    problem = result_lines(ref) if ref is not None else None
+    if not isinstance(problem, str):
+        return read_trajectories(directory, record=record)
+    with warnings.catch_warnings():  # said once, in the error below, when it matters
+        warnings.simplefilter("ignore")
+        trajectories = read_trajectories(directory, record=record)
+    if any(t.source_line is not None for t in trajectories):
+        raise RunDirError(
+            f"{directory}: {problem}; its lines are what the graders compare, so nothing was graded or written "
+            f"(the scores stay as they were): import it again with `grade --env {record.env} --result FILE "
+            f"--dataset {record.dataset.path or 'DATASET'} --out {directory}`"
+        )
+    return trajectories
 
 
 @contextlib.contextmanager

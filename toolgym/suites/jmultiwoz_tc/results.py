@@ -638,7 +638,10 @@ def report(run: Run) -> list[ReportTable]:
         list[ReportTable]: The two tables (the rows only, or nothing, without the examples).
     """
     if run.examples is None:
-        return _score_file_table(run)
+        return _score_file_table(run, f"{run.problem or 'the dataset was not read'}; rows as exported by the last grading")
+    if _lines_missing(run):
+        return _score_file_table(run, "the result file it was imported from has moved or changed since the import, so "
+                                      "its lines cannot be evaluated again; rows as exported by the last grading")
     evaluation, _, name = evaluate_run(run)
     where = f", {run.directory / f'score_{name}.json'}" if run.directory is not None else ""
     rows = [{k: r.get(k) for k in PUBLISHED_KEYS} for r in evaluation.rows]
@@ -655,7 +658,13 @@ def report(run: Run) -> list[ReportTable]:
     ]
 
 
-def _score_file_table(run: Run) -> list[ReportTable]:
+def _lines_missing(run: Run) -> bool:
+    """Whether an imported trajectory of the run lacks its line (its result file could not be
+    read back: :func:`toolgym.load_run` warned, and left the text empty)."""
+    return any(t.source_line is not None and not (t.model_steps and t.model_steps[0].text) for t in run.trajectories)
+
+
+def _score_file_table(run: Run, note: str) -> list[ReportTable]:
     if run.directory is None:
         return []
     path = run.directory / f"score_{export_name(run.record)}.json"
@@ -664,5 +673,4 @@ def _score_file_table(run: Run) -> list[ReportTable]:
     except (OSError, ValueError):
         return []
     rows = [{k: r.get(k) for k in PUBLISHED_KEYS} for r in rows if isinstance(r, dict) and "評価項目" in r]
-    note = f"{run.problem or 'the dataset was not read'}; rows as exported by the last grading"
     return [ReportTable(f"JMultiWOZ-TC {export_name(run.record)} (published metrics, {path})", rows, [note])]
