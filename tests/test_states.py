@@ -501,3 +501,34 @@ def test_scalar_replacements_leave_containers_and_new_keys_to_jsonpatch():
     assert scalar_replacements({"a": [1]}, {"a": [1, 2]}) is None
     assert scalar_replacements({"a": 1}, {"a": 1, "b": 2}) is None
     assert scalar_replacements({"a": "x", "b": {"c": 1}}, {"a": "y", "b": {"c": 1}}) is None
+
+
+class Blind(toolgym.Environment):
+    """An environment that shows no state (``read_state`` is the base class's ``{}``), as an MCP
+    server is seen."""
+
+    instructions = "Bump the counter."
+
+    def reset(self, example):
+        self.count = 0
+
+    @toolgym.tool
+    def bump(self) -> str:
+        """Bump the counter."""
+        self.count += 1
+        return "bumped"
+
+
+def test_state_graders_do_not_pass_what_they_cannot_see():
+    example = Example(id="b", input="Bump it", expected_calls=[{"name": "bump", "arguments": {}}])
+    result = toolgym.evaluate(Blind, model=ScriptedChatModel(turns=[{"content": "I will not."}]), dataset=[example],
+                              graders=["final_state", "collateral_damage", "steps_exact"])
+    by = {s.grader: s for s in result.scores}
+    for name in ("final_state", "collateral_damage"):  # doing nothing used to pass both
+        assert by[name].value is None and "exposes no state" in by[name].explanation, by[name]
+    assert by["steps_exact"].value == 0.0
+    # an environment that shows its state is graded as before
+    seen = Example(id="ab", input="Type ab", expected_calls=[{"name": "a", "arguments": {}}, {"name": "b", "arguments": {}}])
+    result = toolgym.evaluate("typewriter_26", model=ScriptedChatModel(turns=typed("a")), dataset=[seen],
+                              graders=["final_state", "collateral_damage"])
+    assert {s.grader: s.value for s in result.scores} == {"final_state": 0.0, "collateral_damage": 0.0}

@@ -71,13 +71,21 @@ ABSENT = _ABSENT
 """Marks a leaf missing on one side of :func:`changed_paths`."""
 
 
+NO_STATE = ("the environment exposes no state (its state is empty before and after the reference replay, as "
+            "over MCP or without read_state): nothing to compare")
+"""The explanation of an unscored state score on an environment whose state is never visible."""
+
+
 def _reference(benchmark: Any, example: Example) -> Trajectory | str:
-    """The example's reference replay, or why there is none to grade against."""
+    """The example's reference replay, or why there is none to grade against (its failure,
+    or :data:`NO_STATE`: every state would equal the empty one and pass)."""
     from toolgym.replay import reference_replay
 
     replay = reference_replay(benchmark, example)
     if replay.status == "error":
         return f"the reference replay fails ({replay.error}): a defect of the example, see `toolgym check`"
+    if not replay.final_state and not replay.initial_state:
+        return NO_STATE
     return replay
 
 
@@ -98,7 +106,9 @@ class FinalState:
     grader has the run's benchmark (the runner gives it) and its environment declares
     ``replay_target`` true (the default; suites whose state is bookkeeping, not the task's
     target, turn it off). Does not apply (returns ``None``) otherwise. When the reference
-    replay itself fails the score is unscored (``value`` ``None``), naming the failure.
+    replay itself fails, or the environment exposes no state (empty before and after the
+    replay: an MCP server, an environment without ``read_state``, where every trajectory would
+    pass), the score is unscored (``value`` ``None``), saying why.
 
     Attributes:
         benchmark: The :class:`toolgym.Benchmark` to replay the reference on (set by the
@@ -155,7 +165,8 @@ class CollateralDamage:
     ``reference_changed`` (the paths the reference changes).
 
     Applies to examples with ``expected_calls`` when the grader has the run's benchmark (the
-    runner gives it); unscored when the reference replay fails.
+    runner gives it); unscored when the reference replay fails or the environment exposes no
+    state (no damage could ever be seen).
 
     Attributes:
         benchmark: The :class:`toolgym.Benchmark` to replay the reference on.
