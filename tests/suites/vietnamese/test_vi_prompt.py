@@ -84,6 +84,24 @@ def test_shots_need_a_separate_split(tmp_path):
     assert load_examples(lonely, EXAM, {"shots_from": str(EXAMS_DEV), "shots": 1})[0].metadata["shots"] == ["d-bio-1"]
 
 
+def test_a_copy_of_the_evaluated_file_never_puts_a_question_among_its_own_shots(tmp_path):
+    copy = tmp_path / "shots.jsonl"
+    rows = [json.loads(line) for line in EXAMS_TEST.read_text(encoding="utf-8").splitlines() if line.strip()]
+    original = rows[1]["id"]
+    rows[1]["id"] = "renamed"  # the same question under another id: its text still matches
+    rows[1]["question"]["stem"] = "  " + rows[1]["question"]["stem"].upper() + " "
+    copy.write_text("\n".join(json.dumps(r, ensure_ascii=False) for r in rows), encoding="utf-8")
+    examples = {e.id: e for e in load_examples(EXAMS_TEST, EXAM, {"shots_from": str(copy), "shots": 5})}
+    for example in examples.values():
+        shots = example.metadata["shots"]
+        assert example.id not in shots and len(shots) == 5, (example.id, shots)
+    assert "renamed" not in examples[original].metadata["shots"]
+    assert "renamed" in examples[rows[0]["id"]].metadata["shots"]  # a shot for the other questions
+    # the published way (a separate split) is unchanged
+    assert load_examples(EXAMS_TEST, EXAM, {})[0].metadata["shots"] == load_examples(
+        EXAMS_TEST, EXAM, {"shots_from": str(EXAMS_DEV)})[0].metadata["shots"]
+
+
 def test_bad_records_name_file_line_and_field(tmp_path):
     rows = [json.loads(line) for line in EXAMS_TEST.read_text(encoding="utf-8").splitlines()]
     rows[2]["answerKey"] = "E"

@@ -30,6 +30,7 @@ Prompt format (one block per question, blocks separated by a blank line)::
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -99,6 +100,29 @@ def select_shots(pool: list[Question], k: int, subject: str | None, exclude: set
     same = [q for q in usable if q.subject == subject]
     other = [q for q in usable if q.subject != subject]
     return (same + other)[:k]
+
+
+def _stem_key(stem: str) -> str:
+    return " ".join(stem.split()).casefold()
+
+
+def _same_questions(pool: list[Question]) -> Callable[[Question], set[str]]:
+    """A function from an evaluated question to the ids of the pool's questions that are that
+    question (its id, or its text up to spaces and case), which its shots must leave out: a
+    copy of the evaluated file given as the split of solved examples, or splits that share a
+    question, would otherwise put the question's own answer in its prompt."""
+    ids = {q.id for q in pool}
+    by_stem: dict[str, set[str]] = {}
+    for q in pool:
+        by_stem.setdefault(_stem_key(q.stem), set()).add(q.id)
+
+    def same(question: Question) -> set[str]:
+        found = set(by_stem.get(_stem_key(question.stem), ()))
+        if question.id in ids:
+            found.add(question.id)
+        return found
+
+    return same
 
 
 def _read_jsonl(path: Path) -> list[tuple[int, dict[str, Any]]]:
@@ -206,7 +230,9 @@ class ChoiceTask(AnswerSheet):
     """K-shot multiple-choice questions read by path; see the module docstring for the prompt.
 
     Environment options: ``shots`` (K, default 5), ``shots_from`` (the file the solved
-    questions come from; default: the sibling split given by :meth:`default_shots_file`),
+    questions come from; default: the sibling split given by :meth:`default_shots_file`;
+    a question's shots leave out the pool's questions with its id or its text, so that a copy
+    of the evaluated file never puts a question's own answer in its prompt),
     ``sample`` (evaluate N questions drawn with ``sample_seed``, default 0). Questions are
     ordered by subject so each subject's prompt prefix is shared by consecutive questions.
     A writing model stops where a next question would start.
@@ -279,7 +305,8 @@ class ChoiceTask(AnswerSheet):
             questions = [questions[i] for i in chosen]
         order = {s: i for i, s in enumerate(dict.fromkeys(q.subject for q in questions))}
         questions = sorted(questions, key=lambda q: order[q.subject])  # stable: file order within a subject
-        return [cls.to_example(q, select_shots(pool, k or 0, q.subject)) for q in questions]
+        same = _same_questions(pool)
+        return [cls.to_example(q, select_shots(pool, k or 0, q.subject, same(q))) for q in questions]
 
     @classmethod
     def to_example(cls, question: Question, shots: list[Question]) -> Example:
