@@ -160,6 +160,21 @@ def test_fork_replays_the_prefix_without_the_model(tmp_path, capsys, script_file
     assert toolgym.replay_run(out) == []
 
 
+def test_a_fork_is_graded_by_its_parents_graders(tmp_path, script_file):
+    data = tmp_path / "ds.jsonl"
+    data.write_text(json.dumps(TYPEWRITER) + "\n")
+    bad = script_file(reference_turns(TYPEWRITER, 3, call("type_letter", letter="x")))
+    parent = tmp_path / "parent"
+    assert main(["run", "--env", "typewriter_1", "--model", f"scripted:{bad}", "--dataset", str(data), "--out",
+                 str(parent), "--no-progress", "--grader", "final_state", "--grader", "trajectory_match"]) == 0
+    out = tmp_path / "fork"
+    assert main(["fork", str(parent), "--example", "tw-abcd", "--at", "3", "--model", f"scripted:{bad}",
+                 "--out", str(out)]) == 0
+    assert toolgym.load_run(out).record.graders == toolgym.load_run(parent).record.graders == [
+        "final_state", "trajectory_match"]
+    assert {s.grader for s in toolgym.load_run(out).scores} <= {"final_state", "trajectory_match"}
+
+
 NONDETERMINISTIC = '''
 import itertools
 

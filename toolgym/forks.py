@@ -153,6 +153,7 @@ def fork(
         env=env_spec if not env_spec.startswith("<object") else benchmark, out=Path(out), agent=forked,
         dataset=[example], max_steps=steps, settings=settings, env_options=dict(record.env_options),
         protocol="fork", inject=str(injection) if injection else None, grader_settings=dict(record.grader_settings),
+        graders=[record.spec_of(f"grader:{name}") or name for name in record.graders] or None,  # the parent's
     )
     result = run(config, progress=False)
     result.record.extensions["agent"] = agent_ref
