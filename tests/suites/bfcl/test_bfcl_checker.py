@@ -186,6 +186,10 @@ def test_results_that_do_not_decode_fail_ast_entries():
     assert error(SIMPLE_WEATHER, [{"weather.get": '{"city": "Par'}]) == "ast_decoder:decoder_failed"
     assert error(SIMPLE_WEATHER, ["weather.get(city='Paris')"]) == "ast_decoder:decoder_wrong_output_format"
     assert error(SIMPLE_WEATHER, 42) == "ast_decoder:decoder_failed"
+    # a function-calling model's plain reply (given as None): said to hold no call, not "got NoneType"
+    assert error(SIMPLE_WEATHER, None) == "ast_decoder:decoder_failed"
+    assert decode(None).error.startswith("the reply holds no call") and not decode(None).attempted
+    assert "got int" in decode(42).error
 
 
 def test_json_string_arguments_decode_as_function_calling_handlers_store_them():

@@ -146,7 +146,7 @@ def decode(result: Any, language: str = "python") -> Decoded:
     Args:
         result (Any): A list of calls ``[{name: {arg: value} | JSON string}]``, or text in the
             prompting format (``[f(a=1), g(b="x")]``; backticks, newlines and spaces around it
-            and missing outer brackets tolerated).
+            and missing outer brackets tolerated), or ``None``: a reply that holds no call.
         language (str): ``python`` (values as Python literals), ``java`` or ``javascript``
             (values kept as source strings; a top-level string literal loses its quotes).
 
@@ -176,7 +176,10 @@ def decode(result: Any, language: str = "python") -> Decoded:
             else:
                 calls.append(item)
         return Decoded(calls, None, _form_ok(calls), attempted=bool(calls))
-    return Decoded(None, f"a result must be a list of calls or a string, got {type(result).__name__}", attempted=result is not None)
+    if result is None:  # a function-calling model's plain reply (toolgym.suites.bfcl.results): no call
+        return Decoded(None, "the reply holds no call (a function-calling model's text is not decoded as calls)",
+                       attempted=False)
+    return Decoded(None, f"a result must be a list of calls or a string, got {type(result).__name__}", attempted=True)
 
 
 def _decode_text(text: str, language: str) -> list[Any]:
