@@ -49,6 +49,12 @@ def _show(capsys, *argv: str) -> str:
     return capsys.readouterr().out
 
 
+def _verdicts(shown: str) -> list[str]:
+    """``show`` output without the explanations of ``jmultiwoz_lenient``, which explains its
+    failures in more words than version 2 recorded."""
+    return [line.split(":")[0] if "jmultiwoz_lenient" in line else line for line in shown.splitlines()]
+
+
 def test_a_version_2_directory_loads_as_it_was_written(v2):
     run_dir = v2 / "typewriter_scripted"
     assert json.loads((run_dir / "run.json").read_text())["schema_version"] == 2
@@ -85,7 +91,9 @@ def test_an_imported_version_2_directory_is_graded_again_to_the_same_rows(v2, ca
     assert main(["grade", str(run_dir)]) == 0
     assert (run_dir / "score_fixture.json").read_text(encoding="utf-8") == before
     assert read_run(run_dir).schema_version == 4
-    assert _show(capsys, str(run_dir), "--failed") == failed
+    again = _show(capsys, str(run_dir), "--failed")
+    assert _verdicts(again) == _verdicts(failed)
+    assert "score jmultiwoz_lenient = 0.0: 1 malformed call(s)" in again
     # scores are lean now: a pass keeps the decision class and no copy of the gold or the calls
     scores = _lines(run_dir / "scores.jsonl")
     passed = [s for s in scores if s["value"] == 1.0]
@@ -125,8 +133,8 @@ def test_an_import_references_its_result_file_and_reads_its_lines_back(v2, tmp_p
     shown = _show(capsys, str(out), "--failed")
     assert file_lines[1] in shown
     # the v2 import of the same file (lines copied into the record) shows the same turns
-    assert shown.replace(str(out), "DIR") == _show(capsys, str(v2 / "jmultiwoz_import"), "--failed").replace(
-        str(v2 / "jmultiwoz_import"), "DIR")
+    assert _verdicts(shown.replace(str(out), "DIR")) == _verdicts(_show(capsys, str(v2 / "jmultiwoz_import"), "--failed").replace(
+        str(v2 / "jmultiwoz_import"), "DIR"))
 
     scores_before = (out / "scores.jsonl").read_bytes()
     result.write_text(result.read_text(encoding="utf-8") + "\n", encoding="utf-8")  # changed since

@@ -102,13 +102,20 @@ class JMultiWOZLenient:
 
         Returns:
             Score: 1.0 or 0.0; a failure with ``details.malformed`` (calls that could not be
-            parsed).
+            parsed), explained by the malformed calls, a count of calls that differs from the
+            gold's (the same calls leniently as a set), or "differs even leniently".
         """
         verdict = judged(trajectory, example)
         ok = verdict.lenient_multiset
         if ok:  # a pass has no malformed call
             return _score(self, trajectory, ok, "leniently equal", {})
-        return _score(self, trajectory, ok, "differs even leniently", {"malformed": len(verdict.reasons)})
+        if verdict.reasons:
+            explanation = f"{len(verdict.reasons)} malformed call(s)"
+        elif verdict.lenient_set:
+            explanation = "the same calls leniently, but not as many times as the gold (a call repeated or missing)"
+        else:
+            explanation = "differs even leniently"
+        return _score(self, trajectory, ok, explanation, {"malformed": len(verdict.reasons)})
 
 
 @dataclass(frozen=True)
