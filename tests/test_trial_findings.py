@@ -128,6 +128,21 @@ def test_outputs_are_never_written_over_a_runs_record_files(tmp_path, capsys, co
     assert len(load_run(run).trajectories) == 3
 
 
+@pytest.mark.parametrize("command", ["export", "report"])
+def test_outputs_are_never_written_over_the_dataset_a_run_was_made_from(tmp_path, capsys, command):
+    dataset = tmp_path / "ds.jsonl"
+    dataset.write_text('{"id": "x", "input": "Type a.", "expected_calls": [{"name": "a", "arguments": {}}]}\n',
+                       encoding="utf-8")
+    run = tmp_path / "base"
+    _run(run, "--dataset", str(dataset))
+    before = dataset.read_bytes()
+    capsys.readouterr()
+    assert main([command, str(run), "--out", str(dataset)]) == 2
+    assert "would overwrite the dataset of the run" in capsys.readouterr().err
+    assert dataset.read_bytes() == before
+    assert main(["grade", str(run)]) == 0
+
+
 @pytest.mark.parametrize(("argv", "message"), [
     (["view", "--port", "99999", "--no-browser"], "argument --port: expected a port number (0 to 65535), got 99999"),
     (["serve", "--env", "typewriter_1", "--port", "-1"], "argument --port: expected a port number (0 to 65535), got -1"),

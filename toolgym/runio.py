@@ -43,9 +43,10 @@ RECORD_FILES = (RUN_FILE, TRAJECTORIES_FILE, SCORES_FILE, "examples.jsonl")
 """The files that make a run directory's record (``examples.jsonl``: examples given in memory)."""
 
 
-def refuse_run_file(path: str | Path, what: str = "the output") -> None:
+def refuse_run_file(path: str | Path, what: str = "the output", directories: Iterable[str | Path] = ()) -> None:
     """Refuse to write ``path`` when it is one of a run directory's record files
-    (:data:`RECORD_FILES` beside a ``run.json``): an export, report or dataset written there
+    (:data:`RECORD_FILES` beside a ``run.json``), or the dataset or the imported result file of
+    one of ``directories`` (the runs being read): an export, report or dataset written there
     would destroy the run it may have been read from.
 
     Raises:
@@ -55,6 +56,24 @@ def refuse_run_file(path: str | Path, what: str = "the output") -> None:
     if path.name in RECORD_FILES and (path.parent / RUN_FILE).is_file():
         raise RunDirError(f"{path}: {what} would overwrite a record file of the run directory {path.parent}; "
                           "nothing was written (give another path)")
+    if not path.exists():
+        return
+    for directory in directories:
+        try:
+            record = read_run(Path(directory))
+        except RunDirError:
+            continue  # the caller reports an unreadable run
+        for kind, other in (("dataset", record.dataset.path), ("imported result file", record.result_file and record.result_file.path)):
+            if other and _same_path(path, Path(other)):
+                raise RunDirError(f"{path}: {what} would overwrite the {kind} of the run {directory}; nothing was "
+                                  "written (give another path)")
+
+
+def _same_path(a: Path, b: Path) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
 
 
 class RunDirError(ValueError):

@@ -248,7 +248,7 @@ def export_runs(
         RunDirError: for an unreadable run directory, or one whose dataset cannot be read, or
             an ``out`` that is a record file of a run directory (nothing is written).
     """
-    refuse_run_file(out, "the export")
+    refuse_run_file(out, "the export", directories)
     if fmt not in FORMATS:
         raise ValueError(f"unknown export format {fmt!r}; known: {', '.join(FORMATS)}")
     if arguments not in ARGUMENTS:

@@ -292,7 +292,7 @@ def build_report(
             with a pass rule.
     """
     start = time.perf_counter()
-    refuse_run_file(out, "the report")
+    refuse_run_file(out, "the report", directories)
     runs = load_runs(directories)
     if success_grader is not None:
         rules = [v.measures[success_grader] for v in runs if success_grader in v.measures]
