@@ -145,6 +145,9 @@ def cmd_grade(args: argparse.Namespace) -> int:
     if args.result:  # a result file in an environment's published format
         if not (args.env and args.dataset):
             raise ValueError("grade --result needs --env and --dataset")
+        if args.dir:
+            raise ValueError(f"grade: give a run directory ({args.dir}) or --result FILE, not both (the imported "
+                             "run's directory is --out)")
         from toolgym.runner import import_results
 
         result = Path(args.result)

@@ -1,0 +1,44 @@
+"""What a second new user's trial found in the command line: a positional run directory beside
+``--result`` silently ignored, and ``replay`` of an imported run claiming it replayed."""
+
+from __future__ import annotations
+
+import importlib.util
+import shutil
+from pathlib import Path
+
+import pytest
+
+from toolgym.cli import main
+
+DATA = Path(__file__).parent / "data" / "run_v2" / "jmultiwoz_data"
+needs_jmultiwoz = pytest.mark.skipif(importlib.util.find_spec("toolgym.suites.jmultiwoz_tc") is None,
+                                     reason="the jmultiwoz_tc suite is not installed (a suite can be removed)")
+
+
+@pytest.fixture
+def imported(tmp_path) -> tuple[Path, Path]:
+    data = tmp_path / "data"
+    shutil.copytree(DATA, data)
+    out = tmp_path / "imported"
+    assert main(["grade", "--env", "jmultiwoz_tc", "--result", str(data / "result_fixture.jsonl"), "--dataset",
+                 str(data / "jmultiwoz_tc_input.jsonl"), "--out", str(out)]) == 0
+    return data, out
+
+
+@needs_jmultiwoz
+def test_grade_refuses_a_run_directory_beside_result(imported, tmp_path, capsys):
+    data, out = imported
+    capsys.readouterr()
+    assert main(["grade", str(out), "--env", "jmultiwoz_tc", "--result", str(data / "result_fixture.jsonl"),
+                 "--dataset", str(data / "jmultiwoz_tc_input.jsonl"), "--out", str(tmp_path / "other")]) == 2
+    assert "give a run directory" in capsys.readouterr().err and not (tmp_path / "other").exists()
+
+
+@needs_jmultiwoz
+def test_replay_of_an_imported_run_says_nothing_was_executed(imported, capsys):
+    _, out = imported
+    capsys.readouterr()
+    assert main(["replay", str(out)]) == 0
+    err = capsys.readouterr().err
+    assert "nothing to replay" in err and "replays as recorded" not in err
