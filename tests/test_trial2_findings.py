@@ -42,3 +42,13 @@ def test_replay_of_an_imported_run_says_nothing_was_executed(imported, capsys):
     assert main(["replay", str(out)]) == 0
     err = capsys.readouterr().err
     assert "nothing to replay" in err and "replays as recorded" not in err
+
+
+def test_a_dataset_of_another_environment_is_refused_by_bfcl_before_any_episode(tmp_path, capsys):
+    dataset = tmp_path / "rd.jsonl"
+    dataset.write_text('{"id": "rd-01", "input": "Where does Alice live?", "reference": "Osaka"}\n', encoding="utf-8")
+    capsys.readouterr()
+    assert main(["run", "--env", "bfcl", "--agent", "oracle", "--dataset", str(dataset), "--out", str(tmp_path / "r"),
+                 "--no-progress"]) == 2
+    assert "not a BFCL dataset" in capsys.readouterr().err
+    assert not (tmp_path / "r" / "trajectories.jsonl").exists()

@@ -277,12 +277,13 @@ def load_examples(path: Path, options: dict[str, Any]) -> list[Example] | None:
 
     Returns:
         list[Example] | None: One example per entry, or ``None`` when the file is not a BFCL
-        test file (no ``question`` and ``function`` on its first line), so the generic loaders
-        read it.
+        test file (no ``question`` and ``function`` on its first line) but may hold examples
+        written for the environment (``metadata.category``), so the generic loaders read it.
 
     Raises:
         DatasetError: naming the file and line of a bad record, a multi-turn entry, a missing
-            answers file, or an entry without an answer; for a possible-answer file given as
+            answers file, or an entry without an answer; for a file of some other
+            environment's examples; for a possible-answer file given as
             the dataset, naming the questions file to give instead.
     """
     path = Path(path)
@@ -293,6 +294,13 @@ def load_examples(path: Path, options: dict[str, Any]) -> list[Example] | None:
         except (OSError, UnicodeDecodeError, json.JSONDecodeError):
             return None
         if not (isinstance(first, dict) and "question" in first and "function" in first):
+            metadata = first.get("metadata") if isinstance(first, dict) else None
+            if isinstance(first, dict) and first and not (isinstance(metadata, dict) and "category" in metadata):
+                raise DatasetError(
+                    f"{path}: not a BFCL dataset: its first line has neither 'question' and 'function' (a "
+                    "BFCL_v4_<category>.json test file) nor metadata.category (examples written for the bfcl "
+                    "environment)"
+                )
             return None
     rows = _read_lines(path, "test file")
     if rows and "ground_truth" in rows[0][1] and "question" not in rows[0][1]:
