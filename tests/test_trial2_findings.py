@@ -52,3 +52,16 @@ def test_a_dataset_of_another_environment_is_refused_by_bfcl_before_any_episode(
                  "--no-progress"]) == 2
     assert "not a BFCL dataset" in capsys.readouterr().err
     assert not (tmp_path / "r" / "trajectories.jsonl").exists()
+
+
+@needs_jmultiwoz
+def test_a_result_file_written_as_one_json_array_is_named_as_such(tmp_path, capsys):
+    import json
+
+    lines = (DATA / "result_fixture.jsonl").read_text(encoding="utf-8").splitlines()
+    array = tmp_path / "array.json"
+    array.write_text(json.dumps([json.loads(line) for line in lines if line.strip()], indent=1), encoding="utf-8")
+    capsys.readouterr()
+    assert main(["grade", "--env", "jmultiwoz_tc", "--result", str(array), "--dataset",
+                 str(DATA / "jmultiwoz_tc_input.jsonl"), "--out", str(tmp_path / "out")]) == 2
+    assert "the file is one JSON array: a result file is JSON Lines" in capsys.readouterr().err

@@ -713,7 +713,15 @@ def read_results(path: Path, warn: bool = True) -> list[ResultRecord]:
     if problems:
         shown = "; ".join(problems[:MAX_LISTED])
         more = f" (and {len(problems) - MAX_LISTED} more)" if len(problems) > MAX_LISTED else ""
-        raise ResultFileError(f"{path}: {len(problems)} invalid line(s): {shown}{more}")
+        whole = ""
+        if data.lstrip().startswith(b"["):
+            try:
+                if isinstance(json.loads(data), list):
+                    whole = ("; the file is one JSON array: a result file is JSON Lines, one object per line "
+                             "(as generate.py writes it)")
+            except ValueError:
+                pass
+        raise ResultFileError(f"{path}: {len(problems)} invalid line(s): {shown}{more}{whole}")
     if warn:
         for kind, (count, first) in oddities.items():
             warnings.warn(f"{path}: {count} line(s) {kind}; first: line {first}", stacklevel=2)
