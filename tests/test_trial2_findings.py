@@ -65,3 +65,12 @@ def test_a_result_file_written_as_one_json_array_is_named_as_such(tmp_path, caps
     assert main(["grade", "--env", "jmultiwoz_tc", "--result", str(array), "--dataset",
                  str(DATA / "jmultiwoz_tc_input.jsonl"), "--out", str(tmp_path / "out")]) == 2
     assert "the file is one JSON array: a result file is JSON Lines" in capsys.readouterr().err
+
+
+@needs_jmultiwoz
+def test_a_fork_of_a_run_no_agent_here_can_play_asks_for_one(imported, tmp_path, capsys):
+    _, out = imported
+    capsys.readouterr()
+    assert main(["fork", str(out), "--example", "jmultiwoz_tc_0_turn_1", "--at", "1", "--out", str(tmp_path / "f")]) == 2
+    err = capsys.readouterr().err
+    assert "another tool (an imported result file)" in err and "give --agent" in err and "unknown agent" not in err

@@ -128,6 +128,11 @@ def fork(
         replay_prefix(FaultyEpisode(env, example, 0, injection), prefix, states)
     finally:
         env.close()
+    recorded = record.spec_of("agent") or record.agent_name
+    if agent is None and (recorded in _NOT_PLAYABLE or record.agent_name in _NOT_PLAYABLE):
+        who = _NOT_PLAYABLE.get(recorded) or _NOT_PLAYABLE[record.agent_name]
+        raise ValueError(f"fork: the run's episodes were played by {who} (agent {recorded!r}), which cannot play "
+                         "on here: give --agent (say tool_calling) and --model")
     agent_obj, agent_ref = resolve_agent(agent or record.spec_of("agent") or record.agent_name)
     agent_cls = agent_obj if isinstance(agent_obj, type) else type(agent_obj)
     settings = settings or ModelSettings()
@@ -161,6 +166,11 @@ def fork(
 
     write_run(Path(out), result.record)
     return result
+
+
+_NOT_PLAYABLE = {"mcp": "an MCP client (toolgym serve)", "mcp-client": "an MCP client (toolgym serve)",
+                 "gym": "a policy through the Gymnasium environment", "imported": "another tool (an imported result file)"}
+"""Agents a run records that no fork can build again, and what they were."""
 
 
 def _recorded_states(trajectory: Trajectory) -> list[dict[str, Any] | None]:

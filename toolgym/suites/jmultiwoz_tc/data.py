@@ -455,7 +455,7 @@ def load_examples(path: str | Path, options: dict[str, Any] | None = None) -> li
     if files.tools is None:
         raise DatasetError(
             f"{path}: tools.json (the 9 JMultiWOZ-TC tool schemas) was not found beside the data; "
-            "put it there or pass its path as the 'tools' option"
+            "put it there (the tools.json of the JMultiWOZ-TC repository), or, from Python, name it with env_options={'tools': PATH}"
         )
     tools_path = str(files.tools.resolve())
     load_tool_specs(tools_path)  # fail early on a bad schema file
