@@ -74,3 +74,18 @@ def test_a_fork_of_a_run_no_agent_here_can_play_asks_for_one(imported, tmp_path,
     assert main(["fork", str(out), "--example", "jmultiwoz_tc_0_turn_1", "--at", "1", "--out", str(tmp_path / "f")]) == 2
     err = capsys.readouterr().err
     assert "another tool (an imported result file)" in err and "give --agent" in err and "unknown agent" not in err
+
+
+def test_a_state_pattern_on_a_key_the_environment_lacks_is_named_when_the_dataset_is_read(tmp_path):
+    import json
+
+    dataset = tmp_path / "ds.jsonl"
+    dataset.write_text(json.dumps({
+        "id": "ab", "input": "Type ab.", "expected_calls": [{"name": "a", "arguments": {}}, {"name": "b", "arguments": {}}],
+        "milestones": [{"id": "a", "call": {"name": "a"}}, {"id": "typed", "after": ["a"], "state": {"papr": "ab"}}],
+        "minefields": [{"state": {"paper": {"$contains": "zz"}}}],
+    }) + "\n", encoding="utf-8")
+    with pytest.warns(UserWarning, match=r"field milestones\[1\]\.state names the key 'papr', which the state of "
+                                         r"typewriter_26 after reset does not have \(its keys: paper\)"):
+        assert main(["run", "--env", "typewriter_26", "--agent", "oracle", "--dataset", str(dataset), "--out",
+                     str(tmp_path / "r"), "--no-progress"]) == 0

@@ -6,10 +6,12 @@ Every record is validated before any model is called; a bad record raises
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import math
 import random
+import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -338,6 +340,41 @@ def check_tools(benchmark: Benchmark, examples: list[Example], where: str | Path
                         f"{where}: example {ex.id!r}: field milestones[{milestone.index}]{field}.name: "
                         f"{benchmark.name} has no tool {call.name!r} (tools: {', '.join(sorted(tools))})"
                     )
+    _warn_unknown_state_keys(benchmark, examples, where)
+
+
+def _warn_unknown_state_keys(benchmark: Benchmark, examples: list[Example], where: str | Path) -> None:
+    """Warn, once, when a state milestone or minefield names a key that the environment's state
+    after reset lacks (it can match only if a tool adds the key): a pattern written for another
+    environment, or a typo, would otherwise fail or never fire without a word."""
+    patterns = [
+        (ex, f"milestones[{m.index}]", pattern)
+        for ex in examples if ex.plan is not None
+        for m in ex.plan.milestones for pattern in m.alternatives if getattr(pattern, "kind", "") == "state"
+    ] + [
+        (ex, f"minefields[{i}]", pattern)
+        for ex in examples if ex.plan is not None
+        for i, pattern in enumerate(ex.plan.minefields) if getattr(pattern, "kind", "") == "state"
+    ]
+    if not patterns:
+        return
+    ex, field, pattern = patterns[0]
+    env = benchmark.environment()
+    try:
+        env.reset(ex)
+        keys = set(env.read_state())
+    except Exception:  # an environment that needs more than reset: checked when it plays
+        return
+    finally:
+        with contextlib.suppress(Exception):
+            env.close()
+    unknown = [(e, f, k) for e, f, p in patterns for k, _ in p.items if k not in keys]
+    if unknown:
+        e, f, key = unknown[0]
+        warnings.warn(
+            f"{where}: example {e.id!r}: field {f}.state names the key {key!r}, which the state of {benchmark.name} "
+            f"after reset does not have (its keys: {', '.join(sorted(keys)) or 'none'}); it matches only if a tool "
+            f"adds it ({len(unknown)} such key(s) in all)", stacklevel=3)
 
 
 def _decode(text: str) -> Any:
