@@ -89,3 +89,19 @@ def test_a_state_pattern_on_a_key_the_environment_lacks_is_named_when_the_datase
                                          r"typewriter_26 after reset does not have \(its keys: paper\)"):
         assert main(["run", "--env", "typewriter_26", "--agent", "oracle", "--dataset", str(dataset), "--out",
                      str(tmp_path / "r"), "--no-progress"]) == 0
+
+
+@needs_jmultiwoz
+def test_the_result_line_of_a_call_of_an_unknown_tool_keeps_its_arguments(tmp_path):
+    import json
+
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps({"turns": [{"content": "", "tool_calls": [
+        {"name": "Search_station", "args": {"city": "東京"}}]}, "done"]}), encoding="utf-8")
+    out = tmp_path / "run"
+    assert main(["run", "--env", "jmultiwoz_tc", "--model", f"scripted:{script}", "--dataset",
+                 str(DATA / "jmultiwoz_tc_input.jsonl"), "--limit", "1", "--out", str(out), "--no-progress"]) == 0
+    (result,) = out.glob("result_*.jsonl")
+    line = json.loads(result.read_text(encoding="utf-8").splitlines()[0])
+    (call,) = line["tool_calls"]
+    assert (call["name"], call["arguments"]) == ("Search_station", {"city": "東京"}) and "unknown tool" in call["malformed"]

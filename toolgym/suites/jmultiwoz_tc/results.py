@@ -306,7 +306,8 @@ def trajectory_calls(trajectory: Trajectory, tool_names: Iterable[str] | None = 
 
     For an imported trajectory, the ``tool_calls`` of its line as written (either published
     form). Otherwise from every model step: a well-formed call is ``{"name", "arguments"}``; a
-    call that could not be parsed keeps its raw text as ``arguments`` and says why in
+    call that could not be parsed keeps its raw text as ``arguments`` (a call refused after
+    parsing, say of an unknown tool, its parsed arguments) and says why in
     ``malformed`` (the published grader then sees a call that is made but never equals the
     gold; it is never an abstention); a call of a tool not in ``tool_names`` is marked
     ``"malformed": "unknown tool"``.
@@ -325,8 +326,9 @@ def trajectory_calls(trajectory: Trajectory, tool_names: Iterable[str] | None = 
     calls: list[Any] = []
     for step in trajectory.model_steps:
         for call in step.tool_calls:
-            if call.malformed:
-                calls.append({"name": call.name, "arguments": call.raw if call.raw is not None else "", "malformed": call.malformed})
+            if call.malformed:  # its text as written, else (a parsed call of an unknown tool) its arguments
+                arguments = call.raw if call.raw is not None else call.arguments
+                calls.append({"name": call.name, "arguments": arguments, "malformed": call.malformed})
             elif known is not None and call.name not in known:
                 calls.append({"name": call.name, "arguments": call.arguments, "malformed": "unknown tool"})
             else:
