@@ -105,3 +105,15 @@ def test_the_result_line_of_a_call_of_an_unknown_tool_keeps_its_arguments(tmp_pa
     line = json.loads(result.read_text(encoding="utf-8").splitlines()[0])
     (call,) = line["tool_calls"]
     assert (call["name"], call["arguments"]) == ("Search_station", {"city": "東京"}) and "unknown tool" in call["malformed"]
+
+
+def test_summary_says_when_a_run_was_never_graded(tmp_path, capsys):
+    out = tmp_path / "r"
+    assert main(["run", "--env", "typewriter_26", "--agent", "oracle", "--limit", "2", "--out", str(out),
+                 "--no-progress"]) == 0
+    (out / "scores.jsonl").unlink()  # as a run or an import stopped before grading leaves it
+    capsys.readouterr()
+    assert main(["summary", str(out)]) == 0
+    assert "has 2 trajectories and no scores.jsonl: it was not graded" in capsys.readouterr().err
+    assert main(["grade", str(out)]) == 0 and main(["summary", str(out)]) == 0
+    assert "not graded" not in capsys.readouterr().err

@@ -176,6 +176,14 @@ def cmd_summary(args: argparse.Namespace) -> int:
 
     runs = load_runs([Path(d) for d in args.dirs], with_examples=False)
     print_cells(summary_cells(runs), console, title="summary: mean ± standard error per grader")
+    from toolgym.runio import SCORES_FILE
+
+    for view in runs:  # a run stopped (or still running) before its grading wrote any score
+        directory = view.run.directory
+        if directory is not None and view.run.trajectories and not (directory / SCORES_FILE).exists():
+            print(f"note: {directory} has {len(view.run.trajectories)} trajectories and no {SCORES_FILE}: it was not "
+                  f"graded (still running, or stopped before grading); `toolgym grade {directory}` grades it",
+                  file=sys.stderr)
     from toolgym.views.stepwise import stepwise_tables
 
     for view in runs:
