@@ -117,3 +117,20 @@ def test_summary_says_when_a_run_was_never_graded(tmp_path, capsys):
     assert "has 2 trajectories and no scores.jsonl: it was not graded" in capsys.readouterr().err
     assert main(["grade", str(out)]) == 0 and main(["summary", str(out)]) == 0
     assert "not graded" not in capsys.readouterr().err
+
+
+def test_a_teacher_forced_run_counts_the_steps_of_next_step_not_trials(tmp_path, capsys, monkeypatch):
+    import json
+
+    monkeypatch.setenv("COLUMNS", "150")
+    dataset = tmp_path / "ds.jsonl"
+    dataset.write_text(json.dumps({"id": "ab", "input": "Type ab.", "expected_state": {"paper": "ab"}, "expected_calls": [
+        {"name": "a", "arguments": {}}, {"name": "b", "arguments": {}}]}) + "\n", encoding="utf-8")
+    script = tmp_path / "s.json"
+    script.write_text(json.dumps({"turns": [{"content": "", "tool_calls": [{"name": "a", "args": {}}]}],
+                                  "repeat_last": True}), encoding="utf-8")
+    capsys.readouterr()
+    assert main(["run", "--env", "typewriter_26", "--dataset", str(dataset), "--model", f"scripted:{script}",
+                 "--protocol", "teacher-forced", "--out", str(tmp_path / "r"), "--no-progress"]) == 0
+    row = next(line for line in capsys.readouterr().out.splitlines() if "next_step" in line and "pass" in line)
+    assert row.rstrip().endswith("1  2 steps"), row

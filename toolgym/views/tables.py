@@ -9,7 +9,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.text import Text
 
-from toolgym.views.analysis import Comparison, RunReport
+from toolgym.views.analysis import PER_STEP_GRADERS, Comparison, RunReport
 from toolgym.views.fit import Col, print_fitted
 from toolgym.views.rundata import rule_text
 
@@ -47,7 +47,9 @@ def print_run_report(report: RunReport, console: Console | None = None) -> None:
         rate = "-"
         if s.pass_rate is not None and s.wilson is not None:
             rate = f"{s.pass_rate:.3f} [{s.wilson[0]:.3f}, {s.wilson[1]:.3f}]"
-        rows.append([s.grader, rule_text(s.measure), s.estimate.format(), rate, str(s.n_examples), str(s.trials)])
+        # a per-step grader scores each reference step of an example: its count is of steps, not trials
+        per_example = f"{s.trials} steps" if s.grader in PER_STEP_GRADERS else str(s.trials)
+        rows.append([s.grader, rule_text(s.measure), s.estimate.format(), rate, str(s.n_examples), per_example])
     print_fitted(console, cols, rows, keys=1, title=Text(f"{report.env}: per grader (SE clustered by example)"),
                  box=box.SIMPLE_HEAD, collapse_padding=True, pad_edge=False)
     binary = [s for s in report.stats if s.pass_rate is not None and s.trials > 1 and s.pass_at_k]
