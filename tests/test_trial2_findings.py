@@ -134,3 +134,14 @@ def test_a_teacher_forced_run_counts_the_steps_of_next_step_not_trials(tmp_path,
                  "--protocol", "teacher-forced", "--out", str(tmp_path / "r"), "--no-progress"]) == 0
     row = next(line for line in capsys.readouterr().out.splitlines() if "next_step" in line and "pass" in line)
     assert row.rstrip().endswith("1  2 steps"), row
+
+
+@needs_jmultiwoz
+def test_an_import_against_a_dataset_of_another_environment_says_so(tmp_path, capsys):
+    other = tmp_path / "BFCL_like.json"
+    other.write_text('{"id": "simple_python_0", "question": [[{"role": "user", "content": "hi"}]], "function": []}\n',
+                     encoding="utf-8")
+    capsys.readouterr()
+    assert main(["grade", "--env", "jmultiwoz_tc", "--result", str(DATA / "result_fixture.jsonl"), "--dataset",
+                 str(other), "--out", str(tmp_path / "out")]) == 2
+    assert "not a dataset in jmultiwoz_tc's own format either" in capsys.readouterr().err

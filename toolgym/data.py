@@ -218,7 +218,11 @@ def load_examples(
             try:
                 examples.append(Example.model_validate(record))
             except ValidationError as exc:
-                raise DatasetError(f"{path}:{lineno}: {_describe(exc)}") from None
+                hint = ""
+                if lineno == 1 and benchmark is not None and benchmark.load_dataset is not None:
+                    hint = (f" (not a dataset in {benchmark.name}'s own format either, nor toolgym's examples: "
+                            f"is it a dataset of another environment?)")
+                raise DatasetError(f"{path}:{lineno}: {_describe(exc)}{hint}") from None
     seen: set[str] = set()
     for ex in examples:
         if ex.id in seen:
