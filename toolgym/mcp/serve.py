@@ -657,12 +657,13 @@ def build_server(served: ServedRun, stopping: list[str] | None = None) -> Any:
                 trajectory = session.end(answer)
             except ValueError as exc:
                 return _text_result(f"Error: {exc}", True)
-            served.append(trajectory)
+            recorded = served.append(trajectory)  # False: the server is stopping
             # grading may be slow (a judge model): in a worker thread, the other sessions go on
-            scores = await anyio.to_thread.run_sync(served.grade, trajectory)
-            ended = {"example_id": trajectory.example_id, "trial": trajectory.trial, "status": trajectory.status}
+            scores = await anyio.to_thread.run_sync(served.grade, trajectory) if recorded else []
+            ended = {"example_id": trajectory.example_id, "trial": trajectory.trial, "status": trajectory.status,
+                     "recorded": recorded}
             if not served.reveal_scores:  # values and explanations hold the gold (see the module's docstring)
-                return _text_result({**ended, "recorded": True})
+                return _text_result(ended)
             return _text_result({
                 **ended,
                 "scores": [{"grader": s.grader, "value": s.value, "explanation": s.explanation} for s in scores],
