@@ -192,17 +192,17 @@ def test_stdio_episode_rules_and_error_results(tmp_path):
             ok = await session.call_tool("get_city_for_location", {"location_id": 46})
             assert not ok.isError and "Osaka" in text(ok)
             ended = await session.call_tool("end_episode", {"answer": "Osaka"})
-            scores = {s["grader"]: s["value"] for s in ended.structuredContent["scores"]}
-            assert scores == {"steps_exact": 0.0, "step_ratio": 4.0, "answer_match": 1.0}
+            assert ended.structuredContent == {"example_id": "rd-01", "trial": 0, "status": "completed", "recorded": True}
             nxt = await session.call_tool("start_episode", {})
             assert nxt.structuredContent["example_id"] == "rd-02"
             await session.call_tool("end_episode", {})
             done = await session.call_tool("start_episode", {})
-            assert done.isError and "every example" in text(done)
+            assert done.isError and "no example is left" in text(done) and "(--trials 1)" in text(done)
             replay = await session.call_tool("start_episode", {"example_id": "rd-01"})
-            assert replay.structuredContent["trial"] == 1
-            unknown_id = await session.call_tool("end_episode", {})
-            assert not unknown_id.isError
+            assert replay.isError and "'rd-01' has been started 1 time(s)" in text(replay)
+            assert "(--trials 1)" in text(replay)
+            no_episode = await session.call_tool("end_episode", {})
+            assert no_episode.isError and "no episode is running" in text(no_episode)
             bad = await session.call_tool("start_episode", {"example_id": "nope"})
             assert bad.isError and "unknown example_id" in text(bad)
 
@@ -231,7 +231,112 @@ def test_stdio_episode_rules_and_error_results(tmp_path):
     assert [c.name for s in first.model_steps for c in s.tool_calls] == [s.name for s in first.tool_steps]
     assert [s.error for s in first.tool_steps] == [True, True, True, False]
     assert [(t.example_id, t.trial, t.status) for t in read_trajectories(out)] == [
-        ("rd-01", 0, "completed"), ("rd-02", 0, "completed"), ("rd-01", 1, "completed")]
+        ("rd-01", 0, "completed"), ("rd-02", 0, "completed")]
+    # graded on the server as before: the scores the client was not told
+    assert {s.grader: s.value for s in read_scores(out) if s.example_id == "rd-01"} == {
+        "steps_exact": 0.0, "step_ratio": 4.0, "answer_match": 1.0}
+
+
+def leaked(result: types.CallToolResult) -> list[str]:
+    """What of rd-01's gold (its reference, its expected tool, the graders' words) a result
+    shows the client, in its text or its structured content."""
+    shown = text(result) + json.dumps(result.structuredContent)
+    return [w for w in ("Osaka", "get_city_for_location", "expected", "explanation", "score", "answer_match",
+                        "does not contain", "value") if w in shown]
+
+
+def served_record(out: Path):
+    """``run.json`` once the stdio server wrote it (after the client closed the session)."""
+    wait_unlocked(out)
+    return read_run(out)
+
+
+def test_end_episode_keeps_the_gold_from_the_client_and_an_example_is_started_once(tmp_path):
+    """The trial's finding: an agent answered "no idea", read the reference out of the returned
+    explanation and started the same id again with it."""
+    out = tmp_path / "served"
+
+    async def scenario() -> None:
+        async with stdio_session(serve_args(out, "--env", "relational_data", "--limit", "2")) as session:
+            listed = {t.name: t.description for t in (await session.list_tools()).tools}
+            assert "scores stay with the evaluator" in listed["end_episode"]
+            assert "at most 1 time(s)" in listed["start_episode"]
+            await session.call_tool("start_episode", {"example_id": "rd-01"})
+            ended = await session.call_tool("end_episode", {"answer": "no idea"})
+            assert not ended.isError
+            assert ended.structuredContent == {"example_id": "rd-01", "trial": 0, "status": "completed", "recorded": True}
+            assert json.loads(text(ended)) == ended.structuredContent
+            assert leaked(ended) == []
+            again = await session.call_tool("start_episode", {"example_id": "rd-01"})
+            assert again.isError and "(--trials 1)" in text(again)
+            drawn = await session.call_tool("start_episode", {})  # only examples with trials left
+            assert drawn.structuredContent["example_id"] == "rd-02"
+
+    asyncio.run(scenario())
+    record = served_record(out)
+    assert record.trials == 1 and record.agent["reveal_scores"] is False
+    [score] = [s for s in read_scores(out) if s.grader == "answer_match"]
+    # the grader ran as before: its explanation names the reference, kept in the run directory
+    assert score.value == 0.0 and "Osaka" in score.explanation
+    assert [(t.example_id, t.trial, t.status) for t in read_trajectories(out)] == [
+        ("rd-01", 0, "completed"), ("rd-02", 0, "aborted")]
+
+
+def test_reveal_scores_returns_them_and_trials_2_allows_one_replay(tmp_path):
+    out = tmp_path / "served"
+
+    async def scenario() -> None:
+        async with stdio_session(serve_args(out, "--env", "relational_data", "--limit", "1", "--trials", "2",
+                                            "--reveal-scores")) as session:
+            await session.call_tool("start_episode", {"example_id": "rd-01"})
+            ended = await session.call_tool("end_episode", {"answer": "no idea"})
+            scores = {s["grader"]: s for s in ended.structuredContent["scores"]}
+            assert scores["answer_match"]["value"] == 0.0 and "Osaka" in scores["answer_match"]["explanation"]
+            assert "get_city_for_location" in text(ended)  # steps_exact names the expected call
+            replay = await session.call_tool("start_episode", {"example_id": "rd-01"})
+            assert not replay.isError and replay.structuredContent["trial"] == 1
+            await session.call_tool("get_city_for_location", {"location_id": 46})
+            ended = await session.call_tool("end_episode", {"answer": "Osaka"})
+            assert {s["grader"]: s["value"] for s in ended.structuredContent["scores"]}["answer_match"] == 1.0
+            third = await session.call_tool("start_episode", {"example_id": "rd-01"})
+            assert third.isError and "started 2 time(s)" in text(third) and "(--trials 2)" in text(third)
+            none_left = await session.call_tool("start_episode", {})
+            assert none_left.isError and "no example is left" in text(none_left)
+
+    asyncio.run(scenario())
+    record = served_record(out)
+    assert record.trials == 2 and record.agent["reveal_scores"] is True
+    assert [(t.example_id, t.trial) for t in read_trajectories(out)] == [("rd-01", 0), ("rd-01", 1)]
+    assert {(s.trial, s.grader): s.value for s in read_scores(out) if s.grader == "answer_match"} == {
+        (0, "answer_match"): 0.0, (1, "answer_match"): 1.0}
+
+
+def test_a_continued_served_run_counts_the_trials_it_recorded(tmp_path):
+    out = tmp_path / "served"
+
+    async def launch(*extra: str, starts: tuple[str | None, ...]) -> list[types.CallToolResult]:
+        results = []
+        async with stdio_session(serve_args(out, "--env", "relational_data", "--limit", "2", *extra)) as session:
+            for example_id in starts:
+                started = await session.call_tool("start_episode", {"example_id": example_id} if example_id else {})
+                results.append(started)
+                if not started.isError:
+                    await session.call_tool("end_episode", {"answer": "x"})
+        wait_unlocked(out)
+        return results
+
+    [first] = asyncio.run(launch(starts=(None,)))
+    assert first.structuredContent["example_id"] == "rd-01"
+    again, drawn, none_left = asyncio.run(launch(starts=("rd-01", None, None)))
+    assert again.isError and "'rd-01' has been started 1 time(s)" in text(again)  # counted from the first launch
+    assert drawn.structuredContent["example_id"] == "rd-02"
+    assert none_left.isError and "no example is left" in text(none_left)
+    [second_trial] = asyncio.run(launch("--trials", "2", starts=("rd-01",)))  # a later launch allows two
+    assert second_trial.structuredContent["trial"] == 1
+    record = read_run(out)
+    assert record.trials == 2
+    assert [(r["trials"], r["reveal_scores"]) for r in record.resumes] == [(1, False), (2, False)]
+    assert [(t.example_id, t.trial) for t in read_trajectories(out)] == [("rd-01", 0), ("rd-02", 0), ("rd-01", 1)]
 
 
 def write_words(path: Path, words: list[str]) -> Path:
@@ -436,7 +541,7 @@ def test_langgraph_react_agent_through_langchain_mcp_adapters(tmp_path):
     messages = asyncio.run(scenario())
     tool_replies = [m for m in messages if m.type == "tool"]
     assert "Osaka" in str(tool_replies[1].content)
-    assert '"steps_exact"' in str(tool_replies[2].content)
+    assert '"recorded": true' in str(tool_replies[2].content) and "steps_exact" not in str(tool_replies[2].content)
     deadline = time.monotonic() + 20
     while not (read_run(out).finished_at or time.monotonic() > deadline):
         time.sleep(0.1)
@@ -526,7 +631,7 @@ def wait_unlocked(out: Path, timeout_s: float = 30) -> None:
 def test_relaunching_with_the_same_out_continues_the_served_run(tmp_path):
     """A client configuration is static: every launch names the same --out."""
     out = tmp_path / "served"
-    args = serve_args(out, "--env", "typewriter_26", "--limit", "3")
+    args = serve_args(out, "--env", "typewriter_26", "--limit", "3", "--trials", "2")
 
     async def one_episode(example_id: str | None) -> dict:
         async with stdio_session(args) as session:

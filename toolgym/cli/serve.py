@@ -24,6 +24,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", required=True, help="run directory to write; one served before with the same "
                    "settings is continued (so a static MCP client configuration works at every launch)")
     p.add_argument("--grader", action="append", help="grader to run (repeatable; default: the environment's)")
+    p.add_argument("--trials", type=positive_int, default=1,
+                   help="how many times each example may be started over the run (default 1; a continued run "
+                   "counts the episodes it recorded); a further start_episode of it is refused")
+    p.add_argument("--reveal-scores", action="store_true",
+                   help="end_episode returns the scores and their explanations, which name the reference answer "
+                   "and the expected calls (for debugging or training loops; default: only the episode's status)")
     p.add_argument("--transport", choices=("stdio", "http"), default="stdio")
     p.add_argument("--host", default="127.0.0.1", help="http: address to bind (default 127.0.0.1; others need --token)")
     p.add_argument("--port", type=port_number, default=8765, help="http: TCP port (0: any free port; default 8765)")
@@ -62,6 +68,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         served = ServedRun(
             args.env, out, dataset=args.dataset, graders=args.grader or None,
             grader_settings=judge_settings(args), limit=args.limit, transport=args.transport,
+            trials=args.trials, reveal_scores=args.reveal_scores,
         )
         try:
             result = serve_http(served, settings) if settings is not None else serve_stdio(served)

@@ -5,10 +5,18 @@ Claude Code, an OpenAI Agents SDK app, a program in another language) play a dat
 examples. Each MCP session has its own environment; beside the environment's tools (their JSON
 schemas as the in-process agents' models see them) it offers two control tools:
 
-* ``start_episode(example_id?)``: a fresh environment for that example (the next one in dataset
-  order, over all sessions, when no id is given); returns the task: instructions, input and
-  ``answer_with`` (:data:`ANSWER_WITH`: the final reply is ``end_episode``'s answer);
-* ``end_episode(answer?)``: ends the episode, grades it and returns the scores.
+* ``start_episode(example_id?)``: a fresh environment for that example (when no id is given,
+  the next one in dataset order, over all sessions, that has trials left); returns the task:
+  instructions, input and ``answer_with`` (:data:`ANSWER_WITH`: the final reply is
+  ``end_episode``'s answer). An example is started at most ``trials`` times over the whole run
+  (``--trials``, default 1; a continued run counts the trials it recorded); a further start is
+  refused with a tool error naming the limit;
+* ``end_episode(answer?)``: ends the episode and grades it on the server; the client is told
+  only that it was recorded (example, trial, status). The scores and their explanations hold
+  the reference answer, the expected calls and milestone ids, so an agent that saw them could
+  replay an example with the gold answer (or retry until a bare pass): they reach the client
+  only when the server was started with ``reveal_scores`` (``--reveal-scores``, for debugging or
+  a training loop that wants feedback), which ``run.json`` records in ``agent.reveal_scores``.
 
 Every episode becomes one trajectory appended to ``DIR/trajectories.jsonl`` and its scores to
 ``DIR/scores.jsonl``, exactly as a ``toolgym run`` (:func:`toolgym.runner.new_record`,
@@ -160,19 +168,34 @@ class ServedRun:
         grader_settings: As ``RunConfig.grader_settings`` (``judge_model``, ``judge_cache``).
         limit: Serve only the first N examples.
         transport: ``stdio`` or ``http``, recorded in ``run.json``.
+        trials: How many times each example may be started over the run (``run.json``'s
+            ``trials``; a continued run counts the episodes it recorded, whatever their status).
+        reveal_scores: ``end_episode`` returns the scores with their explanations (which
+            hold the gold); recorded in ``run.json`` as ``agent.reveal_scores`` (kept ``true``
+            once any launch of the run revealed them).
 
     Raises:
         DatasetError / UnknownNameError / ExtensionError: as :func:`toolgym.runner.run`.
         RunDirError: when ``out`` holds the trajectories of a ``run``, or of a served run with
             other settings.
-        ValueError: when the environment has a tool named like a control tool.
+        ValueError: when the environment has a tool named like a control tool, or ``trials``
+            is below 1 or above what the suite allows (``Benchmark.max_trials``).
     """
 
     def __init__(
         self, env: Any, out: Path, dataset: Any = None, graders: list[Any] | None = None,
         grader_settings: dict[str, Any] | None = None, limit: int | None = None, transport: str = "stdio",
+        trials: int = 1, reveal_scores: bool = False,
     ) -> None:
+        if trials < 1:
+            raise ValueError(f"trials must be at least 1, got {trials}")
         self.benchmark, env_ref = resolve_benchmark(env)
+        if self.benchmark.max_trials is not None and trials > self.benchmark.max_trials:
+            raise ValueError(
+                f"{self.benchmark.name} allows at most {self.benchmark.max_trials} trial(s) per example, got --trials {trials}"
+            )
+        self.max_trials = trials
+        self.reveal_scores = reveal_scores
         self.env_cls: type[Environment] = self.benchmark.environment
         dataset_path, self.examples = load_run_examples(self.benchmark, dataset, limit)
         self.by_id = {ex.id: ex for ex in self.examples}
@@ -184,16 +207,16 @@ class ServedRun:
         self.out.mkdir(parents=True, exist_ok=True)
         self.record = new_record(
             self.benchmark, env_ref, graders_made, self.examples, dataset_path,
-            agent={"agent": "mcp-client", "served": "mcp", "transport": transport}, limit=limit,
-            grader_settings=grader_settings,
+            agent={"agent": "mcp-client", "served": "mcp", "transport": transport, "reveal_scores": reveal_scores},
+            limit=limit, trials=trials, grader_settings=grader_settings,
         )
         self.trajectories: list[Trajectory] = []
         self.scores: list[Score] = []
         self.sessions: set[Session] = set()
         self.peak_sessions = 0
-        self._trials: Counter[str] = Counter()
+        self._trials: Counter[str] = Counter()  # episodes started per example id
         self._graded: set[tuple[str, int]] = set()
-        self._next = 0
+        self._round, self._next = 0, 0  # draws without an id: pass `_round` over the dataset, at `_next`
         self._clients: list[str] = []
         if traj_path.exists() and traj_path.stat().st_size:
             self._continue(traj_path)
@@ -206,7 +229,8 @@ class ServedRun:
     def _continue(self, traj_path: Path) -> None:
         """Continue a served run directory (a client configuration names the same ``--out`` at
         every launch): its trajectories and scores are kept, new episodes get the next trial
-        numbers, ``run.json`` keeps its record (a ``resumes`` entry is added).
+        numbers and count against ``trials`` (this launch's limit), ``run.json`` keeps its record
+        (a ``resumes`` entry is added, naming this launch's ``trials`` and ``reveal_scores``).
 
         Raises:
             RunDirError: when the directory holds a ``run`` (not a served run), or a served run
@@ -239,15 +263,17 @@ class ServedRun:
         self._graded = {t.key for t in previous_trajectories if t.key in scored}  # others: graded by finish()
         for t in previous_trajectories:
             self._trials[t.example_id] = max(self._trials[t.example_id], t.trial + 1)
-        self._next = max((i + 1 for i, ex in enumerate(self.examples) if ex.id in self._trials), default=0)
         agent = previous.agent
         if agent.get("clients"):
             self._clients = [str(c) for c in agent["clients"]]
         elif agent.get("agent") not in (None, "mcp-client"):
             self._clients = [f"{agent['agent']} {agent.get('version') or ''}".strip()]
-        previous.agent = {**agent, "transport": fresh.agent["transport"]}
+        previous.agent = {**agent, "transport": fresh.agent["transport"],
+                          "reveal_scores": bool(agent.get("reveal_scores")) or self.reveal_scores}
+        previous.trials = max([self.max_trials, *self._trials.values()])
         previous.finished_at = None
-        previous.resumes = [*previous.resumes, {"at": fresh.started_at, "reran_errors": 0, "served_again": True}]
+        previous.resumes = [*previous.resumes, {"at": fresh.started_at, "reran_errors": 0, "served_again": True,
+                                                "trials": self.max_trials, "reveal_scores": self.reveal_scores}]
         self.record = previous
 
     def _list_tools(self) -> list[dict[str, Any]]:
@@ -279,28 +305,56 @@ class ServedRun:
                 self.record.agent = {**self.record.agent, "clients": list(self._clients)}
             write_run(self.out, self.record)
 
+    def describe(self) -> str:
+        """What the client is allowed, for the server's start-up line: the trials per example
+        and whether ``end_episode`` reveals the scores."""
+        scores = ("scores returned to the client (--reveal-scores)" if self.reveal_scores
+                  else "scores kept from the client")
+        return f"at most {self.max_trials} trial(s) per example, {scores}"
+
     def next_example(self, example_id: str | None) -> tuple[Example, int]:
-        """The example to play and its trial number (episodes of it so far).
+        """The example to play and its trial number (episodes of it so far). Without an id:
+        the first example in dataset order among those started the fewest times, if that is
+        below ``trials`` (parallel clients split the dataset, and every example gets its first
+        trial before any gets a second).
 
         Raises:
-            ValueError: for an unknown id, or when every example was started and no id is given.
+            ValueError: for an unknown id, for an example started ``trials`` times already,
+                or when no id is given and no example has trials left.
         """
         with self._lock:
             if example_id is None:
-                if self._next >= len(self.examples):
+                example = self._draw()
+                if example is None:
                     raise ValueError(
-                        f"every example of the dataset ({len(self.examples)}) has been started; "
-                        "give example_id to play one again"
+                        f"no example is left to play: every example of the dataset ({len(self.examples)}) has "
+                        f"been started {self.max_trials} time(s), the most this server allows (--trials "
+                        f"{self.max_trials})"
                     )
-                example = self.examples[self._next]
-                self._next += 1
             else:
                 example = self.by_id.get(str(example_id))
                 if example is None:
                     raise ValueError(f"unknown example_id {example_id!r} ({len(self.examples)} examples)")
+                started = self._trials[example.id]
+                if started >= self.max_trials:
+                    raise ValueError(
+                        f"example {example.id!r} has been started {started} time(s), the most this server allows "
+                        f"(--trials {self.max_trials}); it cannot be played again"
+                    )
             trial = self._trials[example.id]
             self._trials[example.id] += 1
             return example, trial
+
+    def _draw(self) -> Example | None:
+        """The next example with trials left (see :meth:`next_example`); called under the lock."""
+        while self._round < self.max_trials:
+            while self._next < len(self.examples):
+                example = self.examples[self._next]
+                self._next += 1
+                if self._trials[example.id] <= self._round:
+                    return example
+            self._round, self._next = self._round + 1, 0
+        return None
 
     def append(self, trajectory: Trajectory) -> bool:
         """Append a trajectory to ``trajectories.jsonl`` at once (before any grading, so a
@@ -548,12 +602,14 @@ def build_server(served: ServedRun, stopping: list[str] | None = None) -> Any:
         types.Tool(
             name=START,
             description="Start an episode: a fresh environment and a task (instructions and input). Without "
-            "example_id, the next example of the dataset.",
+            f"example_id, the next example of the dataset. Each example can be started at most {served.max_trials} "
+            "time(s).",
             inputSchema={"type": "object", "properties": {"example_id": {"type": "string", "description": "The example to play."}}},
         ),
         types.Tool(
             name=END,
-            description="End the episode with your final answer; it is graded and the scores are returned.",
+            description="End the episode with your final answer; it is recorded and graded"
+            + (" and the scores are returned." if served.reveal_scores else " (the scores stay with the evaluator)."),
             inputSchema={"type": "object", "properties": {"answer": {"type": "string", "description": "Your final answer."}}},
         ),
     ]
@@ -601,13 +657,15 @@ def build_server(served: ServedRun, stopping: list[str] | None = None) -> Any:
                 trajectory = session.end(answer)
             except ValueError as exc:
                 return _text_result(f"Error: {exc}", True)
-            served.append(trajectory)
+            recorded = served.append(trajectory)  # False: the server is stopping
             # grading may be slow (a judge model): in a worker thread, the other sessions go on
-            scores = await anyio.to_thread.run_sync(served.grade, trajectory)
+            scores = await anyio.to_thread.run_sync(served.grade, trajectory) if recorded else []
+            ended = {"example_id": trajectory.example_id, "trial": trajectory.trial, "status": trajectory.status,
+                     "recorded": recorded}
+            if not served.reveal_scores:  # values and explanations hold the gold (see the module's docstring)
+                return _text_result(ended)
             return _text_result({
-                "example_id": trajectory.example_id,
-                "trial": trajectory.trial,
-                "status": trajectory.status,
+                **ended,
                 "scores": [{"grader": s.grader, "value": s.value, "explanation": s.explanation} for s in scores],
             })
         output, is_error = session.call(str(server.request_context.request_id), name, arguments)
@@ -637,6 +695,9 @@ def serve_stdio(served: ServedRun) -> RunResult:
         os._exit(128 + signum)
 
     previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGINT)}
+
+    print(f"serving {served.benchmark.name} over stdio (run directory {served.out}; {served.describe()})",
+          file=sys.stderr, flush=True)
 
     async def main() -> None:
         async with stdio_server() as (read, write):
@@ -798,8 +859,8 @@ def serve_http(served: ServedRun, settings: HttpSettings) -> RunResult:
         server = uvicorn.Server(config)
         quiet = _ShutdownNoise(server)
         logging.getLogger("uvicorn.error").addFilter(quiet)
-        print(f"listening on http://{_bracket(settings.host)}:{port}{settings.path} (run directory {served.out})",
-              file=sys.stderr, flush=True)
+        print(f"listening on http://{_bracket(settings.host)}:{port}{settings.path} (run directory {served.out}; "
+              f"{served.describe()})", file=sys.stderr, flush=True)
         try:
             server.run(sockets=[sock])
         finally:
