@@ -145,3 +145,27 @@ def test_an_import_against_a_dataset_of_another_environment_says_so(tmp_path, ca
     assert main(["grade", "--env", "jmultiwoz_tc", "--result", str(DATA / "result_fixture.jsonl"), "--dataset",
                  str(other), "--out", str(tmp_path / "out")]) == 2
     assert "not a dataset in jmultiwoz_tc's own format either" in capsys.readouterr().err
+
+
+def test_a_bfcl_call_with_the_datas_dotted_name_is_checked_by_the_leaderboards_name_rule(tmp_path):
+    import json
+
+    from conftest import REFERENCE_DATA
+
+    data = REFERENCE_DATA / "bfcl_v4" / "BFCL_v4_simple_python.json"
+    if not data.exists():
+        pytest.skip("the BFCL v4 data is not beside the repository")
+    first = json.loads(data.read_text(encoding="utf-8").splitlines()[1])  # simple_python_1: math.factorial(number=5)
+    question = first["question"][0][-1]["content"]
+    script = tmp_path / "s.json"
+    script.write_text(json.dumps({"by_input": {question: [{"tool_calls": [{"name": "math.factorial", "args": {"number": 5}}]}]},
+                                  "turns": ["no"]}), encoding="utf-8")
+    out = tmp_path / "r"
+    assert main(["run", "--env", "bfcl", "--model", f"scripted:{script}", "--dataset", str(data), "--limit", "2",
+                 "--out", str(out), "--no-progress"]) == 0
+    lines = [json.loads(x) for x in (out / "BFCL_v4_simple_python_result.json").read_text(encoding="utf-8").splitlines()]
+    assert {"id": "simple_python_1", "result": [{"math.factorial": {"number": 5}}]} in lines
+    from toolgym import load_run
+
+    (score,) = [s for s in load_run(out).scores if s.example_id == "simple_python_1" and s.grader == "bfcl_accuracy"]
+    assert score.value == 1.0, score

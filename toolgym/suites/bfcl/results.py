@@ -75,7 +75,8 @@ def result_of(trajectory: Trajectory) -> Any:
     Returns:
         Any: An imported line's ``result`` as it was; for the prompting agent, the model's
         text; for native tool calling, ``[{name: arguments}]`` (a malformed call's arguments
-        as the raw string; a call written as text instead of a tool call: the text), or the
+        as the raw string, or, for a call refused after parsing, say of a tool not offered,
+        the parsed arguments; a call written as text instead of a tool call: the text), or the
         text when no call was made; for a trajectory that ended in ``error``, the string
         ``"Error during inference: <error>"``.
     """
@@ -94,7 +95,9 @@ def result_of(trajectory: Trajectory) -> Any:
         return step.text
     if any(c.malformed and c.raw is not None and "as text" in c.malformed for c in step.tool_calls):
         return step.text or next(c.raw for c in step.tool_calls if c.raw is not None)
-    return [{c.name: (c.raw or "") if c.malformed else c.arguments} for c in step.tool_calls]
+    # a malformed call keeps its text as written; one refused after parsing (a tool named as the data writes
+    # it, ``math.factorial`` for the listed ``math_factorial``) keeps its arguments, for the checker's name rule
+    return [{c.name: (c.raw if c.raw is not None else c.arguments) if c.malformed else c.arguments} for c in step.tool_calls]
 
 
 def _native(trajectory: Trajectory) -> bool:
