@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import REFERENCE_DATA
 from toolgym.cli import main
 
 DATA = Path(__file__).parent / "data" / "run_v2" / "jmultiwoz_data"
@@ -149,8 +150,6 @@ def test_an_import_against_a_dataset_of_another_environment_says_so(tmp_path, ca
 
 def test_a_bfcl_call_with_the_datas_dotted_name_is_checked_by_the_leaderboards_name_rule(tmp_path):
     import json
-
-    from conftest import REFERENCE_DATA
 
     data = REFERENCE_DATA / "bfcl_v4" / "BFCL_v4_simple_python.json"
     if not data.exists():
