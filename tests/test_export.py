@@ -194,7 +194,7 @@ def test_preference_pairs_from_gymnasium_rollouts(tmp_path):
     assert load_dataset("json", data_files=str(out), split="train").num_rows == 4
 
 
-def test_filters_and_tokens(tmp_path):
+def test_filters_and_tokens(tmp_path, capsys):
     run = tmp_path / "rollouts"
     gym_rollouts(run, n=3)
     out = tmp_path / "good.jsonl"
@@ -210,8 +210,14 @@ def test_filters_and_tokens(tmp_path):
         assert record["tokens"][-1]["completion_ids"] == [9]
     assert main(["export", str(run), "--where", "final_state<1", "--out", str(out)]) == 0
     assert len(read_jsonl(out)) == 3
-    assert main(["export", str(run), "--env", "typewriter_1", "--out", str(out)]) == 0
-    assert read_jsonl(out) == []
+    capsys.readouterr()
+    # an environment no run is of keeps nothing: an error naming the runs' environments, nothing written
+    assert main(["export", str(run), "--env", "typewriter_1", "--out", str(tmp_path / "none.jsonl")]) == 2
+    err = capsys.readouterr().err
+    assert "no run is of environment 'typewriter_1'" in err and "typewriter_26" in err
+    assert not (tmp_path / "none.jsonl").exists()
+    assert main(["export", str(run), "--env", "typewriter_26", "--out", str(out)]) == 0
+    assert len(read_jsonl(out)) == 6  # the 3 passing and the 3 failing
     assert main(["export", str(run), "--status", "step_limit", "--out", str(out)]) == 0
     assert read_jsonl(out) == []
 
@@ -267,15 +273,19 @@ def test_skipped_records_name_the_reason_and_the_first_example(tmp_path, capsys)
     gym_env.reset(options={"example_id": gym_env.examples[1].id})
     gym_env.close()  # aborted
     lines = (run / "trajectories.jsonl").read_text(encoding="utf-8").splitlines()
-    broken = json.loads(lines[0])
-    broken["steps"][0]["tool_calls"][0]["name"] = "nosuch"  # a well-formed call of a tool the environment lacks
-    (run / "trajectories.jsonl").write_text("\n".join([json.dumps(broken), *lines[1:]]) + "\n", encoding="utf-8")
+    broken = [json.loads(line) for line in lines[:2]]
+    for traj, call_id in zip(broken, ("a1", "b2"), strict=True):  # a well-formed call of a tool the environment lacks
+        traj["steps"][0]["tool_calls"][0].update(name="nosuch", id=call_id)
+    (run / "trajectories.jsonl").write_text("\n".join([*map(json.dumps, broken), *lines[2:]]) + "\n", encoding="utf-8")
     capsys.readouterr()
     assert main(["export", str(run), "--out", str(tmp_path / "x.jsonl")]) == 0
     err = capsys.readouterr().err
     first = gym_env.examples[0].id
-    assert f"skipped: 1 (record failed validation: call c0 names 'nosuch', not in tools; first: {first} trial 0)" in err
+    # one count for one problem, whatever call ids it names; the first one's ids beside it
+    assert (f"skipped: 2 (record failed validation: a call names 'nosuch', not in tools; first: {first} trial 0: "
+            "call a1 names 'nosuch', not in tools)") in err
     assert f"skipped: 1 (status aborted; first: {gym_env.examples[1].id} trial 2)" in err
+    assert err.count("skipped:") == 2
 
 
 def test_unknown_grader_in_where_or_pass_grader_is_an_error_naming_the_runs_graders(tmp_path, capsys):

@@ -448,3 +448,29 @@ def test_stepwise_reward_pays_a_state_milestone_when_the_step_that_reaches_it_is
                                              "function": {"name": letter, "arguments": "{}"}}]})
         rewards.append(r)
     assert rewards == pytest.approx([0.0, 0.5, 0.5])  # "ab" is reached by the second step, from its patch
+
+
+@pytest.mark.parametrize("limit", [0, -1, True, 1.5])
+def test_a_limit_that_is_not_a_positive_integer_is_refused_as_run_refuses_it(limit, capsys):
+    with pytest.raises(ValueError, match=f"limit must be a positive integer, got {limit!r}"):
+        make("typewriter_1", limit=limit)
+    if limit == 0:
+        with pytest.raises(SystemExit):
+            main(["run", "--env", "typewriter_1", "--agent", "oracle", "--limit", "0"])
+        assert "expected a positive integer" in capsys.readouterr().err
+    assert len(make("typewriter_1", limit=2).unwrapped.examples) == 2
+
+
+def test_close_ends_the_run_of_out_as_a_run_ends(tmp_path):
+    out = tmp_path / "rollouts"
+    env = make("typewriter_1", out=str(out))
+    env.reset(seed=0)
+    env.step("done")
+    assert json.loads((out / "run.json").read_text())["finished_at"] is None
+    scores = (out / "scores.jsonl").read_text()
+    env.close()
+    assert json.loads((out / "run.json").read_text())["finished_at"]  # set by close(), as a run sets it
+    assert (out / "scores.jsonl").read_text() == scores  # the same scores
+    env.close()  # idempotent
+    again = make("typewriter_1", out=str(out))  # the lock was released
+    again.close()

@@ -61,13 +61,17 @@ from toolgym.runio import (
     TRAJECTORIES_FILE,
     JsonlAppender,
     RunDirError,
+    RunRecord,
     locked_run_dir,
     read_jsonl,
     read_run,
+    read_scores,
+    read_trajectories,
     write_run,
 )
 from toolgym.runner import (
     EXAMPLES_FILE,
+    finish_run,
     grade_trajectories,
     load_run_examples,
     make_graders,
@@ -247,14 +251,19 @@ class ToolgymEnv(gymnasium.Env):
             and ``export`` read it like a run of ``toolgym run``. An episode left unfinished
             (``reset`` or ``close`` before it ended) is appended with status ``aborted``.
             The environment holds the directory's lock until :meth:`close`: each environment
-            (each one of a vector environment) needs its own ``out=``.
+            (each one of a vector environment) needs its own ``out=``. :meth:`close` writes
+            the environment's published files there (JMultiWOZ-TC's ``result_<model>.jsonl``
+            and ``score_<model>.json``, BFCL's ``BFCL_v4_<category>_result.json``, ...), the
+            exporters ``toolgym run`` calls after grading, and ``run.json``'s ``finished_at``.
         model: A label recorded as the trajectories' ``model`` (the policy being trained).
         render_mode: ``None`` or ``"ansi"`` (:meth:`render` returns the conversation as text).
 
     Raises:
         UnknownNameError / ExtensionError: for an environment or grader that cannot be found.
         DatasetError: for an invalid dataset (file and line named).
-        ValueError: for an unknown reward mode or parser, or ``max_steps`` below 1.
+        ValueError: for an unknown reward mode or parser, ``max_steps`` below 1, or a
+            ``limit`` that is not a positive integer (``limit=0`` is refused, as ``run
+            --limit 0`` is).
         RunDirError: when ``out`` is a file, holds a run of another environment, or is
             being written by another environment or run (its lock is held).
     """
@@ -278,11 +287,14 @@ class ToolgymEnv(gymnasium.Env):
     ) -> None:
         if max_steps < 1:
             raise ValueError(f"max_steps must be at least 1, got {max_steps}")
+        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
+            raise ValueError(f"limit must be a positive integer, got {limit!r}")  # as run --limit and RunConfig
         if render_mode not in (None, "ansi"):
             raise ValueError(f"render_mode must be None or 'ansi', got {render_mode!r}")
         self.benchmark, env_ref = resolve_benchmark(env)
         self.env_cls = self.benchmark.environment
-        dataset_path, examples = load_run_examples(self.benchmark, dataset, limit, env_options or {})
+        dataset_path, loaded = load_run_examples(self.benchmark, dataset, None, env_options or {})
+        examples = loaded[:limit] if limit else loaded
         self.examples: list[Example] = examples
         self._by_id = {ex.id: ex for ex in examples}
         made = make_graders(self.benchmark, graders, examples=examples)
@@ -311,10 +323,12 @@ class ToolgymEnv(gymnasium.Env):
         self._trajectory: Trajectory | None = None
         self._scores: list[Score] = []
         self._lock = contextlib.ExitStack()
+        self._record: RunRecord | None = None  # run.json of out=, written again at close()
+        self._earlier: dict[str, Example] = {}  # examples of out='s earlier trajectories beyond `limit`
         self.out = Path(out) if out is not None else None
         if self.out is not None:
             try:
-                self._open_run(dataset_path, env_ref, made, env_options or {}, limit, reward, parser)
+                self._open_run(dataset_path, env_ref, made, env_options or {}, limit, reward, parser, loaded)
             except BaseException:
                 self._lock.close()
                 raise
@@ -334,7 +348,7 @@ class ToolgymEnv(gymnasium.Env):
 
     def _open_run(
         self, dataset_path: Path | None, env_ref: Any, made: list[Any], env_options: dict[str, Any],
-        limit: int | None, reward: Any, parser: Any,
+        limit: int | None, reward: Any, parser: Any, loaded: list[Example],
     ) -> None:
         out = self.out
         assert out is not None
@@ -360,6 +374,8 @@ class ToolgymEnv(gymnasium.Env):
                 )
             for traj in read_jsonl(out / TRAJECTORIES_FILE, Trajectory, repair=True):
                 self._trials[traj.example_id] = max(self._trials[traj.example_id], traj.trial + 1)
+            wanted = set(self._trials) - set(self._by_id)  # played by an earlier environment with a larger limit
+            self._earlier = {ex.id: ex for ex in loaded if ex.id in wanted}
         if dataset_path is None:
             dataset_path = out / EXAMPLES_FILE
             write_examples(dataset_path, self.examples)
@@ -373,6 +389,7 @@ class ToolgymEnv(gymnasium.Env):
             model=self.model_label, limit=limit, env_options=env_options,
         )
         write_run(out, record)
+        self._record = record
 
     # --- Gymnasium API ---------------------------------------------------------------------
     def reset(
@@ -662,10 +679,38 @@ class ToolgymEnv(gymnasium.Env):
 
     def close(self) -> None:
         """End an unfinished episode as ``aborted`` (written with ``out=``) and release its
-        environment."""
+        environment. With ``out=``, then end the run as ``toolgym run`` does
+        (:func:`toolgym.runner.finish_run`): ``run.json`` gets ``finished_at``, ``scores.jsonl``
+        is rewritten with the same scores, and the benchmark's exporters write its published
+        files from every trajectory of the directory (this environment's and earlier ones').
+        The directory's lock is released even when an exporter fails. Idempotent."""
         self._abandon()
-        self._lock.close()
-        super().close()
+        try:
+            self._finish_run()
+        finally:
+            self._lock.close()
+            super().close()
+
+    def _finish_run(self) -> None:
+        """The end of a run of ``out=``: :func:`toolgym.runner.finish_run` on the directory's
+        trajectories and scores (once; nothing without a finished or aborted episode)."""
+        record, self._record = self._record, None
+        if self.out is None or record is None:
+            return
+        trajectories = read_trajectories(self.out, record=record)
+        if not trajectories:
+            return
+        examples = {**self._earlier, **self._by_id}
+        unknown = sorted({t.example_id for t in trajectories} - set(examples))
+        if unknown:  # an exporter would grade them against no gold
+            warnings.warn(
+                f"out={str(self.out)!r}: {len(unknown)} examples of its trajectories ({', '.join(unknown[:3])}"
+                f"{', ...' if len(unknown) > 3 else ''}) are not in this environment's dataset, so the published "
+                "files are not written; give the dataset they were played on", stacklevel=3)
+            return
+        scores = read_scores(self.out)
+        record.trials = max([record.trials, *(t.trial + 1 for t in trajectories)])  # trials played so far
+        finish_run(self.out, self.benchmark, record, trajectories, scores, examples)
 
 
 def env_id(name: str) -> str:

@@ -80,7 +80,7 @@ def assistant_message(step: ModelStep, answered: Collection[str] = ()) -> dict[s
     text = step.text
     bad = [c for c in step.tool_calls if c.malformed and c.id not in answered]
     for call in bad:
-        raw = call.raw if call.raw is not None else json.dumps({"name": call.name, "arguments": call.arguments})
+        raw = call.raw if call.raw else json.dumps({"name": call.name, "arguments": call.arguments}, ensure_ascii=False)
         block = f"<tool_call>\n{raw}\n</tool_call>"
         if block not in text:
             text = f"{text}\n{block}" if text else block
@@ -128,16 +128,23 @@ def step_messages(steps: Iterable[Step], answered: Collection[str] = ()) -> list
 _ROLES = {"system", "user", "assistant", "tool"}
 
 
-def validate_chat(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None) -> list[str]:
+def validate_chat(
+    messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None, *, open_end: bool = False,
+) -> list[str]:
     """Problems of a conversation in the OpenAI chat format (an empty list when valid).
 
     Checks: each message is an object with a known role and string content (``None`` allowed
     for an assistant message with calls); system messages only at the start; a tool message
     answers a call of the latest assistant message; each ``tool_call_id`` is answered exactly
-    once, before the next assistant message; call ids are unique; ``arguments`` are strings
+    once, before the next message of another role; call ids are unique; ``arguments`` are strings
     holding a JSON object; called functions are among ``tools`` when given; at least one
     assistant message (there is nothing to train on without one: OpenAI's fine-tuning data
     check refuses such an example, "Examples must contain at least one assistant message").
+
+    With ``open_end``, the calls of a last assistant message may be left unanswered: the
+    conversation ends with the calls as its target, the shape of the tool-calling examples of
+    OpenAI's fine-tuning guide (a user message, then an assistant message with ``tool_calls``);
+    for a trajectory imported from a result file, which records the calls and no results.
     """
     problems: list[str] = []
     names = {t["function"]["name"] for t in tools} if tools is not None else None
@@ -192,7 +199,8 @@ def validate_chat(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | 
             else:
                 open_calls[cid] = True
     unanswered = [k for k, done in open_calls.items() if not done]
-    if unanswered:
+    last_is_assistant = bool(messages) and isinstance(messages[-1], dict) and messages[-1].get("role") == "assistant"
+    if unanswered and not (open_end and last_is_assistant):
         problems.append(f"end: calls {unanswered} never answered")
     if not any(isinstance(m, dict) and m.get("role") == "assistant" for m in messages):
         problems.append("end: no assistant message (nothing to train on)")

@@ -359,10 +359,13 @@ def model_step(message: AIMessage, latency_s: float, tool_names: set[str]) -> Mo
     sent += [(c.get("id"), c.get("name"), c.get("args")) for c in message.invalid_tool_calls]
     for call_id, name, args in sent:
         name, args = without_surrogates(name or ""), without_surrogates(args)  # a lone one cannot be recorded
-        arguments, problem = read_arguments(name, args)
+        arguments, unreadable = read_arguments(name, args)
+        problem = unreadable
         if problem is None and tool_names and name not in tool_names:
             problem = unknown_tool(name, tool_names)
-        raw = None if isinstance(args, dict) else (args if isinstance(args, str) or args is None else json.dumps(args))
+        # the text as sent only when it could not be read; read arguments are the call (so an
+        # unknown tool's call sent with a JSON string is recorded as one sent as an object is)
+        raw = (args if isinstance(args, str) else json.dumps(args)) if unreadable is not None else None
         calls.append(ToolCall(id=call_id or new_call_id(), name=name, arguments=arguments, malformed=problem, raw=raw))
     if not calls and text:
         calls = text_calls(text, tool_names)

@@ -7,6 +7,13 @@ example's input), each model turn as an assistant message (``tool_calls`` with t
 tool result as a tool message answering its call, and the final answer
 (:mod:`toolgym.openai_format`). The tools are the environment's, in the OpenAI function format.
 
+A trajectory imported from a result file (``grade --result``, agent ``imported``) has the
+model's calls and no tool results: its conversation ends with the assistant message holding
+the calls, which are the target (a JMultiWOZ-TC turn is one decision; OpenAI's fine-tuning
+guide writes tool-calling examples so). When the trajectory names its line (``source_line``),
+its model step's text is that line of the file, not words of the model, so the assistant
+message has no text; a turn without a call is then an empty assistant message.
+
 Reasoning (``ModelStep.reasoning``: ``<think>`` blocks, ``reasoning_content``) is not exported:
 assistant messages carry the text outside the reasoning and the tool calls.
 
@@ -114,7 +121,8 @@ class ExportResult:
         skipped: Why trajectories or records were left out, with counts.
         first_skipped: For each reason of ``skipped``, the first trajectory left out for it,
             as ``"EXAMPLE_ID trial N"``.
-        warnings: Things the caller should know (``with_tokens`` on runs without tokens).
+        warnings: Things the caller should know (``with_tokens`` on runs without tokens,
+            imported turns whose assistant messages have no text).
     """
 
     records: int = 0
@@ -124,10 +132,12 @@ class ExportResult:
     first_skipped: dict[str, str] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
 
-    def skip(self, reason: str, trajectory: Trajectory) -> None:
-        """Count one trajectory left out for ``reason``."""
+    def skip(self, reason: str, trajectory: Trajectory, detail: str | None = None) -> None:
+        """Count one trajectory left out for ``reason`` (``detail``: what this one showed of it,
+        kept for the first one only: a validation problem with its call ids)."""
         self.skipped[reason] += 1
-        self.first_skipped.setdefault(reason, f"{trajectory.example_id} trial {trajectory.trial}")
+        first = f"{trajectory.example_id} trial {trajectory.trial}"
+        self.first_skipped.setdefault(reason, f"{first}: {detail}" if detail and detail != reason else first)
 
 
 class _Conversations:
@@ -176,7 +186,32 @@ def conversation(benchmark: Benchmark, example: Example, trajectory: Trajectory)
     """``(messages, tools)`` of one trajectory in the OpenAI chat format (see the module
     docstring)."""
     prompt, tools = _Conversations().prompt_and_tools(benchmark, example)
-    return prompt + step_messages(trajectory.steps), tools
+    return prompt + step_messages(_model_steps(trajectory)), tools
+
+
+IMPORTED_AGENT = "imported"
+"""The ``agent`` of trajectories read from a result file (``grade --result``)."""
+
+
+def _imported(trajectory: Trajectory) -> bool:
+    """Whether ``trajectory`` was read from a result file: calls without tool results."""
+    return trajectory.agent == IMPORTED_AGENT
+
+
+def _model_steps(trajectory: Trajectory) -> list[Any]:
+    """The steps to write: for a trajectory that names its line (``source_line``), its first
+    model step without the text, which is that line of the result file, not the model's."""
+    steps = list(trajectory.steps)
+    if trajectory.source_line is not None:
+        at = next((i for i, s in enumerate(steps) if s.kind == "model"), None)
+        if at is not None and steps[at].text:
+            steps[at] = steps[at].model_copy(update={"text": ""})
+    return steps
+
+
+def _messages(trajectory: Trajectory) -> list[dict[str, Any]]:
+    """The conversation of ``trajectory`` after its prompt, call ids made unique."""
+    return _unique_call_ids(step_messages(_model_steps(trajectory)))
 
 
 def _tokens(trajectory: Trajectory) -> list[dict[str, Any] | None]:
@@ -221,7 +256,10 @@ def export_runs(
     string a second time.
 
     Every record is checked with :func:`toolgym.openai_format.validate_chat` before it is
-    written (before its arguments become objects); one that fails is left out and counted in ``skipped`` under its first problem.
+    written (before its arguments become objects; an imported trajectory's may end with its
+    calls, see the module docstring); one that fails is left out and counted in ``skipped``
+    under its first problem without the call ids it names (``end: calls never answered``), so
+    that records with the same problem are one count; ``first_skipped`` has the first one's ids.
     When ``with_tokens`` is set and no kept trajectory of a run has tokens, ``warnings`` says
     so (once, naming those runs).
 
@@ -234,7 +272,8 @@ def export_runs(
         status: Keep only these statuses (``completed``, ``step_limit``, ``error``); empty:
             all but ``error``. Teacher-forced trajectories (``prefix_steps`` set) are always
             skipped: their first steps replay the reference, which no model wrote.
-        envs: Keep only these environments; empty: all.
+        envs: Keep only these environments; empty: all. Each must be the environment of one
+            of the runs.
         with_tokens: Add the recorded tokens.
         pass_grader: The grader deciding passing and failing for ``preference``.
         arguments: ``"string"`` or ``"object"`` (see above).
@@ -243,8 +282,9 @@ def export_runs(
         What was written and skipped.
 
     Raises:
-        ValueError: for an unknown format or ``arguments`` value, or a ``where`` /
-            ``pass_grader`` grader that none of the runs has (the runs' graders are named).
+        ValueError: for an unknown format or ``arguments`` value, a ``where`` /
+            ``pass_grader`` grader that none of the runs has (the runs' graders are named), or
+            an ``envs`` name that no run is of (the runs' environments are named).
         RunDirError: for an unreadable run directory, or one whose dataset cannot be read, or
             an ``out`` that is a record file of a run directory (nothing is written).
     """
@@ -256,18 +296,19 @@ def export_runs(
     where, statuses, env_set = list(where), set(status) or {"completed", "step_limit"}, set(envs)
     result = ExportResult()
     conversations = _Conversations()
-    records: list[tuple[dict[str, Any], Trajectory]] = []
+    records: list[tuple[dict[str, Any], Trajectory, tuple[bool, ...]]] = []  # record, its trajectory, open ends
     groups: dict[tuple[str, str], list[tuple[Trajectory, Example, Benchmark, bool | None]]] = defaultdict(list)
     runs = [load_run(directory) for directory in directories]
     for directory, run in zip(directories, runs, strict=True):
         if run.examples is None:
             raise RunDirError(f"{directory}: cannot read the run's dataset: {run.problem}")
     _check_graders(runs, [c.grader for c in where], pass_grader)
+    _check_envs(runs, env_set)
     without_tokens: list[str] = []
     for directory, run in zip(directories, runs, strict=True):
         assert run.examples is not None
         benchmark = benchmark_of(run.record, run.directory)
-        kept_before, tokens_seen = result.kept, False
+        kept_before, tokens_seen, lines_kept = result.kept, False, 0
         values = {(s.example_id, s.trial, s.grader): s.value for s in run.scores}
         judge = pass_grader or (run.graders[0] if run.graders else None)
         measure = _measure(run, judge)
@@ -296,17 +337,25 @@ def export_runs(
                 continue
             result.kept += 1
             tokens_seen = tokens_seen or any(s.tokens is not None for s in traj.model_steps)
+            if traj.source_line is not None:
+                lines_kept += 1
             if fmt == "openai-chat":
                 prompt, tools = conversations.prompt_and_tools(benchmark, example)
-                record: dict[str, Any] = {"messages": prompt + _unique_call_ids(step_messages(traj.steps)), "tools": tools}
+                record: dict[str, Any] = {"messages": prompt + _messages(traj), "tools": tools}
                 if with_tokens:
                     record["tokens"] = _tokens(traj)
-                records.append((record, traj))
+                records.append((record, traj, (_imported(traj),)))
             else:
                 passed = measure.passed(values.get((traj.example_id, traj.trial, judge))) if judge else None
                 groups[(traj.env, traj.example_id)].append((traj, example, benchmark, passed))
         if with_tokens and result.kept > kept_before and not tokens_seen:
             without_tokens.append(str(directory))
+        if lines_kept:
+            result.warnings.append(
+                f"{directory}: {lines_kept} trajectories imported from a result file, which records each turn's calls "
+                "and no reply: their assistant messages have no text (a turn without a call is an empty assistant "
+                "message), and a turn with calls ends with them (no tool results)"
+            )
     if without_tokens:
         result.warnings.append(
             f"--with-tokens: no exported trajectory of {', '.join(without_tokens)} has recorded tokens "
@@ -323,19 +372,19 @@ def export_runs(
             good = passing[i % len(passing)][0]
             prompt, tools = conversations.prompt_and_tools(benchmark, example)
             pair: dict[str, Any] = {
-                "prompt": prompt, "chosen": _unique_call_ids(step_messages(good.steps)),
-                "rejected": _unique_call_ids(step_messages(bad.steps)), "tools": tools,
+                "prompt": prompt, "chosen": _messages(good), "rejected": _messages(bad), "tools": tools,
             }
             if with_tokens:
                 pair["chosen_tokens"], pair["rejected_tokens"] = _tokens(good), _tokens(bad)
-            records.append((pair, bad))
+            records.append((pair, bad, (_imported(good), _imported(bad))))
     path = Path(out)
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "w", encoding="utf-8") as fh:
-        for record, traj in records:
-            problems = _problems(record)
+        for record, traj, open_end in records:
+            problems = _problems(record, open_end)
             if problems:
-                result.skip(f"record failed validation: {_MESSAGE_INDEX.sub('', problems[0])}", traj)
+                first = _MESSAGE_INDEX.sub("", problems[0])
+                result.skip(f"record failed validation: {_problem_kind(first)}", traj, first)
                 continue
             if arguments == "object":
                 record = _object_arguments(record)
@@ -346,6 +395,23 @@ def export_runs(
 
 
 _MESSAGE_INDEX = re.compile(r"^message \d+: ")
+_CALL_IDS = [  # the call ids in validate_chat's problems, so that one kind of problem is counted once
+    (re.compile(r"\bcalls \[.*?\] "), "calls "),
+    (re.compile(r"\barguments of .+? are not"), "arguments of a call are not"),
+    (re.compile(r"\bcall \S+ names"), "a call names"),
+    (re.compile(r"\btool call id .+? missing"), "a tool call id missing"),
+    (re.compile(r"\banswers .+?, not a call"), "answers an id that is not a call"),
+    (re.compile(r"\bcall .+? answered twice"), "a call answered twice"),
+]
+
+
+def _problem_kind(problem: str) -> str:
+    """A problem of :func:`validate_chat` without the call ids it names: ``end: calls
+    ['line2_0'] never answered`` -> ``end: calls never answered``."""
+    for pattern, replacement in _CALL_IDS:
+        problem = pattern.sub(replacement, problem)
+    return problem
+
 
 ARGUMENTS = ("string", "object")
 """How :func:`export_runs` writes tool-call arguments."""
@@ -420,8 +486,20 @@ def _measure(run: Run, grader: str | None) -> Measure:
     return measure_for(run, grader)  # recorded, else the installed grader's, else inferred
 
 
-def _problems(record: dict[str, Any]) -> list[str]:
+def _problems(record: dict[str, Any], open_end: tuple[bool, ...]) -> list[str]:
+    """The validation problems of a record (``open_end``: per conversation, whether its last
+    calls may stay unanswered: an imported trajectory's)."""
     if "messages" in record:
-        return validate_chat(record["messages"], record["tools"])
-    prompt = record["prompt"]
-    return validate_chat(prompt + record["chosen"], record["tools"]) + validate_chat(prompt + record["rejected"], record["tools"])
+        return validate_chat(record["messages"], record["tools"], open_end=open_end[0])
+    prompt, tools = record["prompt"], record["tools"]
+    return (validate_chat(prompt + record["chosen"], tools, open_end=open_end[0])
+            + validate_chat(prompt + record["rejected"], tools, open_end=open_end[1]))
+
+
+def _check_envs(runs: Sequence[Run], wanted: set[str]) -> None:
+    """Raise ValueError for an ``--env`` that none of the runs is of (it would keep nothing)."""
+    known = list(dict.fromkeys([run.record.env for run in runs] + [t.env for run in runs for t in run.trajectories]))
+    for name in sorted(wanted - set(known)):
+        close = difflib.get_close_matches(name, known, n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        raise ValueError(f"--env: no run is of environment {name!r}: the runs are of {', '.join(known)}{hint}")
