@@ -673,6 +673,9 @@ def test_a_served_run_is_continued_only_with_the_same_settings(tmp_path):
     wait_unlocked(out)
     other = run_cli("serve", "--env", "typewriter_26", "--limit", "1", "--out", str(out))
     assert other.returncode == 2 and "other settings (limit 2 -> 1)" in other.stderr, other.stderr
+    # a grading mode too: the same calls would be graded two ways in one run
+    mode = run_cli("serve", "--env", "typewriter_26", "--limit", "2", "--trajectory-mode", "strict", "--out", str(out))
+    assert mode.returncode == 2 and "grader setting trajectory_mode None -> 'strict'" in mode.stderr, mode.stderr
     ran = tmp_path / "ran"
     assert main(["run", "--env", "typewriter_1", "--agent", "oracle", "--limit", "1", "--out", str(ran),
                  "--no-progress"]) == 0

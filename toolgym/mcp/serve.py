@@ -234,7 +234,8 @@ class ServedRun:
 
         Raises:
             RunDirError: when the directory holds a ``run`` (not a served run), or a served run
-                of another environment, dataset, limit or graders.
+                of another environment, dataset, limit, graders or grader settings (the grading
+                modes; a judge cache's path may change).
         """
         previous = read_run(self.out)
         if previous.agent.get("served") != "mcp":
@@ -247,13 +248,16 @@ class ServedRun:
                 ("dataset", previous.dataset.sha256, fresh.dataset.sha256),
                 ("limit", previous.limit, fresh.limit),
                 ("graders", previous.graders, fresh.graders),
+                *((f"grader setting {key}", previous.grader_settings.get(key), fresh.grader_settings.get(key))
+                  for key in sorted((set(previous.grader_settings) | set(fresh.grader_settings)) - {"judge_cache"})),
             )
             if was != now
         ]
         if changed:
             raise RunDirError(
                 f"{self.out} holds a served run with other settings ({'; '.join(changed)}); serve it with the "
-                "same --env, --dataset, --limit and --grader, or choose another --out"
+                "same --env, --dataset, --limit, --grader and grading modes (--trajectory-mode, --args-mode, "
+                "--judge-model), or choose another --out"
             )
         previous_trajectories = read_jsonl(traj_path, Trajectory, repair=True)
         previous_scores = read_jsonl(self.out / SCORES_FILE, Score, repair=True)
