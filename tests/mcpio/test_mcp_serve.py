@@ -282,6 +282,34 @@ def test_end_episode_keeps_the_gold_from_the_client_and_an_example_is_started_on
         ("rd-01", 0, "completed"), ("rd-02", 0, "aborted")]
 
 
+def test_a_served_episode_ends_at_the_step_limit_as_a_run_does(tmp_path):
+    """The trial's finding: a looping agent was cut at 40 turns by `run` and Gym, never over MCP."""
+    out = tmp_path / "served"
+
+    async def scenario() -> None:
+        async with stdio_session(serve_args(out, "--env", "typewriter_1", "--limit", "1", "--max-steps", "3")) as session:
+            await session.call_tool("start_episode", {})
+            for _ in range(3):
+                assert not (await session.call_tool("type_letter", {"letter": "a"})).isError
+            beyond = await session.call_tool("type_letter", {"letter": "a"})
+            assert beyond.isError and "ended with status step_limit" in text(beyond) and "(--max-steps)" in text(beyond)
+            assert (await session.call_tool("end_episode", {"answer": "done"})).isError  # no episode is running
+
+    asyncio.run(scenario())
+    (served,) = read_trajectories(out)
+    assert served.status == "step_limit" and len(served.tool_steps) == 3 and served.final_state == {"paper": "aaa"}
+    assert served_record(out).agent["max_steps"] == 3
+    script = tmp_path / "loop.json"
+    script.write_text(json.dumps({"turns": [{"content": "", "tool_calls": [{"name": "type_letter", "args": {"letter": "a"}}]}],
+                                  "repeat_last": True}), encoding="utf-8")
+    ran = tmp_path / "ran"
+    assert main(["run", "--env", "typewriter_1", "--model", f"scripted:{script}", "--limit", "1", "--max-steps", "3",
+                 "--out", str(ran), "--no-progress"]) == 0
+    (played,) = read_trajectories(ran)
+    assert (played.status, len(played.tool_steps)) == (served.status, len(served.tool_steps))
+    assert {(s.grader, s.value) for s in read_scores(ran)} == {(s.grader, s.value) for s in read_scores(out)}
+
+
 def test_reveal_scores_returns_them_and_trials_2_allows_one_replay(tmp_path):
     out = tmp_path / "served"
 

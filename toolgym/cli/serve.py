@@ -27,6 +27,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--trials", type=positive_int, default=1,
                    help="how many times each example may be started over the run (default 1; a continued run "
                    "counts the episodes it recorded); a further start_episode of it is refused")
+    p.add_argument("--max-steps", type=positive_int, default=40,
+                   help="model turns (tool calls) per episode before it ends as step_limit, as in `run` (default 40)")
     p.add_argument("--reveal-scores", action="store_true",
                    help="end_episode returns the scores and their explanations, which name the reference answer "
                    "and the expected calls (for debugging or training loops; default: only the episode's status)")
@@ -68,7 +70,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         served = ServedRun(
             args.env, out, dataset=args.dataset, graders=args.grader or None,
             grader_settings=judge_settings(args), limit=args.limit, transport=args.transport,
-            trials=args.trials, reveal_scores=args.reveal_scores,
+            trials=args.trials, reveal_scores=args.reveal_scores, max_steps=args.max_steps,
         )
         try:
             result = serve_http(served, settings) if settings is not None else serve_stdio(served)

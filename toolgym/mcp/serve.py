@@ -173,6 +173,10 @@ class ServedRun:
         reveal_scores: ``end_episode`` returns the scores with their explanations (which
             hold the gold); recorded in ``run.json`` as ``agent.reveal_scores`` (kept ``true``
             once any launch of the run revealed them).
+        max_steps: Model turns per episode (each tool call is one, see
+            :meth:`Session.call`); a call beyond them is not run: the episode ends with status
+            ``step_limit``, as an agent's episode in ``run`` does (``agent.max_steps`` in
+            ``run.json``).
 
     Raises:
         DatasetError / UnknownNameError / ExtensionError: as :func:`toolgym.runner.run`.
@@ -185,10 +189,13 @@ class ServedRun:
     def __init__(
         self, env: Any, out: Path, dataset: Any = None, graders: list[Any] | None = None,
         grader_settings: dict[str, Any] | None = None, limit: int | None = None, transport: str = "stdio",
-        trials: int = 1, reveal_scores: bool = False,
+        trials: int = 1, reveal_scores: bool = False, max_steps: int = 40,
     ) -> None:
         if trials < 1:
             raise ValueError(f"trials must be at least 1, got {trials}")
+        if max_steps < 1:
+            raise ValueError(f"max_steps must be at least 1, got {max_steps}")
+        self.max_steps = max_steps
         self.benchmark, env_ref = resolve_benchmark(env)
         if self.benchmark.max_trials is not None and trials > self.benchmark.max_trials:
             raise ValueError(
@@ -207,7 +214,8 @@ class ServedRun:
         self.out.mkdir(parents=True, exist_ok=True)
         self.record = new_record(
             self.benchmark, env_ref, graders_made, self.examples, dataset_path,
-            agent={"agent": "mcp-client", "served": "mcp", "transport": transport, "reveal_scores": reveal_scores},
+            agent={"agent": "mcp-client", "served": "mcp", "transport": transport, "reveal_scores": reveal_scores,
+                   "max_steps": max_steps},
             limit=limit, trials=trials, grader_settings=grader_settings,
         )
         self.trajectories: list[Trajectory] = []
@@ -248,6 +256,8 @@ class ServedRun:
                 ("dataset", previous.dataset.sha256, fresh.dataset.sha256),
                 ("limit", previous.limit, fresh.limit),
                 ("graders", previous.graders, fresh.graders),
+                *((("max_steps", previous.agent["max_steps"], fresh.agent["max_steps"]),)
+                  if previous.agent.get("max_steps") is not None else ()),  # recorded since it was enforced
                 *((f"grader setting {key}", previous.grader_settings.get(key), fresh.grader_settings.get(key))
                   for key in sorted((set(previous.grader_settings) | set(fresh.grader_settings)) - {"judge_cache"})),
             )
@@ -256,8 +266,8 @@ class ServedRun:
         if changed:
             raise RunDirError(
                 f"{self.out} holds a served run with other settings ({'; '.join(changed)}); serve it with the "
-                "same --env, --dataset, --limit, --grader and grading modes (--trajectory-mode, --args-mode, "
-                "--judge-model), or choose another --out"
+                "same --env, --dataset, --limit, --max-steps, --grader and grading modes (--trajectory-mode, "
+                "--args-mode, --judge-model), or choose another --out"
             )
         previous_trajectories = read_jsonl(traj_path, Trajectory, repair=True)
         previous_scores = read_jsonl(self.out / SCORES_FILE, Score, repair=True)
@@ -272,7 +282,7 @@ class ServedRun:
             self._clients = [str(c) for c in agent["clients"]]
         elif agent.get("agent") not in (None, "mcp-client"):
             self._clients = [f"{agent['agent']} {agent.get('version') or ''}".strip()]
-        previous.agent = {**agent, "transport": fresh.agent["transport"],
+        previous.agent = {**agent, "transport": fresh.agent["transport"], "max_steps": self.max_steps,
                           "reveal_scores": bool(agent.get("reveal_scores")) or self.reveal_scores}
         previous.trials = max([self.max_trials, *self._trials.values()])
         previous.finished_at = None
@@ -469,6 +479,14 @@ class Session:
         """Run one tool call of the running episode: ``(observation, is_error)``."""
         if self.episode is None:
             return NO_EPISODE, True
+        limit = self.episode.env.max_model_turns
+        if self.episode.model_turns >= self.served.max_steps and (limit is None or limit > self.served.max_steps):
+            example = self.episode.example.id
+            self.episode.status = "step_limit"
+            self.served.record_trajectory(self._trajectory())
+            return (f"Error: the episode's {self.served.max_steps} model turns are used up (--max-steps); this call "
+                    f"was not run and episode {example!r} ended with status step_limit. Call {START} for the next "
+                    "one."), True
         call = self._model_turn(call_id, name, arguments)
         try:
             step = self.episode.execute(call)
