@@ -474,3 +474,22 @@ def test_close_ends_the_run_of_out_as_a_run_ends(tmp_path):
     env.close()  # idempotent
     again = make("typewriter_1", out=str(out))  # the lock was released
     again.close()
+
+
+def test_with_out_an_example_is_played_no_more_often_than_its_published_format_allows(tmp_path):
+    pytest.importorskip("toolgym.suites.jmultiwoz_tc")
+    from pathlib import Path
+
+    data = Path(__file__).parent / "data" / "run_v2" / "jmultiwoz_data" / "jmultiwoz_tc_input.jsonl"
+    env = make("jmultiwoz_tc", dataset=str(data), out=tmp_path / "rollouts").unwrapped  # one result line a turn
+    first, second = env.examples[:2]
+    env.reset(options={"example_id": first.id})
+    env.step("no call")
+    with pytest.raises(ValueError, match=r"has been played 1 time\(s\) in .*the most jmultiwoz_tc's published format"):
+        env.reset(options={"example_id": first.id})
+    env.reset(options={"example_id": second.id})  # another turn is fine
+    env.close()
+    free = make("jmultiwoz_tc", dataset=str(data)).unwrapped  # without out=, rollouts repeat as training needs
+    for _ in range(2):
+        free.reset(options={"example_id": first.id})
+    free.close()

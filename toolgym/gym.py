@@ -411,6 +411,8 @@ class ToolgymEnv(gymnasium.Env):
         Raises:
             KeyError: for an ``example_id`` not in the dataset.
             RuntimeError: when the environment's own ``reset`` fails for this example.
+            ValueError: with ``out=``, for an example already played as often as the suite's
+                published format allows (``Benchmark.max_trials``: JMultiWOZ-TC and BFCL, once).
         """
         super().reset(seed=seed)
         self._abandon()
@@ -421,6 +423,13 @@ class ToolgymEnv(gymnasium.Env):
             example = self._by_id[str(example_id)]
         else:
             example = self.examples[int(self.np_random.integers(len(self.examples)))]
+        most = self.benchmark.max_trials
+        if self.out is not None and most is not None and self._trials[example.id] >= most:
+            raise ValueError(
+                f"example {example.id!r} has been played {self._trials[example.id]} time(s) in {self.out}, the most "
+                f"{self.benchmark.name}'s published format allows (one result line per example): record repeated "
+                "rollouts without out=, or give each pass its own out= directory"
+            )
         self._close_env()
         env = self.env_cls()
         try:
