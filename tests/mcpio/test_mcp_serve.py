@@ -310,6 +310,26 @@ def test_a_served_episode_ends_at_the_step_limit_as_a_run_does(tmp_path):
     assert {(s.grader, s.value) for s in read_scores(ran)} == {(s.grader, s.value) for s in read_scores(out)}
 
 
+def test_serve_sample_draws_the_examples_run_sample_draws(tmp_path):
+    out = tmp_path / "served"
+
+    async def scenario() -> list[str]:
+        drawn = []
+        args = serve_args(out, "--env", "typewriter_26", "--sample", "3", "--sample-seed", "5")
+        async with stdio_session(args) as session:
+            while not (task := await session.call_tool("start_episode", {})).isError:
+                drawn.append(task.structuredContent["example_id"])
+                await session.call_tool("end_episode", {"answer": "x"})
+        return drawn
+
+    served = asyncio.run(scenario())
+    ran = tmp_path / "ran"
+    assert main(["run", "--env", "typewriter_26", "--agent", "oracle", "--sample", "3", "--sample-seed", "5",
+                 "--out", str(ran), "--no-progress"]) == 0
+    assert len(served) == 3 and sorted(served) == sorted(t.example_id for t in read_trajectories(ran))
+    assert served_record(out).env_options == {"sample": 3, "sample_seed": 5}
+
+
 def test_reveal_scores_returns_them_and_trials_2_allows_one_replay(tmp_path):
     out = tmp_path / "served"
 

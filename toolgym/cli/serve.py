@@ -27,6 +27,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--trials", type=positive_int, default=1,
                    help="how many times each example may be started over the run (default 1; a continued run "
                    "counts the episodes it recorded); a further start_episode of it is refused")
+    p.add_argument("--sample", type=positive_int, help="serve N examples drawn with --sample-seed (as run --sample)")
+    p.add_argument("--sample-seed", type=int, default=0, help="seed of --sample (default 0)")
     p.add_argument("--max-steps", type=positive_int, default=40,
                    help="model turns (tool calls) per episode before it ends as step_limit, as in `run` (default 40)")
     p.add_argument("--reveal-scores", action="store_true",
@@ -71,6 +73,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
             args.env, out, dataset=args.dataset, graders=args.grader or None,
             grader_settings=judge_settings(args), limit=args.limit, transport=args.transport,
             trials=args.trials, reveal_scores=args.reveal_scores, max_steps=args.max_steps,
+            env_options={"sample": args.sample, "sample_seed": args.sample_seed} if args.sample else None,
         )
         try:
             result = serve_http(served, settings) if settings is not None else serve_stdio(served)

@@ -173,6 +173,8 @@ class ServedRun:
         reveal_scores: ``end_episode`` returns the scores with their explanations (which
             hold the gold); recorded in ``run.json`` as ``agent.reveal_scores`` (kept ``true``
             once any launch of the run revealed them).
+        env_options: Options of the environment's dataset loader (``sample``, ``sample_seed``,
+            ``shots``, ...), as ``RunConfig.env_options``; recorded in ``run.json``.
         max_steps: Model turns per episode (each tool call is one, see
             :meth:`Session.call`); a call beyond them is not run: the episode ends with status
             ``step_limit``, as an agent's episode in ``run`` does (``agent.max_steps`` in
@@ -189,7 +191,7 @@ class ServedRun:
     def __init__(
         self, env: Any, out: Path, dataset: Any = None, graders: list[Any] | None = None,
         grader_settings: dict[str, Any] | None = None, limit: int | None = None, transport: str = "stdio",
-        trials: int = 1, reveal_scores: bool = False, max_steps: int = 40,
+        trials: int = 1, reveal_scores: bool = False, max_steps: int = 40, env_options: dict[str, Any] | None = None,
     ) -> None:
         if trials < 1:
             raise ValueError(f"trials must be at least 1, got {trials}")
@@ -204,7 +206,7 @@ class ServedRun:
         self.max_trials = trials
         self.reveal_scores = reveal_scores
         self.env_cls: type[Environment] = self.benchmark.environment
-        dataset_path, self.examples = load_run_examples(self.benchmark, dataset, limit)
+        dataset_path, self.examples = load_run_examples(self.benchmark, dataset, limit, env_options or {})
         self.by_id = {ex.id: ex for ex in self.examples}
         graders_made = make_graders(self.benchmark, graders, grader_settings, self.examples)
         self.graders = [g for g, _ in graders_made]
@@ -216,7 +218,7 @@ class ServedRun:
             self.benchmark, env_ref, graders_made, self.examples, dataset_path,
             agent={"agent": "mcp-client", "served": "mcp", "transport": transport, "reveal_scores": reveal_scores,
                    "max_steps": max_steps},
-            limit=limit, trials=trials, grader_settings=grader_settings,
+            limit=limit, trials=trials, grader_settings=grader_settings, env_options=env_options,
         )
         self.trajectories: list[Trajectory] = []
         self.scores: list[Score] = []
@@ -255,6 +257,7 @@ class ServedRun:
                 ("env", previous.env, fresh.env),
                 ("dataset", previous.dataset.sha256, fresh.dataset.sha256),
                 ("limit", previous.limit, fresh.limit),
+                ("environment options", previous.env_options, fresh.env_options),
                 ("graders", previous.graders, fresh.graders),
                 *((("max_steps", previous.agent["max_steps"], fresh.agent["max_steps"]),)
                   if previous.agent.get("max_steps") is not None else ()),  # recorded since it was enforced
