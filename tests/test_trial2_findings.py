@@ -168,3 +168,11 @@ def test_a_bfcl_call_with_the_datas_dotted_name_is_checked_by_the_leaderboards_n
 
     (score,) = [s for s in load_run(out).scores if s.example_id == "simple_python_1" and s.grader == "bfcl_accuracy"]
     assert score.value == 1.0, score
+
+
+def test_layout_is_refused_where_no_published_files_have_one(tmp_path, capsys):
+    capsys.readouterr()
+    assert main(["run", "--env", "typewriter_1", "--agent", "oracle", "--limit", "1", "--layout", "published",
+                 "--out", str(tmp_path / "r"), "--no-progress"]) == 2
+    assert "option 'layout' (--layout)" in capsys.readouterr().err
+    assert not (tmp_path / "r" / "run.json").exists()

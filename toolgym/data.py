@@ -246,13 +246,17 @@ def sampled(examples: list[Example], options: dict[str, Any], path: str | Path) 
 
     Raises:
         DatasetError: for a ``sample`` or ``sample_seed`` that is not a positive / any
-            integer, or a few-shot option (:data:`FEW_SHOT_OPTIONS`), which no generic dataset
-            can honour (naming the option and the file).
+            integer, or a few-shot option (:data:`FEW_SHOT_OPTIONS`) or a ``layout``, which no
+            generic dataset can honour (naming the option and the file).
     """
     for key in FEW_SHOT_OPTIONS:
         if options.get(key) is not None:
             raise DatasetError(f"{path}: option {key!r} (--{key.replace('_', '-')}) needs an environment whose own "
                                "dataset format has few-shot examples (the Vietnamese suites); this one has none")
+    if options.get("layout") is not None:
+        raise DatasetError(f"{path}: option 'layout' (--layout) chooses how an environment's own published files "
+                           "are laid out (JMultiWOZ-TC's, read from its release); a dataset read as toolgym's "
+                           "examples has none")
     size = options.get("sample")
     if size is None:
         return examples
