@@ -21,7 +21,7 @@ from toolgym.forcing import (
 )
 from toolgym.providers import ModelSettings
 from toolgym.records import Example, Trajectory
-from toolgym.runio import Run, RunDirError, latest_attempts
+from toolgym.runio import IMPORTED_AGENT, Run, RunDirError, latest_attempts
 from toolgym.runner import RunConfig, RunResult, benchmark_of, model_spec_ref, resolve_agent, run
 
 __all__ = ["Difference", "find_trajectory", "first_error_step", "fork", "replay_run"]
@@ -169,7 +169,7 @@ def fork(
 
 
 _NOT_PLAYABLE = {"mcp": "an MCP client (toolgym serve)", "mcp-client": "an MCP client (toolgym serve)",
-                 "gym": "a policy through the Gymnasium environment", "imported": "another tool (an imported result file)"}
+                 "gym": "a policy through the Gymnasium environment", IMPORTED_AGENT: "another tool (an imported result file)"}
 """Agents a run records that no fork can build again, and what they were."""
 
 

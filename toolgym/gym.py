@@ -592,7 +592,7 @@ class ToolgymEnv(gymnasium.Env):
             value = by_name.get(grader_name(self._reward_grader)) if self._reward_grader is not None else None
             final = float(value) if value is not None else 0.0
             scored = value is not None or trajectory.status == "error"
-            if not scored and grader_name(self._reward_grader) not in self._unscored_warned:
+            if not scored and self._reward_grader is not None and grader_name(self._reward_grader) not in self._unscored_warned:
                 self._unscored_warned.add(grader_name(self._reward_grader))
                 warnings.warn(
                     f"reward grader {grader_name(self._reward_grader)} gave no value for example {example.id!r} "

@@ -39,6 +39,10 @@ SCORES_FILE = "scores.jsonl"
 
 M = TypeVar("M", bound=BaseModel)
 
+IMPORTED_AGENT = "imported"
+"""The agent of a run read from a result file (``grade --result``): ``run.json``'s
+``agent.agent`` and its trajectories' ``agent``."""
+
 RECORD_FILES = (RUN_FILE, TRAJECTORIES_FILE, SCORES_FILE, "examples.jsonl")
 """The files that make a run directory's record (``examples.jsonl``: examples given in memory)."""
 
@@ -560,7 +564,18 @@ def write_run(directory: Path, record: RunRecord) -> None:
     write_json_atomic(Path(directory) / RUN_FILE, record.model_dump(mode="json"))
 
 
-def read_trajectories(directory: Path, all_attempts: bool = False, record: RunRecord | None = None) -> list[Trajectory]:
+class ImportedLinesMissing(RunDirError):
+    """The result file a run's trajectories were imported from cannot be read back (moved,
+    deleted or changed since the import); ``problem`` says which, in words."""
+
+    def __init__(self, problem: str) -> None:
+        super().__init__(problem)
+        self.problem = problem
+
+
+def read_trajectories(
+    directory: Path, all_attempts: bool = False, record: RunRecord | None = None, *, strict_lines: bool = False,
+) -> list[Trajectory]:
     """The trajectories of a run directory (torn last line dropped with a warning): the last
     attempt of each (example, trial) (an episode that errored and was played again by
     ``--resume`` has both attempts in the file; the last one counts), or every line with
@@ -569,12 +584,12 @@ def read_trajectories(directory: Path, all_attempts: bool = False, record: RunRe
     The lines of imported trajectories (``source_line``) are read back from the result file
     that ``run.json`` (or ``record``, when given) references; when it has moved or changed
     since the import, a warning says so and those texts stay empty (the parsed calls are in
-    the record).
+    the record), or, with ``strict_lines``, :class:`ImportedLinesMissing` is raised.
     """
     records = read_jsonl(Path(directory) / TRAJECTORIES_FILE, Trajectory)
     if any(t.source_line is not None for t in records):
         ref = (record if record is not None else read_run(directory)).result_file
-        restore_lines(records, ref, Path(directory))
+        restore_lines(records, ref, Path(directory), strict=strict_lines)
     return records if all_attempts else latest_attempts(records)
 
 
@@ -604,15 +619,23 @@ def result_lines(ref: ResultFileRef) -> list[str] | str:
     return [raw.decode("utf-8", errors="replace") for raw in data.split(b"\n")]
 
 
-def restore_lines(trajectories: list[Trajectory], ref: ResultFileRef | None, directory: Path) -> str | None:
+def restore_lines(
+    trajectories: list[Trajectory], ref: ResultFileRef | None, directory: Path, strict: bool = False,
+) -> str | None:
     """Put back what the record of an imported trajectory (``source_line``) leaves out: its
     origin (``final_state``) and its line (the text of its first model step, read from the
     result file). Returns ``None``, or why the lines could not be read (also issued as a
-    warning that names the run directory; the origins are put back all the same)."""
+    warning that names the run directory; the origins are put back all the same).
+
+    Raises:
+        ImportedLinesMissing: with ``strict``, instead of the warning.
+    """
     lines = result_lines(ref) if ref is not None else "run.json references no result file"
     for traj in trajectories:
         restore_line(traj, lines, ref)
     if isinstance(lines, str):
+        if strict:
+            raise ImportedLinesMissing(lines)
         warnings.warn(f"{directory}: {lines}; imported lines are not shown (their parsed calls are)", stacklevel=3)
         return lines
     return None

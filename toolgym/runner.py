@@ -47,13 +47,12 @@ from toolgym.providers import PROVIDERS, ModelSettings, split_spec
 from toolgym.records import Example, Score, Trajectory
 from toolgym.registry import Entry, ExtensionError, UnknownNameError, is_spec
 from toolgym.runio import (
-    RUN_FILE as RUN_FILE_NAME,
-)
-from toolgym.runio import (
+    IMPORTED_AGENT,
     SCORES_FILE,
     TRAJECTORIES_FILE,
     DatasetRef,
     ExtensionRef,
+    ImportedLinesMissing,
     JsonlAppender,
     Run,
     RunDirError,
@@ -64,9 +63,11 @@ from toolgym.runio import (
     read_trajectories,
     record_line,
     result_file_ref,
-    result_lines,
     write_jsonl_atomic,
     write_run,
+)
+from toolgym.runio import (
+    RUN_FILE as RUN_FILE_NAME,
 )
 from toolgym.stats import SummaryRow, summarize
 
@@ -1040,20 +1041,14 @@ def _trajectories_to_grade(directory: Path, record: RunRecord) -> list[Trajector
     Raises:
         RunDirError: naming the file, what happened to it and the command that imports it again.
     """
-    ref = record.result_file
-    problem = result_lines(ref) if ref is not None else None
-    if not isinstance(problem, str):
-        return read_trajectories(directory, record=record)
-    with warnings.catch_warnings():  # said once, in the error below, when it matters
-        warnings.simplefilter("ignore")
-        trajectories = read_trajectories(directory, record=record)
-    if any(t.source_line is not None for t in trajectories):
+    try:
+        return read_trajectories(directory, record=record, strict_lines=True)
+    except ImportedLinesMissing as exc:
         raise RunDirError(
-            f"{directory}: {problem}; its lines are what the graders compare, so nothing was graded or written "
+            f"{directory}: {exc.problem}; its lines are what the graders compare, so nothing was graded or written "
             f"(the scores stay as they were): import it again with `grade --env {record.env} --result FILE "
             f"--dataset {record.dataset.path or 'DATASET'} --out {directory}`"
-        )
-    return trajectories
+        ) from None
 
 
 @contextlib.contextmanager
@@ -1153,7 +1148,7 @@ def import_results(
     out = Path(out)
     if (out / RUN_FILE_NAME).exists():
         before = read_run(out)
-        if before.agent_name != "imported":
+        if before.agent_name != IMPORTED_AGENT:
             raise RunDirError(
                 f"{out} holds a run of its own; grade it with `grade {out}`, or give another --out for the "
                 "imported result file"
@@ -1177,7 +1172,7 @@ def import_results(
         out.mkdir(parents=True, exist_ok=True)
         record = RunRecord(
             env=benchmark.name,
-            agent={"agent": "imported", "result_file": str(Path(result).resolve())},
+            agent={"agent": IMPORTED_AGENT, "result_file": str(Path(result).resolve())},
             model=trajectories[0].model if trajectories else None,
             dataset=DatasetRef(path=str(path.resolve()), sha256=sha256_file(path), n_examples=len(examples)),
             graders=list(benchmark.graders),

@@ -87,10 +87,10 @@ def cmd_fork(args: argparse.Namespace) -> int:
 def cmd_replay(args: argparse.Namespace) -> int:
     """Print one line per difference; exit 1 when there is any."""
     from toolgym.forks import replay_run
-    from toolgym.runio import read_run
+    from toolgym.runio import IMPORTED_AGENT, read_run
 
     record = read_run(Path(args.run))
-    if record.result_file is not None or record.agent_name == "imported":
+    if record.result_file is not None or record.agent_name == IMPORTED_AGENT:
         print(f"{args.run}: imported from a result file, which records no tool results: nothing was executed, "
               "so there is nothing to replay", file=sys.stderr)
         return 0

@@ -44,7 +44,7 @@ from toolgym.api import load_run
 from toolgym.benchmark import Benchmark
 from toolgym.openai_format import prompt_messages, step_messages, tool_schemas, validate_chat
 from toolgym.records import BINARY, Example, Measure, Trajectory
-from toolgym.runio import Run, RunDirError, refuse_run_file
+from toolgym.runio import IMPORTED_AGENT, Run, RunDirError, refuse_run_file
 from toolgym.runner import benchmark_of
 from toolgym.views.rundata import measure_for
 
@@ -187,10 +187,6 @@ def conversation(benchmark: Benchmark, example: Example, trajectory: Trajectory)
     docstring)."""
     prompt, tools = _Conversations().prompt_and_tools(benchmark, example)
     return prompt + step_messages(_model_steps(trajectory)), tools
-
-
-IMPORTED_AGENT = "imported"
-"""The ``agent`` of trajectories read from a result file (``grade --result``)."""
 
 
 def _imported(trajectory: Trajectory) -> bool:
