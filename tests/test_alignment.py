@@ -12,6 +12,11 @@ from toolgym.matchers import MatchContext, json_equal
 from toolgym.milestones import call_key, calls_plan, compile_plan
 
 
+def core(first):
+    """A first error's step, type, milestone and argument (its tool and note left out)."""
+    return {k: first[k] for k in ("step", "type", "milestone", "argument")}
+
+
 def call(name, **arguments):
     return StepView(name, arguments, result=None)
 
@@ -40,7 +45,7 @@ def test_two_valid_orders_and_an_optional_step():
     result = align(plan, [call("a"), call("find"), call("b")])
     assert result.required_matched == 2 and result.step_milestone == [None, "find", "b"]
     d = diagnose(plan, [call("a"), call("find"), call("b")], result)
-    assert d.first_error == {"step": 1, "type": "out_of_order", "milestone": "a", "argument": None}
+    assert core(d.first_error) == {"step": 1, "type": "out_of_order", "milestone": "a", "argument": None}
 
 
 def test_from_uses_the_result_of_the_step_that_matched():
@@ -54,7 +59,7 @@ def test_from_uses_the_result_of_the_step_that_matched():
     steps = [StepView("find", {}, [7]), StepView("email", {"id": 8})]
     result = align(plan, steps)
     d = diagnose(plan, steps, result)
-    assert d.first_error == {"step": 2, "type": "wrong_arguments", "milestone": "email", "argument": "id"}
+    assert core(d.first_error) == {"step": 2, "type": "wrong_arguments", "milestone": "email", "argument": "id"}
 
 
 def test_state_milestone_against_the_final_state():

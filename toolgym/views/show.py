@@ -19,6 +19,7 @@ from rich.console import Console
 from rich.text import Text
 
 from toolgym.api import load_run
+from toolgym.graders.alignment import first_error_what
 from toolgym.records import ToolCallSpec, Trajectory
 from toolgym.views.rundata import (
     RunView,
@@ -372,10 +373,7 @@ def alignment_summary(details: dict[str, Any], rows: list[int] | None = None) ->
         if isinstance(step, int):  # the grader counts tool steps; the rows above count every step
             row = rows[step - 1] if rows is not None and 0 < step <= len(rows) else None
             where = f"tool step {step}" + (f" (row {row})" if row is not None else "")
-        what = str(first.get("type", "")).replace("_", " ")
-        if first.get("milestone"):
-            what += f" ({first['milestone']}" + (f", argument {first['argument']}" if first.get("argument") else "") + ")"
-        lines.append(Text.assemble(("first error: ", "bold red"), _safe(f"{where}: {what}")))
+        lines.append(Text.assemble(("first error: ", "bold red"), _safe(f"{where}: {first_error_what(first)}")))
     return lines
 
 
