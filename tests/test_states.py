@@ -209,7 +209,7 @@ def test_a_state_milestone_passed_through_mid_trajectory_is_matched_from_the_pat
     t = typewriter_run(example, "a", "b", "c")
     scores = grade(example, t)
     assert scores["trajectory_match"].value == 1.0
-    assert scores["trajectory_match"].details["matched"]["ab"] == {"kind": "state", "at": 2}
+    assert scores["trajectory_match"].details["matched"]["ab"] == {"kind": "state", "at": 2, "met": 2}
     old = grade(example, without_states(t))  # only the final state "abc" is known: "ab" is never seen
     assert old["trajectory_match"].value == 0.0 and old["milestone_progress"].value == 0.0
     assert old["trajectory_match"].details["missing"] == ["ab", "c"]  # c waits for ab
@@ -249,7 +249,7 @@ def test_multiverse_math_counts_calls_in_its_state_and_a_milestone_reads_the_cou
                          graders=["trajectory_match"]).trajectories[0]
     assert [s["calls"] for s in toolgym.states_after(t)] == [1, 2, 3]
     score = grade(example, t)["trajectory_match"]
-    assert score.value == 1.0 and score.details["matched"]["two"] == {"kind": "state", "at": 2}
+    assert score.value == 1.0 and score.details["matched"]["two"] == {"kind": "state", "at": 2, "met": 2}
     # not transient, the state milestone must still hold at the end: step 3 undid it
     lasting = example.model_copy(update={"milestones": [{"id": "two", "state": {"calls": 2}}, example.milestones[1]]})
     score = grade(Example.model_validate(lasting.model_dump()), t)["trajectory_match"]

@@ -182,7 +182,7 @@ def test_the_alignment_names_each_step(result):
         ("write", "write", None, None),
     ]
     details = scores(result, "trajectory_match")["extra_read"].details
-    assert details["matched"]["typed"] == {"kind": "state", "at": 6} and details["exact"] is True
+    assert details["matched"]["typed"] == {"kind": "state", "at": 6, "met": 6} and details["exact"] is True
 
 
 def test_progress_precision_recall(result):
@@ -331,7 +331,7 @@ def test_run_and_grade_from_the_command_line_add_the_milestone_graders(tmp_path)
                  "--out", str(out), "--no-progress"]) == 0
     scores = {json.loads(line)["grader"]: json.loads(line) for line in (out / "scores.jsonl").read_text().splitlines()}
     assert scores["trajectory_match"]["value"] == 1.0 and scores["milestone_progress"]["value"] == 1.0
-    assert scores["trajectory_match"]["details"]["matched"]["paper"] == {"kind": "state", "at": 2}
+    assert scores["trajectory_match"]["details"]["matched"]["paper"] == {"kind": "state", "at": 2, "met": 2}
     (out / "scores.jsonl").unlink()
     assert main(["grade", str(out)]) == 0
     again = {json.loads(line)["grader"]: json.loads(line) for line in (out / "scores.jsonl").read_text().splitlines()}

@@ -256,6 +256,8 @@ class Plan:
             ``$from`` is checked against; a plan built without ``$from`` may leave it empty).
         source: A note on where the plan comes from (``"milestones"``, or an agentevals mode
             built from ``expected_calls``).
+        unordered_within_turn: The calls of one model turn may match the chain's next calls in
+            any order (agentevals' strict mode).
     """
 
     milestones: tuple[Milestone, ...]
@@ -264,6 +266,10 @@ class Plan:
     extra_calls: ExtraCalls = "forbid"
     ancestors: Mapping[str, frozenset[str]] = field(default_factory=dict)
     source: str = "milestones"
+    unordered_within_turn: bool = False
+    """For a chain of reference calls (agentevals' strict mode): the calls one model turn
+    made may match the next calls of the chain in any order, as agentevals pairs the calls
+    inside one assistant message."""
 
     @cached_property
     def call_index(self) -> tuple[dict[Any, list[tuple[int, tuple[CallPattern, ...]]]], dict[str, list[tuple[int, tuple[CallPattern, ...]]]]]:

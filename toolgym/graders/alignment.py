@@ -241,6 +241,10 @@ def align(
     Raises:
         JudgeRequired: a ``$judge`` matcher had to be decided and ``judge`` is ``None``.
     """
+    if plan.unordered_within_turn and steps:
+        found = _within_turns(plan, steps)
+        if found is not None:
+            return found
     states = states or {}
     layout = _layout(plan)
     ms = plan.milestones
@@ -383,6 +387,48 @@ def align(
     )
 
 
+def _within_turns(plan: Plan, steps: list[StepView]) -> Alignment | None:
+    """For a chain whose calls one model turn may make in any order: the alignment that
+    matches every milestone and every step, each turn's ``k`` calls paired with the chain's
+    next ``k`` milestones by a perfect bipartite matching; ``None`` when there is none (the
+    ordinary search then diagnoses the trajectory)."""
+    ms = plan.milestones
+    if len(steps) != len(ms) or not all(s.executed for s in steps):
+        return None
+    turns = step_turns(steps)
+    plan_index = {m.id: j for j, m in enumerate(ms)}
+    step_milestone: list[str | None] = [None] * len(steps)
+    start = 0
+    while start < len(steps):
+        end = start
+        while end < len(steps) and turns[end] == turns[start]:
+            end += 1
+        segment = range(start, end)  # these steps, and the milestones at the same positions
+        fits = {i: [j for j in segment if any(c.name == steps[i].name and c.wrong_argument(steps[i].arguments) is None
+                                              for c in ms[j].calls)] for i in segment}
+        owner: dict[int, int] = {}  # milestone -> step
+
+        def augment(i: int, seen: set[int], fits: dict[int, list[int]] = fits, owner: dict[int, int] = owner) -> bool:
+            for j in fits[i]:
+                if j not in seen:
+                    seen.add(j)
+                    if j not in owner or augment(owner[j], seen):
+                        owner[j] = i
+                        return True
+            return False
+
+        if not all(augment(i, set()) for i in segment):
+            return None
+        for j, i in owner.items():
+            step_milestone[i] = ms[j].id
+        start = end
+    matched = {mid: ("step", i) for i, mid in sorted(enumerate(step_milestone), key=lambda im: plan_index[im[1]])}
+    optional = sum(1 for m in ms if m.optional)
+    return Alignment(step_milestone, matched, len(ms) - optional, optional, 0, 0,
+                     method="exact search (the calls of one model turn in any order)", states_explored=len(steps),
+                     allowed=[False] * len(steps))
+
+
 def _brought_about(
     ms: tuple[Milestone, ...],
     index: Mapping[str, int],
@@ -497,6 +543,8 @@ def _search(
     ref_slot = {r: k for k, r in enumerate(refs)}
     own_refs = {j: tuple(ref_slot[r] for r in sorted(ms[j].refs)) for j in members}
     state_milestones = [j for j in members if ms[j].states]
+    pure_states = [j for j in state_milestones if not ms[j].calls]
+    mixed_states = [j for j in state_milestones if ms[j].calls]
     dynamic: dict[tuple[int, int, tuple[int, ...]], bool] = {}
 
     def results(ref_steps: tuple[int, ...]) -> dict[str, Any]:
@@ -514,25 +562,43 @@ def _search(
             dynamic[key] = any(c.wrong_argument(steps[i].arguments, context) is None for c in calls)
         return dynamic[key]
 
-    def close(mask: int, ref_steps: tuple[int, ...], position: int) -> tuple[int, int, tuple[int, ...]]:
-        """Match every state milestone the state after ``position`` steps satisfies, repeatedly
-        (one may make another ready). Returns the new mask, the value gained, the ones added."""
+    def close(mask: int, ref_steps: tuple[int, ...], position: int) -> list[tuple[int, int, tuple[int, ...]]]:
+        """The ways to match state milestones by the state after ``position`` steps. A
+        milestone with only state alternatives is matched as soon as the state satisfies it
+        (it uses no step, so earlier is never worse), repeatedly (one may make another ready);
+        one that a call could match too (an ``any_of`` mixing both) may be left for a later
+        step, so each choice of those is a way. Returns ``(new mask, value gained, milestones
+        added)`` per way, the way matching none of the mixed ones first."""
         state = states[position]
-        gained, added = 0, []
-        changed = True
-        while changed:
-            changed = False
-            for j in state_milestones:
-                bit = 1 << local[j]
-                if mask & bit or after_mask[j] & ~mask or (position != last and ms[j].id in final_only):
-                    continue
-                context = MatchContext(results=results(ref_steps), judge=judge)
-                if any(p.wrong_key(state, context) is None for p in ms[j].states):
-                    mask |= bit
-                    gained += weight[j]
-                    added.append(j)
-                    changed = True
-        return mask, gained, tuple(added)
+        context = MatchContext(results=results(ref_steps), judge=judge) if refs else MatchContext(judge=judge)
+
+        def fits(j: int, mask: int) -> bool:
+            return not (mask & (1 << local[j]) or after_mask[j] & ~mask
+                        or (position != last and ms[j].id in final_only)) and any(
+                p.wrong_key(state, context) is None for p in ms[j].states)
+
+        ways: list[tuple[int, int, tuple[int, ...]]] = []
+        seen: set[int] = set()
+        frontier = [(mask, 0, ())]
+        while frontier:
+            mask, gained, added = frontier.pop(0)
+            changed = True
+            while changed:
+                changed = False
+                for j in pure_states:
+                    if fits(j, mask):
+                        mask |= 1 << local[j]
+                        gained += weight[j]
+                        added += (j,)
+                        changed = True
+            if mask in seen:
+                continue
+            seen.add(mask)
+            ways.append((mask, gained, added))
+            for j in mixed_states:
+                if fits(j, mask):
+                    frontier.append((mask | 1 << local[j], gained + weight[j], added + (j,)))
+        return ways
 
     # events in time order: step i at 2i + 1, the state after k steps at 2k
     events = [(2 * i + 1, i) for i in part_steps]
@@ -548,11 +614,15 @@ def _search(
         if event < 0:  # a known state
             position = -1 - event
             for (mask, ref_steps), (score, node) in layer.items():
-                new_mask, gained, added = close(mask, ref_steps, position)
-                new_node = (node, -1, -1, added, position) if added else node
-                key = (new_mask, ref_steps)
-                if key not in nxt or nxt[key][0] < score + gained:
-                    nxt[key] = (score + gained, new_node)
+                for new_mask, gained, added in close(mask, ref_steps, position):
+                    new_node = (node, -1, -1, added, position) if added else node
+                    key = (new_mask, ref_steps)
+                    if key not in nxt or nxt[key][0] < score + gained:
+                        nxt[key] = (score + gained, new_node)
+            explored += len(nxt)
+            if len(nxt) > limit:
+                exact = False
+                nxt = dict(sorted(nxt.items(), key=lambda kv: -kv[1][0])[:limit])
             layer = nxt
             continue
         i = event

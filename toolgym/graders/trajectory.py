@@ -74,8 +74,8 @@ def step_views(trajectory: Trajectory, results: bool = True) -> list[StepView]:
     """The trajectory's tool steps as the alignment reads them: the output parsed as JSON
     (else kept as text) is the result ``$from`` reads (parsed only when ``results``); a
     malformed or rejected call was never executed; ``turn`` is the model turn that made the
-    call (0-based; steps before any model step count as turn 0) and ``changes`` the state keys
-    its ``state_patch`` touched."""
+    call (0-based; ``None`` for a step before any model step: a hand-built trajectory) and
+    ``changes`` the state keys its ``state_patch`` touched."""
     views = []
     turn = -1
     for s in trajectory.steps:
@@ -86,7 +86,7 @@ def step_views(trajectory: Trajectory, results: bool = True) -> list[StepView]:
             continue
         views.append(StepView(
             s.name, s.arguments, _result(s.output) if results else None, not (s.malformed or s.rejected),
-            s.malformed, s.rejected, max(turn, 0), _changed_keys(s.state_patch),
+            s.malformed, s.rejected, turn if turn >= 0 else None, _changed_keys(s.state_patch),
         ))
     return views
 
@@ -96,8 +96,9 @@ def agentevals_plan(calls: list[ToolCallSpec], trajectory_mode: str, args_mode: 
     modes defines it (agentevals README, "Trajectory match"):
 
     * ``strict``: "the same messages in the same order, with the same tool calls": a chain of
-      the reference calls, no other call allowed (the tool calls only; how they are grouped in
-      messages is not compared);
+      the reference calls, no other call allowed; the calls of one model turn may match the
+      chain's next calls in any order (agentevals pairs the calls inside one assistant message
+      in any order); how the reference's calls are grouped in messages is not compared;
     * ``unordered``: "the same tool calls in any order": every reference call, no other call;
     * ``superset``: the trajectory holds at least the reference calls, extra calls allowed;
     * ``subset``: every call of the trajectory is one of the reference calls ("did not call
@@ -116,11 +117,13 @@ def agentevals_plan(calls: list[ToolCallSpec], trajectory_mode: str, args_mode: 
     if args_mode not in ARGS_MODES:
         raise ValueError(f"args_mode {args_mode!r}: expected one of {', '.join(ARGS_MODES)}")
     # no $from here, so no ancestor sets are needed (a chain's would be quadratic in its length)
-    return calls_plan(
+    plan = calls_plan(
         calls, chain=trajectory_mode == "strict", optional=trajectory_mode == "subset",
         extra_calls="allow" if trajectory_mode == "superset" else "forbid", args_mode=args_mode,  # type: ignore[arg-type]
         source=f"agentevals {trajectory_mode} match, arguments {args_mode}",
     )
+    plan.unordered_within_turn = trajectory_mode == "strict"
+    return plan
 
 
 @dataclass
@@ -131,6 +134,31 @@ class Analysis:
     steps: list[StepView]
     alignment: Alignment
     diagnosis: Diagnosis
+    states: dict[int, dict[str, Any]] = field(default_factory=dict)
+    """The state after each tool step ``k`` known (the recorded ones, and the final state
+    after the last step)."""
+
+    def matched_details(self) -> dict[str, dict[str, Any]]:
+        """``trajectory_match``'s ``details.matched``: milestone → ``{"kind": "step", "at":
+        1-based tool step}`` or ``{"kind": "state", "at": tool steps before the state that
+        matched it, "met": tool steps after which it held from then on}`` (for a state
+        milestone matched by the final state, where it was first met and never undone;
+        ``met`` equals ``at`` otherwise)."""
+        out: dict[str, dict[str, Any]] = {}
+        by_id = {m.id: m for m in self.plan.milestones}
+        for mid, (kind, pos) in self.alignment.matched.items():
+            if kind == "step":
+                out[mid] = {"kind": "step", "at": pos + 1}
+                continue
+            met = pos
+            if mid in self.plan.final_only:
+                for k in sorted((k for k in self.states if k < pos), reverse=True):
+                    if any(p.wrong_key(self.states[k]) is None for p in by_id[mid].states):
+                        met = k
+                    else:
+                        break
+            out[mid] = {"kind": "state", "at": pos, "met": met}
+        return out
 
 
 _LAST: list[tuple[Any, ...]] = []
@@ -179,9 +207,10 @@ def analyse(
     # the states after recorded steps, and the final state after the last one: what the
     # environment held at the end, whatever was recorded
     recorded = recorded_states(trajectory) if plan_reads_states(plan) else {}
-    alignment = align(plan, steps, {**recorded, len(steps): trajectory.final_state}, judge=judge)
+    known = {**recorded, len(steps): trajectory.final_state}
+    alignment = align(plan, steps, known, judge=judge)
     diagnosis = diagnose(plan, steps, alignment, trajectory.final_state, judge=judge, states=recorded)
-    result = Analysis(plan, steps, alignment, diagnosis)
+    result = Analysis(plan, steps, alignment, diagnosis, known)
     _LAST[:1] = [(example, trajectory, plan, judge, result)]
     return result
 
@@ -385,7 +414,7 @@ class TrajectoryMatch(_MilestoneGrader):
             missing=d.missing,
             missing_optional=d.missing_optional,
             minefields_hit=d.mines,
-            matched={k: {"kind": kind, "at": pos + 1 if kind == "step" else pos} for k, (kind, pos) in al.matched.items()},
+            matched=a.matched_details(),
             exact=al.exact,
             method=al.method,
             plan=plan.source,

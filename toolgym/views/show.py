@@ -211,6 +211,9 @@ def print_trajectory(
     labels = list(aligned.details.get("alignment") or []) if aligned is not None else []
     changes = state_changes(traj)
     stopped_noted = False
+    met = state_milestones_met(aligned.details if aligned is not None else {})
+    for line in met.get(0, []):
+        console.print(line)
     tool_index = 0
     for number, step in enumerate(traj.steps, 1):
         if step.kind == "model":
@@ -260,6 +263,8 @@ def print_trajectory(
                 note = f": {traj.state_note}" if traj.state_note else ""
                 console.print(Text(f"      state not recorded from this step{_safe(note)}", style="dim"))
             for line in state_change_lines(change or []):
+                console.print(line)
+            for line in met.get(tool_index + 1, []):
                 console.print(line)
             tool_index += 1
     if divergence is not None and divergence.index >= tool_index:
@@ -348,6 +353,20 @@ def alignment_line(label: dict[str, Any], first_error_step: int | None = None) -
     if label.get("expected") is not None and kind in ("wrong_arguments", "wrong_tool", "forbidden", "out_of_order"):
         text.append(f"; expected {_json(label['expected'], 400)}", style="dim")
     return text
+
+
+def state_milestones_met(details: dict[str, Any]) -> dict[int, list[Text]]:
+    """Where each state milestone of ``trajectory_match``'s ``details.matched`` was met: the
+    number of tool steps after which it held (``met``, else ``at``; 0 before any step) → the
+    lines ``✓ state milestone ID met``."""
+    out: dict[int, list[Text]] = {}
+    for mid, where in (details.get("matched") or {}).items():
+        if isinstance(where, dict) and where.get("kind") == "state":
+            k = where.get("met", where.get("at"))
+            if isinstance(k, int):
+                out.setdefault(k, []).append(
+                    Text.assemble(("      ✓ ", "green"), (f"state milestone {_safe(str(mid))} met", "green")))
+    return out
 
 
 def alignment_summary(details: dict[str, Any], rows: list[int] | None = None) -> list[Text]:
