@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import json
 import re
-
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, NamedTuple
