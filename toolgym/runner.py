@@ -44,7 +44,7 @@ from toolgym.executor import EXECUTORS, Episodes, PartSpecs, make_executor
 from toolgym.graders import Grader, grader_name, kept_details, lean_score, measure_of
 from toolgym.plugins import agent_entry, benchmark_entry, grader_entry
 from toolgym.providers import PROVIDERS, ModelSettings, split_spec
-from toolgym.records import Example, Score, Trajectory
+from toolgym.records import UNSCORED_STATUSES, Example, Score, Trajectory
 from toolgym.registry import Entry, ExtensionError, UnknownNameError, is_spec
 from toolgym.runio import (
     IMPORTED_AGENT,
@@ -1201,7 +1201,9 @@ def grade_trajectories(
     examples: dict[str, Example], trajectories: Iterable[Trajectory], graders: list[Grader]
 ) -> list[Score]:
     """Scores of every trajectory by every applicable grader, in run order; ``error`` and
-    ``aborted`` trajectories are not graded (neither is a verdict on the agent).
+    ``aborted`` trajectories are not graded (:data:`toolgym.records.UNSCORED_STATUSES`: neither
+    is a verdict on the agent), while an ``abandoned`` one (the agent walked away) is graded as
+    it stands.
 
     A grader that raises, or returns something other than a :class:`Score` or ``None``, gives
     an unscored value (``None``) whose explanation names the exception, and a warning (one per
@@ -1220,7 +1222,7 @@ def grade_trajectories(
     lean = [(measure_of(g), kept_details(g)) for g in graders]
     broken: dict[str, list[str]] = {}  # grader → "example (trial): exception" of each failure
     for traj in sorted(trajectories, key=lambda t: t.key):
-        if traj.status in ("error", "aborted"):
+        if traj.status in UNSCORED_STATUSES:
             continue
         example = examples.get(traj.example_id)
         if example is None:
