@@ -25,6 +25,7 @@ from mcp import ClientSession, StdioServerParameters, types  # noqa: E402
 from mcp.client.stdio import stdio_client  # noqa: E402
 from mcp.client.streamable_http import streamable_http_client  # noqa: E402
 from mcp.shared._httpx_utils import create_mcp_http_client  # noqa: E402
+from secret_values import SECRETS  # noqa: E402, I001
 
 import toolgym  # noqa: E402
 from toolgym.cli import main  # noqa: E402
@@ -36,6 +37,7 @@ ROOT = Path(__file__).resolve().parents[2]
 ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
 SERVE = [str(ROOT / "run_agent.py"), "serve"]
 CLIENT = types.Implementation(name="test-client", version="1.2")
+SECRET = SECRETS["token"]  # random per session: conftest greps every run directory for it
 
 
 def serve_args(out: Path, *extra: str) -> list[str]:
@@ -527,11 +529,11 @@ def test_http_token_origin_and_host_checks(tmp_path):
     init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
         "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "curl", "version": "0"}}}
     accept = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
-    with HttpServer(out, "--env", "typewriter_26", "--token", "s3cret") as server:
-        for auth in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": "Basic s3cret"}):
+    with HttpServer(out, "--env", "typewriter_26", "--token", SECRET) as server:
+        for auth in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": f"Basic {SECRET}"}):
             r = httpx.post(server.url, json=init, headers={**accept, **auth})
             assert r.status_code == 401 and r.headers["www-authenticate"].startswith("Bearer")
-        good = {**accept, "Authorization": "Bearer s3cret"}
+        good = {**accept, "Authorization": f"Bearer {SECRET}"}
         evil = httpx.post(server.url, json=init, headers={**good, "Origin": "http://evil.example"})
         assert evil.status_code == 403
         rebound = httpx.post(server.url, json=init, headers={**good, "Host": f"evil.example:{server.port}"})
@@ -540,7 +542,7 @@ def test_http_token_origin_and_host_checks(tmp_path):
         assert local.status_code == 200
 
         async def with_token() -> None:
-            async with http_session(server.url, token="s3cret") as session:
+            async with http_session(server.url, token=SECRET) as session:
                 task = await session.call_tool("start_episode", {})
                 assert not task.isError
                 await session.call_tool("end_episode", {"answer": "a"})

@@ -62,6 +62,8 @@ from toolgym.runio import (
     RunRecord,
     parse_line,
     read_run,
+    redact_url,
+    redacted_command,
     restore_line,
     result_lines,
     score_fields,
@@ -191,13 +193,15 @@ def _settings(record: RunRecord) -> dict[str, Any]:
         "env": r.env,
         "agent": r.agent,
         "model": r.model,
-        "model_settings": r.model_settings,
+        "model_settings": {**r.model_settings, **({"extra": {k: redact_url(v) if isinstance(v, str) else v
+                                                            for k, v in r.model_settings["extra"].items()}}
+                                                  if isinstance(r.model_settings.get("extra"), dict) else {})},
         "dataset": r.dataset.model_dump(mode="json"),
         "trials": r.trials,
         "graders": r.graders,
         "started_at": r.started_at,
         "finished_at": r.finished_at,
-        "command": r.command,
+        "command": redacted_command(r.command),  # a run.json written before redaction shows none either
         "protocol": getattr(r, "protocol", None) or (r.model_extra or {}).get("protocol"),
     }
 
