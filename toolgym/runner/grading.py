@@ -25,6 +25,7 @@ from toolgym.runio import (
     Run,
     RunDirError,
     RunRecord,
+    locked_run_dir,
     read_run,
     read_trajectories,
     write_jsonl_atomic,
@@ -56,12 +57,26 @@ def grade(
         env_options: Environment options to add to (or replace in) those recorded in run.json
             (e.g. JMultiWOZ-TC's ``layout``); recorded.
 
+    The directory is locked while it is graded (:func:`toolgym.runio.locked_run_dir`), as a
+    run locks it while it plays: a run, a server or another ``grade`` still writing it is
+    refused, never raced (two writers of ``scores.jsonl`` tore its lines or lost scores).
+
     Raises:
         RunDirError / DatasetError: for a missing or invalid run.json, trajectories or dataset,
-            or an environment or grader that can no longer be found.
+            or an environment or grader that can no longer be found; a directory that another
+            process is writing (``DIR is being written by another run (pid N)``).
     """
     directory = Path(directory)
-    record = read_run(directory)
+    read_run(directory)  # a missing or invalid run directory is named before any lock file is made
+    with locked_run_dir(directory):
+        return _grade_locked(directory, graders, dataset, grader_settings, env_options)
+
+
+def _grade_locked(
+    directory: Path, graders: list[Any] | None, dataset: str | None, grader_settings: dict[str, Any] | None,
+    env_options: dict[str, Any] | None,
+) -> RunResult:
+    record = read_run(directory)  # read again under the lock: the writer may have finished it since
     if env_options:
         record.env_options = {**record.env_options, **env_options}
     benchmark = benchmark_of(record, directory)
