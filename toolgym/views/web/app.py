@@ -63,6 +63,10 @@ class ViewSettings:
         token: Secret every request must carry; ``None``: none (loopback only).
         cache_dir: Where run databases are kept (:func:`default_cache_dir`).
         poll_s: Seconds between checks of the run directories for changes (live runs).
+        allowed_hosts: ``Host`` header names accepted besides the loopback ones and ``host``
+            (``--allow-host``, as ``serve`` has): the names other machines reach this one by
+            when it listens on ``0.0.0.0``; a leading ``*.`` admits subdomains. Any other
+            ``Host`` gets 400 (DNS rebinding).
     """
 
     host: str = "127.0.0.1"
@@ -70,6 +74,7 @@ class ViewSettings:
     token: str | None = None
     cache_dir: Path = field(default_factory=default_cache_dir)
     poll_s: float = 1.0
+    allowed_hosts: tuple[str, ...] = ()
 
     def check(self) -> None:
         """Raises ValueError: listening beyond loopback without a token, or an empty token."""
@@ -562,7 +567,8 @@ def create_app(roots: Sequence[Path], settings: ViewSettings) -> Any:
             idx = catalog.get(name)
         except KeyError:
             return _error(404, f"no run {name!r}")
-        files = sorted(p for p in idx.directory.iterdir() if p.is_file() and not p.name.startswith("."))
+        files = sorted(p for p in idx.directory.iterdir()
+                       if p.is_file() and not p.name.startswith(".") and _inside(p, idx.directory))
         wanted = request.path_params.get("name")
         if wanted is None:
             return _json({"run": name, "files": [{"name": p.name, "bytes": p.stat().st_size} for p in files]})
@@ -588,10 +594,20 @@ def create_app(roots: Sequence[Path], settings: ViewSettings) -> Any:
     hosts = [*LOOPBACK_HOSTS, "[::1]"]
     if settings.host not in hosts:
         hosts.append(settings.host)
+    hosts += [h.rsplit(":", 1)[0] if h.count(":") == 1 else h for h in settings.allowed_hosts]  # the middleware drops ports
     middleware = [Middleware(TrustedHostMiddleware, allowed_hosts=hosts), Middleware(_Guard, token=settings.token)]
     app = Starlette(routes=routes, middleware=middleware, lifespan=lifespan)
     app.state.catalog = catalog
     return app
+
+
+def _inside(path: Path, directory: Path) -> bool:
+    """Whether ``path``, its links followed, stays in ``directory`` (a link that leaves the
+    run directory, say to ``/etc/passwd``, is neither listed nor served)."""
+    try:
+        return path.resolve(strict=True).is_relative_to(directory.resolve(strict=True))
+    except OSError:
+        return False
 
 
 def _paired_test(ia: RunIndex, ib: RunIndex, grader: str) -> dict[str, Any] | None:
