@@ -367,6 +367,14 @@ class Environment:
                 error=True,
                 rejected=True,
             )
+        texts = [k for k, v in arguments.items() if isinstance(v, str) and _number_only(schema.model_fields[k].annotation)]
+        if texts:  # pydantic's lax mode would read "5" as 5: the schema says number, the model sent text
+            return ToolResult(
+                f"Error: invalid arguments for {name!r}: "
+                + "; ".join(f"{k}: a string is not a number, got {json.dumps(arguments[k])}" for k in texts),
+                error=True,
+                rejected=True,
+            )
         from pydantic import ValidationError
 
         try:
@@ -473,6 +481,18 @@ def _has_bool(value: Any) -> bool:
     if isinstance(value, dict):
         return any(_has_bool(v) for v in value.values())
     return False
+
+
+def _number_only(annotation: Any) -> bool:
+    """Whether a parameter annotated ``annotation`` takes only a number (``int``, ``float``,
+    optionally ``None``): a string given for it is refused, never read as a number."""
+    origin = typing.get_origin(annotation)
+    if origin is typing.Annotated:
+        return _number_only(typing.get_args(annotation)[0])
+    if origin in (typing.Union, getattr(__import__("types"), "UnionType", None)):
+        args = [a for a in typing.get_args(annotation) if a is not type(None)]
+        return bool(args) and all(_number_only(a) for a in args)
+    return annotation in (int, float)
 
 
 def _takes_bool(annotation: Any) -> bool:
