@@ -235,6 +235,12 @@ FIRST_ERRORS = (*FIRST_ERROR_TYPES, "none")
 ``none``: rows without one)."""
 
 
+MAX_QUERY_INT = 10**15
+"""The largest integer a query parameter or path may give (a page, a token bound, a trial):
+far above any run, and small enough that SQLite's 64-bit integers hold it times a page size
+(a larger one answered 500 with an ``OverflowError``)."""
+
+
 def _query_of(params: Any) -> Query:
     def number(name: str, kind: type) -> Any:
         raw = params.get(name)
@@ -246,6 +252,8 @@ def _query_of(params: Any) -> Query:
             raise QueryError(f"{name}: {raw!r} is not a number") from None
         if isinstance(value, float) and not math.isfinite(value):
             raise QueryError(f"{name}: {raw!r} is not a finite number")
+        if isinstance(value, int) and not -MAX_QUERY_INT <= value <= MAX_QUERY_INT:
+            raise QueryError(f"{name}: {raw!r} is out of range (at most {MAX_QUERY_INT:,} either way)")
         return value
 
     def listed(name: str, known: tuple[str, ...] | None = None) -> tuple[str, ...]:
@@ -308,8 +316,8 @@ def _parse_ref(ref: str | None, what: str) -> tuple[str, str, int]:
         raise QueryError(f"{what}: give RUN/EXAMPLE_ID/TRIAL")
     run, sep, rest = ref.partition("/")
     example_id, sep2, trial = rest.rpartition("/")
-    if not sep or not sep2 or not trial.isdigit():
-        raise QueryError(f"{what}: {ref!r} is not RUN/EXAMPLE_ID/TRIAL")
+    if not sep or not sep2 or not trial.isdigit() or len(trial) > 15:
+        raise QueryError(f"{what}: {ref!r} is not RUN/EXAMPLE_ID/TRIAL (a trial of at most 15 digits)")
     return run, example_id, int(trial)
 
 
@@ -506,6 +514,8 @@ def create_app(roots: Sequence[Path], settings: ViewSettings) -> Any:
         if idx is None:
             return _error(404, catalog.errors.get(name) or f"no run {name!r}")
         eid, trial = request.path_params["example_id"], request.path_params["trial"]
+        if not 0 <= trial <= MAX_QUERY_INT:
+            return _error(404, f"run {name!r} has no trajectory {eid!r} trial {trial}")
         doc = await run_in_threadpool(trajectory_detail, name, idx, eid, trial, catalog)
         if doc is None:
             return _error(404, f"run {name!r} has no trajectory {eid!r} trial {trial}")
