@@ -472,6 +472,12 @@ class RunRecord(BaseModel):
             turn per step ``k``; see :mod:`toolgym.forcing`) or ``fork`` (a recorded
             trajectory continued from a step).
         inject: The fault injected in every episode (``KIND@K``), or ``None``.
+        described: For an environment given as a Python object no other process can import
+            (its ``extensions.env`` is ``<object Name>``): what an episode starts from,
+            ``{"system": the system message's text or None, "tools": [OpenAI function
+            schemas]}``, read from an environment reset on the first example, so ``export``
+            builds conversations without the class (the system message, then the example's
+            input). ``None`` otherwise.
     """
 
     model_config = ConfigDict(extra="allow")
@@ -501,6 +507,7 @@ class RunRecord(BaseModel):
     protocol: str = "free-running"
     inject: str | None = None
     result_file: ResultFileRef | None = None
+    described: dict[str, Any] | None = None
 
     @property
     def agent_name(self) -> str:
