@@ -353,7 +353,7 @@ def test_a_run_being_written_updates_live(tmp_path):
         assert api(url, "/api/runs")["runs"][0]["live"] is False
         with locked_run_dir(out):
             assert api(url, "/api/runs")["runs"][0]["live"] is True
-            write_custom_run(out, dataset, examples, n=8)
+            write_custom_run(out, dataset, examples, n=8, graded=False)  # the run grades once it is done
             deadline = time.monotonic() + 30
             while time.monotonic() < deadline:
                 now = api(url, "/api/runs/growing/trajectories")

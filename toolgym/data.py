@@ -172,6 +172,15 @@ def _describe(exc: ValidationError) -> str:
     )
 
 
+
+def _encodable(text: str) -> bool:
+    """Whether ``text`` is valid Unicode text (no lone surrogate), as UTF-8 can store it."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
 def load_examples(
     path: str | Path, benchmark: Benchmark | None = None, options: dict[str, Any] | None = None
 ) -> list[Example]:
@@ -213,6 +222,11 @@ def load_examples(
                         "(expected JSON Lines of examples or the LangChain form with 'examples')"
                     ) from None
                 raise DatasetError(f"{path}:{lineno}: not valid JSON: {exc.msg}") from None
+            except RecursionError:
+                raise DatasetError(f"{path}:{lineno}: nested too deep to read (more levels of arrays and objects "
+                                   "than Python's JSON reader takes)") from None
+            except ValueError as exc:  # an integer beyond Python's integer-text limit
+                raise DatasetError(f"{path}:{lineno}: cannot be read: {exc}") from None
             if not isinstance(record, dict):
                 raise DatasetError(f"{path}:{lineno}: expected a JSON object")
             try:
@@ -225,6 +239,11 @@ def load_examples(
                 raise DatasetError(f"{path}:{lineno}: {_describe(exc)}{hint}") from None
     seen: set[str] = set()
     for ex in examples:
+        if not _encodable(ex.id):
+            raise DatasetError(
+                f"{path}: example id {ex.id!r} holds a lone surrogate (half of a UTF-16 pair), which no run "
+                "record can store as it is (it would be recorded under another id): fix the id in the dataset"
+            )
         if ex.id in seen:
             raise DatasetError(f"{path}: duplicate example id {ex.id!r}")
         seen.add(ex.id)

@@ -208,6 +208,15 @@ class RayExecutor:
         """Episodes put back in the queue because their actor died (last run)."""
         self._actors: list[Any] = []
         self._new_actor: Callable[..., Any] | None = None
+        self._started_here = False  # Ray initialised by default_concurrency, shut down after play
+
+    def default_concurrency(self) -> int:
+        """Episodes in flight for a run that gives no ``concurrency``: one per CPU of the
+        cluster's alive nodes (an environment's own default, often 1, would leave all but one
+        CPU idle). Initialises Ray here when it is not (then :meth:`play` shuts it down)."""
+        self._started_here = self._connect() or self._started_here
+        cpus = sum(n.get("Resources", {}).get("CPU", 0) for n in ray.nodes() if n.get("Alive"))
+        return max(1, int(cpus))
 
     def _connect(self) -> bool:
         """Initialise Ray unless it is; returns whether this call did."""
@@ -239,7 +248,8 @@ class RayExecutor:
         self.duplicates, self.episodes_by_node, self.actor_nodes, self.replayed = 0, Counter(), [], 0
         if not episodes.jobs:
             return
-        started = self._connect()
+        started = self._connect() or self._started_here
+        self._started_here = False
         self._actors = []
         limiter = None
         try:

@@ -252,7 +252,13 @@ class ToolStep(BaseModel):
 
 Step = Annotated[ModelStep | ToolStep, Field(discriminator="kind")]
 
-Status = Literal["completed", "step_limit", "error", "aborted"]
+Status = Literal["completed", "step_limit", "error", "aborted", "abandoned"]
+
+UNSCORED_STATUSES: tuple[str, ...] = ("error", "aborted")
+"""Statuses whose trajectories are not graded: the episode was cut short by toolgym, a tool,
+the provider, the transport or the operator, so its steps are no verdict on the agent. Every
+view counts them apart (the summary's ``errors``), outside every denominator. An ``abandoned``
+episode (the agent walked away) is graded and counted: leaving is the agent's failure."""
 
 
 class Trajectory(BaseModel):
@@ -261,9 +267,14 @@ class Trajectory(BaseModel):
     Attributes:
         status: ``completed`` (the agent stopped by itself), ``step_limit`` (stopped after
             ``max_steps`` model turns; steps so far kept) or ``error`` (a bug in a tool, or a
-            model call that failed after its retries; see ``error``) or ``aborted`` (the agent
-            went away mid-episode: an MCP client that disconnected, a server stopped; steps so
-            far kept, not graded).
+            model call that failed after its retries, or a tool result the transport could not
+            carry; see ``error``), ``aborted`` (stopped mid-episode by something other than the
+            agent: a server stopped by its operator, a Gymnasium loop that reset before the end;
+            steps so far kept, not graded: :data:`UNSCORED_STATUSES`) or ``abandoned`` (the
+            agent walked away mid-episode: an MCP client that closed its session, or went
+            silent past the server's idle timeout, without ``end_episode``; graded as it stands,
+            without a final answer, and counted like any other episode: leaving is the agent's
+            failure, never a way out of a denominator).
         error: ``"ErrorType: message"`` when status is ``error``.
         final_state: ``Environment.read_state()`` at the end (JSON-safe snapshot).
         initial_state: ``Environment.read_state()`` after reset, before any step; with each

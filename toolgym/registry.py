@@ -43,6 +43,21 @@ __all__ = [
 ]
 
 
+
+_ENTRY_POINTS: tuple[tuple[str, ...], Any] | None = None
+
+
+def entry_points(group: str) -> list[metadata.EntryPoint]:
+    """The entry points of ``group`` of the installed distributions. Every distribution's
+    ``entry_points.txt`` is read once per value of ``sys.path`` (one scan for all of toolgym's
+    groups, not one per group)."""
+    global _ENTRY_POINTS
+    key = tuple(sys.path)
+    if _ENTRY_POINTS is None or _ENTRY_POINTS[0] != key:
+        _ENTRY_POINTS = (key, metadata.entry_points())
+    return list(_ENTRY_POINTS[1].select(group=group))
+
+
 class UnknownNameError(KeyError):
     """Raised when a registry lookup fails; the message lists the known names."""
 
@@ -267,7 +282,7 @@ class Registry(Generic[T]):
         if self._builtins is not None:
             self._builtins()
         found: dict[str, list[metadata.EntryPoint]] = {}
-        for ep in metadata.entry_points(group=self.group):
+        for ep in entry_points(self.group):
             found.setdefault(ep.name, []).append(ep)
         for name, eps in found.items():
             values = {ep.value for ep in eps}

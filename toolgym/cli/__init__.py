@@ -18,16 +18,6 @@ from toolgym.cli.providers import add_provider_arguments, record_accounting, ser
 from toolgym.data import DatasetError
 from toolgym.registry import DuplicateNameError, ExtensionError, UnknownNameError
 from toolgym.runio import Run, RunDirError, locked_run_dir
-from toolgym.runner import (
-    RunConfig,
-    TooManyErrors,
-    WorkerDied,
-    check_resume,
-    grade,
-    parse_max_errors,
-    run,
-    status_counts,
-)
 from toolgym.stats import SummaryRow
 
 console = Console()
@@ -96,6 +86,13 @@ def print_report_tables(tables: list[ReportTable]) -> None:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    from toolgym.runner import (  # not at start-up: `list` needs none
+        RunConfig,
+        check_resume,
+        run,
+        status_counts,
+    )
+
     if args.force and not args.resume:
         raise ValueError("--force only goes with --resume (it accepts changed settings when continuing a run)")
     out = Path(args.out or f"runs/{args.env}-{args.agent}")
@@ -159,6 +156,8 @@ def cmd_grade(args: argparse.Namespace) -> int:
         return 0
     if not args.dir:
         raise ValueError("grade needs a run directory, or --result FILE with --env and --dataset")
+    from toolgym.runner import grade
+
     graded = grade(
         Path(args.dir), graders=args.grader or None, dataset=args.dataset,
         grader_settings=judge_settings(args), env_options={"layout": args.layout} if args.layout else None,
@@ -336,6 +335,8 @@ def cmd_generate(args: argparse.Namespace) -> int:
 
 def max_errors_arg(text: str) -> str:
     """argparse type of ``--max-errors``: a count ``N`` or a share ``P%``."""
+    from toolgym.runner import parse_max_errors
+
     try:
         parse_max_errors(text)
     except ValueError as exc:  # argparse already names the option
@@ -551,7 +552,11 @@ def main(argv: list[str] | None = None) -> int:
             TypeError) as exc:
         print(f"error: {exc}", file=sys.stderr)  # plain: never wrapped, easy to grep
         return 2
-    except (WorkerDied, TooManyErrors) as exc:
+    except RuntimeError as exc:
+        from toolgym.runner import TooManyErrors, WorkerDied  # loaded by then: only a run raises them
+
+        if not isinstance(exc, (WorkerDied, TooManyErrors)):
+            raise
         print(f"error: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:

@@ -65,7 +65,8 @@ def run(config: RunConfig, progress: bool = True) -> RunResult:
     dataset_path, examples = _examples(config, benchmark, agent_obj)
     protocol = _Protocol.of(config, agent_obj, examples, dataset_path)
     graders = _graders(config, benchmark, examples, protocol)
-    concurrency = config.concurrency if config.concurrency is not None else benchmark.default_concurrency
+    executor = make_executor(config.executor, config.executor_options)
+    concurrency = config.concurrency if config.concurrency is not None else _default_concurrency(executor, benchmark)
     out = Path(config.out) if config.out is not None else None
     before = _Before.read(config, out)
     jobs = [
@@ -73,7 +74,6 @@ def run(config: RunConfig, progress: bool = True) -> RunResult:
     ]
     error_limit = ErrorLimit.parse(config.max_errors, len(jobs), completed_before=len(before.kept))
     resumed = before.announce(out, jobs) if out is not None and config.resume else None
-    executor = make_executor(config.executor, config.executor_options)
     workers = _workers(config, jobs, concurrency)
     agent, model_label, model_ref, model_part = _agent(config, agent_obj, jobs, executor, workers)
     agent = protocol.wrap(agent, config, executor)
@@ -265,6 +265,19 @@ class _Before:
             file=sys.stderr,
         )
         return {"at": dt.datetime.now(dt.UTC).isoformat(), "reran_errors": rerun, "forced": self.changed}
+
+
+def _default_concurrency(executor: Executor, benchmark: Benchmark) -> int:
+    """The concurrency of a run that gives none: the executor's own default when it declares
+    one (``default_concurrency()``: Ray, the cluster's CPUs), said once on stderr, else the
+    environment's ``default_concurrency``."""
+    hook = getattr(executor, "default_concurrency", None)
+    found = hook() if callable(hook) else None
+    if not isinstance(found, int) or found < 1:
+        return benchmark.default_concurrency
+    print(f"note: --executor {executor.name} plays {found} episodes at once (its default: the CPUs it has); "
+          "--concurrency N sets another number", file=sys.stderr)
+    return found
 
 
 def _workers(config: RunConfig, jobs: list[tuple[Example, int]], concurrency: int) -> int:

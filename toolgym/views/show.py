@@ -20,7 +20,7 @@ from rich.text import Text
 
 from toolgym.api import load_run
 from toolgym.graders.alignment import first_error_what
-from toolgym.records import ToolCallSpec, Trajectory
+from toolgym.records import UNSCORED_STATUSES, ToolCallSpec, Trajectory
 from toolgym.views.rundata import (
     RunView,
     format_call,
@@ -188,7 +188,8 @@ def print_trajectory(
         console (Console): Where to print.
         highlight_grader (str | None): A grader whose score is printed in bold.
     """
-    status_style = {"completed": "green", "step_limit": "yellow", "error": "bold red", "aborted": "magenta"}[traj.status]
+    status_style = {"completed": "green", "step_limit": "yellow", "error": "bold red", "aborted": "magenta",
+                    "abandoned": "bold magenta"}[traj.status]
     console.rule()  # the header below wraps at spaces: a rule's title would be cut at the width
     console.print(
         Text.assemble(
@@ -280,7 +281,7 @@ def print_trajectory(
         for line in alignment_summary(aligned.details, rows):
             console.print(line)
     if not scores:
-        reason = f"{traj.status} trajectories are not graded" if traj.status in ("error", "aborted") else "no scores"
+        reason = f"{traj.status} trajectories are not graded" if traj.status in UNSCORED_STATUSES else "no scores"
         console.print(Text(f"scores: ({reason})", style="dim"))
     for s in scores:
         passed = run.measures[s.grader].passed(s.value)

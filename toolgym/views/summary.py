@@ -43,6 +43,11 @@ class SummaryCell:
     trajectories: tuple[Trajectory, ...]
 
     @property
+    def abandoned(self) -> int:
+        """Trajectories the agent walked away from (status ``abandoned``): graded, in ``n``."""
+        return sum(t.status == "abandoned" for t in self.trajectories)
+
+    @property
     def passed(self) -> int | None:
         """Scored trajectories whose value passes the measure's rule (``None`` without a rule)."""
         if not self.measure.pass_fail:
@@ -68,6 +73,7 @@ class Column:
 COLUMNS: list[Column] = [
     Column("mean ± stderr", lambda c: c.estimate.format()),
     Column("n", lambda c: str(c.estimate.n)),
+    Column("abandoned", lambda c: str(c.abandoned)),
     Column("errors", lambda c: str(c.estimate.n_errors)),
     Column("unscored", lambda c: str(c.estimate.n_unscored)),
     Column("passed", lambda c: "-" if c.passed is None else f"{c.passed}/{c.estimate.n}"),
