@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import math
 import sys
 import warnings
@@ -529,8 +530,15 @@ def os_error_text(exc: OSError) -> str:
     (``runs/x: permission denied``), without the errno number."""
     names = " -> ".join(str(n) for n in (exc.filename, exc.filename2) if n is not None)
     reason = exc.strerror or str(exc) or type(exc).__name__
-    reason = reason[:1].lower() + reason[1:]
+    if reason[1:2].islower():  # "Permission denied" -> "permission denied"; "GGUF ..." stays
+        reason = reason[:1].lower() + reason[1:]
     return f"{names}: {reason}" if names else reason
+
+
+WRITE_ERRNOS = frozenset(getattr(errno, name) for name in ("ENOSPC", "EDQUOT", "EFBIG", "EROFS", "EIO")
+                         if hasattr(errno, name))
+"""Errors of a write to an open file (which names no file): disk full, quota, file too large,
+read-only file system, I/O error. Only these are blamed on the output folder."""
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -543,7 +551,7 @@ def main(argv: list[str] | None = None) -> int:
         return args.func(args)
     except OSError as exc:
         text = os_error_text(exc)
-        if exc.filename is None and getattr(args, "out", None):  # a failed write names no file
+        if exc.filename is None and exc.errno in WRITE_ERRNOS and getattr(args, "out", None):  # names no file
             text = f"{args.out}: {text} (while writing there)"
         print(f"error: {text}", file=sys.stderr)
         return 2
