@@ -47,7 +47,8 @@ class Backend:
 
 @register_agent("loglik")
 class LoglikAgent(DirectAgent):
-    """Log-likelihood scoring of options and targets; see the module docstring.
+    """Scores given continuations (the options, or the target word) by token log-probability
+    instead of letting the model write; the module docstring has the details.
 
     Args:
         model: A :class:`Backend`, a :class:`~toolgym.logprobs.LogprobScorer`, or a chat model

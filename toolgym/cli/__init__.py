@@ -47,32 +47,51 @@ def print_summary(rows: list[SummaryRow], title: str = "summary") -> None:
     print_fitted(console, cols, cells, keys=2, title=Text(title))
 
 
+LIST_KINDS = {"environments": "--env", "agents": "--agent", "graders": "--grader", "models": "--model"}
+"""The kinds ``list`` prints, each with the option that names one."""
+
+
 def cmd_list(args: argparse.Namespace) -> int:
+    """One table per kind (environments, agents, graders, models): name, where it comes from,
+    and what it is (the first sentence of its docstring, read without importing it:
+    :meth:`toolgym.registry.Registry.description`). Names never wrap; the description wraps
+    so a table fits the terminal (80 columns in a pipe)."""
+    from rich.table import Table
+    from rich.text import Text
+
     from toolgym.plugins import registries, suite_problems
 
     regs = registries()
-    from rich.text import Text
-
-    from toolgym.views.fit import Col, print_fitted
-
-    rows = []
+    tables: dict[str, list[list[str]]] = {kind: [] for kind in LIST_KINDS}
     environments = regs["environments"]
     for name, source in environments.sources():
-        notes = ""
-        if not source.startswith("entry point"):
-            benchmark = environments.get(name)
-            notes = f"datasets: {', '.join(benchmark.builtin_datasets()) or '-'}"
-        rows.append(["environment", name, source, notes])
-    for form in environments.forms():
-        rows.append(["environment", form, "spec form", "an MCP server's tools; give --dataset"])
+        if source.startswith("entry point"):  # not imported to be listed
+            tables["environments"].append([name, source, environments.description(name)])
+            continue
+        benchmark = environments.get(name)  # the suites are imported already
+        from toolgym.registry import describe_object
+
+        datasets = ", ".join(benchmark.builtin_datasets()) or "none built in (give --dataset)"
+        tables["environments"].append([name, source, f"{describe_object(benchmark.environment)} Datasets: {datasets}."])
     for kind in ("agents", "graders", "models"):
         for name, source in regs[kind].sources():
-            rows.append([kind[:-1] if kind != "models" else "model", name, source,
-                         ("spec: scripted:FILE" if name == "scripted" else f"spec: {name}[:MODEL]")
-                         if kind == "models" else ""])
-    cols = [Col("kind", "left"), Col("name", "left"), Col("from", "left"), Col("notes", "left", wrap=True)]
-    print_fitted(console, cols, rows, keys=2,
-                 title=Text("toolgym: what can be named (NAME, module.path:Name or path/file.py:Name)"))
+            text = regs[kind].description(name)
+            if kind == "models" and not text.startswith(name):
+                text = f"{'scripted:FILE' if name == 'scripted' else f'{name}[:MODEL]'}: {text}"
+            tables[kind].append([name, source, text])
+    console.print(Text("toolgym: what can be named (NAME, module.path:Name or path/file.py:Name)"))
+    for kind, rows in tables.items():
+        table = Table(title=Text(f"{kind} ({LIST_KINDS[kind]})"))
+        for n, header in enumerate(("name", "from", "what it is")):
+            widest = max(len(header), *(len(row[n]) for row in rows)) if n < 2 else None
+            table.add_column(Text(header), no_wrap=n < 2, min_width=widest, overflow="fold" if n == 2 else "ellipsis")
+        for row in rows:
+            table.add_row(*(Text(cell) for cell in row))
+        console.print(table)
+    forms = environments.forms()
+    if forms:
+        console.print(Text("environments (--env) may also be an MCP server's tools (give --dataset):\n"
+                           + "\n".join(f"  {form}" for form in forms)), soft_wrap=True)
     for problem in suite_problems():
         print(f"warning: {problem}", file=sys.stderr)
     return 0
