@@ -4,6 +4,7 @@ report every bad line, and views that offer only what they can show."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -117,3 +118,69 @@ def test_a_description_is_the_first_sentence_in_plain_words():
     long = "A" + " long clause" * 10 + " (kept; inside) ; and a second clause that is cut."
     assert first_sentence(long) == "A" + " long clause" * 10 + " (kept; inside)."
     assert first_sentence("") == ""
+
+
+# --- item 1: a run without --out gets a folder of its own --------------------------------------
+def test_runs_without_out_never_collide_and_say_where_they_went(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "idle.json").write_text(json.dumps(["Done."]), encoding="utf-8")
+    printed = []
+    for argv in (["--agent", "oracle"], ["--agent", "oracle"], ["--model", "scripted:idle.json"]):
+        assert main(["run", "--env", "typewriter_1", "--limit", "1", "--no-progress", *argv]) == 0
+        err = capsys.readouterr().err
+        [line] = [line for line in err.splitlines() if line.startswith("run directory: ")]
+        printed.append(Path(line.removeprefix("run directory: ")))
+    assert len(set(printed)) == 3, printed
+    assert sorted(p.name for p in (tmp_path / "runs").iterdir()) == sorted(p.name for p in printed)
+    for directory in printed:
+        assert (tmp_path / directory / "scores.jsonl").is_file()
+    oracle, again, scripted = (p.name for p in printed)
+    assert "_typewriter_1_oracle" in oracle and "local" not in oracle  # the oracle uses no model
+    assert scripted.endswith("_typewriter_1_tool_calling_scripted-idle"), scripted
+    assert again != oracle
+
+
+def test_resume_without_out_asks_for_the_directory(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert main(["run", "--env", "typewriter_1", "--agent", "oracle", "--resume", "--no-progress"]) == 2
+    [line] = error_lines(capsys)
+    assert "--resume needs --out DIR" in line
+    assert not (tmp_path / "runs").exists()
+
+
+def test_the_default_run_directory_name():
+    import datetime
+
+    from toolgym.runio import default_run_dir
+
+    when = datetime.datetime(2026, 12, 4, 6, 31, 7, tzinfo=datetime.timezone(datetime.timedelta(hours=1)))
+    assert default_run_dir("typewriter_1", "tool_calling", "openai:gpt-4o-mini", now=when) == Path(
+        "runs/2026-12-04T05-31-07_typewriter_1_tool_calling_openai-gpt-4o-mini")
+    assert default_run_dir('mcp:"python s.py"', "my/agent.py:Mine", "vllm:Qwen/Qwen2.5-7B", root="r",
+                           now=when).name == "2026-12-04T05-31-07_mcp_Mine_vllm-Qwen2.5-7B"
+
+
+def test_a_name_taken_within_the_same_second_gets_a_suffix(tmp_path):
+    import datetime
+
+    from toolgym.runio import default_run_dir
+
+    when = datetime.datetime(2026, 12, 4, 5, 31, 7)
+    first = default_run_dir("typewriter_1", "oracle", None, root=tmp_path, now=when)
+    first.mkdir()
+    second = default_run_dir("typewriter_1", "oracle", None, root=tmp_path, now=when)
+    assert second.name == f"{first.name}-2"
+
+
+def test_ctrl_c_names_the_run_and_says_its_episodes_wait_for_grade(tmp_path, capsys, monkeypatch):
+    import toolgym.cli as cli
+
+    def interrupted(config, progress=True):
+        raise KeyboardInterrupt
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(cli, "run", interrupted)
+    assert main(["run", "--env", "typewriter_1", "--agent", "oracle", "--no-progress"]) == 130
+    err = capsys.readouterr().err
+    [where] = [line.removeprefix("run directory: ") for line in err.splitlines() if line.startswith("run directory: ")]
+    assert f"--resume --out {where}" in err and f"`grade {where}`" in err and "no scores" in err, err

@@ -118,7 +118,18 @@ def print_report_tables(tables: list[ReportTable]) -> None:
 def cmd_run(args: argparse.Namespace) -> int:
     if args.force and not args.resume:
         raise ValueError("--force only goes with --resume (it accepts changed settings when continuing a run)")
-    out = Path(args.out or f"runs/{args.env}-{args.agent}")
+    if args.out is None:
+        if args.resume:
+            raise ValueError("--resume needs --out DIR, the run directory to continue (a run given no --out "
+                             "gets a new folder each time: its name was printed when it started)")
+        from toolgym.agents import AGENTS
+        from toolgym.runio import default_run_dir
+
+        model = args.model if AGENTS.get(args.agent).needs_model else None
+        args.out = str(default_run_dir(args.env, args.agent, model))
+        args.out_chosen = True  # the Ctrl-C message names it (main)
+        print(f"run directory: {args.out}", file=sys.stderr)
+    out = Path(args.out)
     settings = settings_from_args(args)
     config = RunConfig(
         env=args.env, agent=args.agent, model=args.model, dataset=args.dataset, out=out,
@@ -427,7 +438,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--max-tokens", type=positive_int, default=512, help="generated tokens per model turn")
     p.add_argument("--grader", action="append", help="grader to run (repeatable; default: the environment's)")
-    p.add_argument("--out", help="run directory (default: runs/ENV-AGENT)")
+    p.add_argument("--out", help="run directory (default: a new folder runs/TIME_ENV_AGENT_MODEL, printed at the start)")
     p.add_argument(
         "--resume", action="store_true",
         help="continue --out: finished episodes are kept, those that ended in error are played again",
@@ -582,9 +593,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
+        again = (f"the same command plus --resume --out {args.out}" if getattr(args, "out_chosen", False)
+                 else "the same command plus --resume")
+        where = getattr(args, "out", None) if args.command == "run" else None
         print(
-            "interrupted; finished episodes are saved: continue with the same command plus "
-            "--resume, or score them as they are with `grade DIR`",
+            f"interrupted; finished episodes are saved: continue with {again}, or score them as they are "
+            f"with `grade {where or 'DIR'}` (until then they have no scores)",
             file=sys.stderr,
         )
         return 130
