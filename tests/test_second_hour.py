@@ -184,3 +184,70 @@ def test_ctrl_c_names_the_run_and_says_its_episodes_wait_for_grade(tmp_path, cap
     err = capsys.readouterr().err
     [where] = [line.removeprefix("run directory: ") for line in err.splitlines() if line.startswith("run directory: ")]
     assert f"--resume --out {where}" in err and f"`grade {where}`" in err and "no scores" in err, err
+
+
+# --- item 3: the repeat guard ------------------------------------------------------------------
+def _typewriter_example(text: str = "ab"):
+    from toolgym.records import Example
+
+    calls = [{"name": "type_letter", "arguments": {"letter": c}} for c in text]
+    return Example(id="e1", input=f"Type {text!r}", expected_calls=calls, expected_state={"paper": text})
+
+
+def _looping_turns(n: int = 30) -> list:
+    """A model that types 'a', then asks for the same 'b' over and over (as the bundled model
+    repeated get_food_name(369) for 40 turns)."""
+    from tests.conftest import call, turn
+
+    return [turn(call("type_letter", letter="a"))] + [turn(call("type_letter", letter="b"))] * n
+
+
+def _play(agent_cls, model, **kwargs):
+    from toolgym.suites.typewriter.environment import Typewriter1
+
+    env, example = Typewriter1(), _typewriter_example()
+    env.reset(example)
+    return agent_cls(model=model, model_spec="scripted", **kwargs).run(env, example)
+
+
+@pytest.mark.parametrize("agent", ["tool_calling", "graph"])
+def test_the_repeat_guard_stops_after_n_identical_consecutive_calls(scripted, agent):
+    from toolgym.agents.tool_calling import ToolCallingAgent
+
+    if agent == "graph":
+        from tests.test_agents_graph import ReactAgent as agent_cls
+    else:
+        agent_cls = ToolCallingAgent
+    guarded = _play(agent_cls, scripted(_looping_turns()), max_repeats=3)
+    assert guarded.status == "repeat_limit"
+    assert [s.arguments["letter"] for s in guarded.tool_steps] == ["a", "b", "b", "b"]
+    assert guarded.final_state == {"paper": "abbb"}
+    unguarded = _play(agent_cls, scripted(_looping_turns()), max_steps=10)  # off by default
+    assert unguarded.status == "step_limit" and len(unguarded.tool_steps) == 10
+
+
+def test_the_repeat_guard_in_a_prompted_agent():
+    from toolgym.plugins import get_agent
+    from toolgym.providers.scripted import ScriptedChatModel
+
+    react = 'Thought: next\nAction: {"action": "type_letter", "action_input": {"letter": "%s"}}'
+    turns = [react % "a"] + [react % "b"] * 20
+    traj = _play(get_agent("react_json"), ScriptedChatModel(turns=turns), max_repeats=2)
+    assert traj.status == "repeat_limit"
+    assert [s.arguments["letter"] for s in traj.tool_steps] == ["a", "b", "b"]
+
+
+def test_calls_that_differ_in_arguments_are_not_repeats(scripted):
+    from tests.conftest import call, turn
+    from toolgym.agents.tool_calling import ToolCallingAgent
+
+    turns = [turn(call("type_letter", letter=c)) for c in "abababab"] + ["done"]
+    traj = _play(ToolCallingAgent, scripted(turns), max_repeats=2)
+    assert traj.status == "completed" and len(traj.tool_steps) == 8
+
+
+def test_a_repeat_guard_below_two_is_refused():
+    from toolgym.agents.tool_calling import ToolCallingAgent
+
+    with pytest.raises(ValueError, match="max_repeats must be at least 2"):
+        ToolCallingAgent(model=None, max_repeats=1)

@@ -252,7 +252,7 @@ class ToolStep(BaseModel):
 
 Step = Annotated[ModelStep | ToolStep, Field(discriminator="kind")]
 
-Status = Literal["completed", "step_limit", "error", "aborted"]
+Status = Literal["completed", "step_limit", "repeat_limit", "error", "aborted"]
 
 
 class Trajectory(BaseModel):
@@ -260,7 +260,9 @@ class Trajectory(BaseModel):
 
     Attributes:
         status: ``completed`` (the agent stopped by itself), ``step_limit`` (stopped after
-            ``max_steps`` model turns; steps so far kept) or ``error`` (a bug in a tool, or a
+            ``max_steps`` model turns; steps so far kept), ``repeat_limit`` (stopped by the
+            repeat guard after ``max_repeats`` identical consecutive tool calls, the last one
+            executed; steps so far kept) or ``error`` (a bug in a tool, or a
             model call that failed after its retries; see ``error``) or ``aborted`` (the agent
             went away mid-episode: an MCP client that disconnected, a server stopped; steps so
             far kept, not graded).

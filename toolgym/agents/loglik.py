@@ -55,14 +55,15 @@ class LoglikAgent(DirectAgent):
             (which means answer extraction).
     """
 
-    def __init__(self, model: Any = None, model_spec: str | None = None, max_steps: int = 40) -> None:
+    def __init__(self, model: Any = None, model_spec: str | None = None, max_steps: int = 40,
+                 max_repeats: int | None = None) -> None:
         if isinstance(model, Backend):
             backend = model
         elif isinstance(model, LogprobScorer):
             backend = Backend(model, None, f"log-likelihood via {model.name}")
         else:
             backend = Backend(None, model, "answer extraction (a chat model was given)")
-        super().__init__(model=backend.chat, model_spec=model_spec, max_steps=max_steps)
+        super().__init__(model=backend.chat, model_spec=model_spec, max_steps=max_steps, max_repeats=max_repeats)
         self.backend = backend
 
     @classmethod

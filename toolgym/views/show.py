@@ -187,7 +187,7 @@ def print_trajectory(
         console (Console): Where to print.
         highlight_grader (str | None): A grader whose score is printed in bold.
     """
-    status_style = {"completed": "green", "step_limit": "yellow", "error": "bold red", "aborted": "magenta"}[traj.status]
+    status_style = {"completed": "green", "step_limit": "yellow", "repeat_limit": "yellow", "error": "bold red", "aborted": "magenta"}[traj.status]
     console.rule()  # the header below wraps at spaces: a rule's title would be cut at the width
     console.print(
         Text.assemble(

@@ -115,7 +115,7 @@ class Query:
 
     Attributes:
         q: Full-text search (a substring of any indexed text, case-insensitive), or ``""``.
-        status: Statuses to keep (``completed``, ``step_limit``, ``error``, ``aborted``).
+        status: Statuses to keep (``completed``, ``step_limit``, ``repeat_limit``, ``error``, ``aborted``).
         grader: With ``passed``: whose pass or fail to filter on; alone: rows it scored.
         passed: ``"1"`` passed, ``"0"`` failed, ``"none"`` unscored (with ``grader``); without
             ``grader``, ``"1"`` keeps trajectories that failed no grader and completed.
