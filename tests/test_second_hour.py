@@ -251,3 +251,30 @@ def test_a_repeat_guard_below_two_is_refused():
 
     with pytest.raises(ValueError, match="max_repeats must be at least 2"):
         ToolCallingAgent(model=None, max_repeats=1)
+
+
+# --- item 2: steps_exact says it compares tool names only --------------------------------------
+def test_steps_exact_scores_a_wrong_argument_1_and_every_view_says_why(tmp_path, capsys):
+    script = tmp_path / "wrong-letter.json"
+    script.write_text(json.dumps([{"tool_calls": [{"name": "type_letter", "args": {"letter": "b"}}]}, "done"]))
+    out = tmp_path / "run"
+    argv = ["run", "--env", "typewriter_1", "--model", f"scripted:{script}", "--limit", "1", "--out", str(out),
+            "--no-progress", "--grader", "steps_exact", "--grader", "trajectory_match", "--trajectory-mode", "strict"]
+    assert main(argv) == 0
+    printed = " ".join(capsys.readouterr().out.split())
+    scores = {s["grader"]: s for s in map(json.loads, (out / "scores.jsonl").read_text().splitlines())}
+    assert scores["steps_exact"]["value"] == 1.0  # the published definition, unchanged
+    assert scores["trajectory_match"]["value"] == 0.0  # the grader that compares arguments
+    assert "arguments not compared" in scores["steps_exact"]["explanation"]
+    note = ("note: steps_exact compares tool names only, not arguments; trajectory_match compares those "
+            "(--trajectory-mode strict where an example has no milestones)")
+    assert note in printed
+    assert main(["summary", str(out)]) == 0
+    assert note in " ".join(capsys.readouterr().out.split())
+    measures = json.loads((out / "run.json").read_text())["measures"]
+    assert "tool names only" in measures["steps_exact"]["compares"]
+    assert "compares" not in measures["trajectory_match"]  # written only when set: older readers read it
+    from toolgym.views.report import build_report
+
+    build_report([out], tmp_path / "report.html")
+    assert "steps_exact compares tool names only" in (tmp_path / "report.html").read_text(encoding="utf-8")

@@ -11,7 +11,7 @@ import re
 import weakref
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_serializer, model_validator
 
 from toolgym.matchers import SpecError
 from toolgym.milestones import Plan, compile_plan
@@ -404,6 +404,9 @@ class Measure(BaseModel):
             :func:`toolgym.stats.clustered_estimate`) or the name of a published formula that
             the suite computes over the whole run (for example the JMultiWOZ-TC rows).
         reference: Where the definition or the aggregation comes from.
+        compares: What the grader compares, in a few words, when its name could suggest more
+            (``steps_exact``: the tool names, not their arguments); every view shows it beside
+            the rule (:func:`toolgym.views.rundata.rule_text`). ``""``: nothing to add.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -415,6 +418,16 @@ class Measure(BaseModel):
     threshold: float = 1.0
     aggregation: str = "mean"
     reference: str = ""
+    compares: str = ""
+
+    @model_serializer(mode="wrap")
+    def _without_empty_compares(self, handler: Any) -> dict[str, Any]:
+        """``compares`` is written only when set, so a run whose graders say nothing more
+        reads in a toolgym from before the field."""
+        data = handler(self)
+        if not self.compares:
+            data.pop("compares", None)
+        return data
 
     @model_validator(mode="after")
     def _target_iff_two_sided(self) -> Measure:

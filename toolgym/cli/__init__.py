@@ -34,17 +34,21 @@ from toolgym.stats import SummaryRow
 console = Console()
 
 
-def print_summary(rows: list[SummaryRow], title: str = "summary") -> None:
+def print_summary(rows: list[SummaryRow], title: str = "summary", measures: dict | None = None) -> None:
     """Print the grader table: mean ± stderr, n, errors, unscored (fitted to the terminal:
-    :func:`toolgym.views.fit.print_fitted`)."""
+    :func:`toolgym.views.fit.print_fitted`), then what a grader compares when its measure says
+    (``measures``: grader name → :class:`~toolgym.records.Measure`)."""
     from rich.text import Text
 
     from toolgym.views.fit import Col, print_fitted
+    from toolgym.views.rundata import compares_notes
 
     cols = [Col("env", "left"), Col("grader", "left"), Col("mean ± stderr"), Col("n"), Col("errors"), Col("unscored")]
     cells = [[row.env, row.grader, row.estimate.format(), str(row.estimate.n), str(row.estimate.n_errors),
               str(row.estimate.n_unscored)] for row in rows]
     print_fitted(console, cols, cells, keys=2, title=Text(title))
+    for note in compares_notes(measures or {}, [row.grader for row in rows]):
+        console.print(Text(f"note: {note}"))
 
 
 LIST_KINDS = {"environments": "--env", "agents": "--agent", "graders": "--grader", "models": "--model"}
@@ -144,7 +148,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     with locked_run_dir(out), serve_for(args, settings, out):
         result = run(config, progress=not args.no_progress)
     counts = status_counts(result.trajectories)
-    print_summary(result.summary, title=f"{out} ({', '.join(f'{k}: {v}' for k, v in sorted(counts.items()))})")
+    print_summary(result.summary, title=f"{out} ({', '.join(f'{k}: {v}' for k, v in sorted(counts.items()))})",
+                  measures=result.run.record.measures)
     for line in record_accounting(out, result.trajectories, args.price_in, args.price_out).lines():
         console.print(line, highlight=False, soft_wrap=True)
     print_statistics(result.run)
@@ -185,7 +190,7 @@ def cmd_grade(args: argparse.Namespace) -> int:
         out = Path(args.out) if args.out else result.parent
         options = {k: v for k, v in (("answers", args.answers), ("layout", args.layout)) if v}
         graded = import_results(args.env, result, args.dataset, out, env_options=options)
-        print_summary(graded.summary, title=str(out))
+        print_summary(graded.summary, title=str(out), measures=graded.run.record.measures)
         print_suite_report(graded.run)
         return 0
     if not args.dir:
@@ -194,7 +199,7 @@ def cmd_grade(args: argparse.Namespace) -> int:
         Path(args.dir), graders=args.grader or None, dataset=args.dataset,
         grader_settings=judge_settings(args), env_options={"layout": args.layout} if args.layout else None,
     )
-    print_summary(graded.summary, title=str(args.dir))
+    print_summary(graded.summary, title=str(args.dir), measures=graded.run.record.measures)
     print_statistics(graded.run)
     print_suite_report(graded.run)
     return 0

@@ -77,7 +77,8 @@ def pass_rule_text(measure: Measure) -> str | None:
 
 def rule_text(measure: Measure) -> str:
     """The measure in a few words: ``"higher, pass ≥ 1"``, ``"lower, pass ≤ 0"``, ``"higher"``,
-    ``"best at 1, pass = 1"``.
+    ``"best at 1, pass = 1"`` (what it compares, :attr:`Measure.compares`, is a note of its
+    own: :func:`compares_notes`).
 
     Args:
         measure (Measure): A grader's measure.
@@ -87,6 +88,22 @@ def rule_text(measure: Measure) -> str:
     """
     rule = pass_rule_text(measure)
     return measure.direction_text if rule is None else f"{measure.direction_text}, pass {rule}"
+
+
+def compares_notes(measures: Mapping[str, Measure], graders: Iterable[str] | None = None) -> list[str]:
+    """One line per grader whose measure says what it compares (:attr:`Measure.compares`),
+    printed under the tables that show its scores: ``"steps_exact compares tool names only,
+    not arguments (trajectory_match compares those)"``.
+
+    Args:
+        measures (Mapping[str, Measure]): Grader name → measure.
+        graders (Iterable[str] | None): The graders shown, in order (default: all of ``measures``).
+
+    Returns:
+        list[str]: The notes, without duplicates.
+    """
+    names = list(dict.fromkeys(measures if graders is None else graders))
+    return [f"{g} compares {measures[g].compares}" for g in names if g in measures and measures[g].compares]
 
 
 @dataclass

@@ -178,6 +178,7 @@ def summary_of(view: RunView) -> list[dict[str, Any]]:
                 "n_unscored": e.n_unscored,
                 "passed": cell.passed,
                 "measure": rule_text(cell.measure),
+                "compares": cell.measure.compares,
                 "pass_fail": cell.measure.pass_fail,
                 "cells": {col.header: col.cell(cell) for col in COLUMNS},
             }
@@ -936,7 +937,8 @@ class RunIndex:
             "settings": _settings(record),
             "label": view.label,
             "graders": list(graders),
-            "measures": {g: {"rule": rule_text(m), "pass_fail": m.pass_fail} for g, m in view.measures.items()},
+            "measures": {g: {"rule": rule_text(m), "pass_fail": m.pass_fail, "compares": m.compares}
+                         for g, m in view.measures.items()},
             "summary": summary_of(view),
             "n_trajectories": len(view.trajectories),
             "facets": facets,

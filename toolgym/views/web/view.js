@@ -138,11 +138,15 @@ async function route() {
 
 function summaryTable(summary) {
   const headers = ["grader", "mean ± stderr", "n", "errors", "unscored", "passed", "measure"];
-  return el("table", { class: "summary" },
+  const table = el("table", { class: "summary" },
     el("thead", {}, el("tr", {}, headers.map((h) => el("th", { text: h })))),
     el("tbody", {}, summary.map((row) => el("tr", { dataset: { grader: row.grader } },
       el("td", { text: row.grader }),
       ...headers.slice(1).map((h) => el("td", { class: h === "measure" ? null : "num", text: row.cells[h] }))))));
+  // what a grader compares, when its measure says (steps_exact: tool names only)
+  const notes = summary.filter((row) => row.compares).map((row) =>
+    el("p", { class: "note", text: `${row.grader} compares ${row.compares}.` }));
+  return notes.length ? el("div", {}, table, ...notes) : table;
 }
 
 function settingsLine(s) {
