@@ -278,3 +278,49 @@ def test_steps_exact_scores_a_wrong_argument_1_and_every_view_says_why(tmp_path,
 
     build_report([out], tmp_path / "report.html")
     assert "steps_exact compares tool names only" in (tmp_path / "report.html").read_text(encoding="utf-8")
+
+
+# --- item 6: summary of several runs is one table; unscored episodes are pointed to grade -------
+def test_summary_of_several_runs_is_one_table_in_80_columns(tmp_path, monkeypatch):
+    import os
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[1]
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "first-letter.json").write_text(json.dumps(
+        [{"tool_calls": [{"name": "type_letter", "args": {"letter": "a"}}]}, "done"]))
+    dirs = []
+    for name, env, extra in (("oracle-1", "typewriter_1", ["--agent", "oracle"]),
+                             ("first-letter", "typewriter_1", ["--model", "scripted:first-letter.json"]),
+                             ("oracle-26", "typewriter_26", ["--agent", "oracle"])):
+        assert main(["run", "--env", env, "--limit", "3", "--out", str(tmp_path / "runs" / name), "--no-progress",
+                     *extra]) == 0
+        dirs.append(f"runs/{name}")
+    environ = {**os.environ, "COLUMNS": "80", "PYTHONPATH": str(root)}
+    proc = subprocess.run([sys.executable, str(root / "run_agent.py"), "summary", *dirs], cwd=tmp_path, env=environ,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    assert max(len(line) for line in out.splitlines()) <= 80, out
+    assert sum(line.startswith("┏") for line in out.splitlines()) == 1, out  # one table
+    for n, directory in enumerate(dirs, 1):
+        assert f"run {n}: " in out and directory in out
+    rows = [line for line in out.splitlines() if line.startswith("│")]
+    assert len(rows) == 9 and all(r.split("│")[1].strip() in "123" for r in rows), rows
+    assert "best at 1, pass = 1" in out
+
+
+def test_summary_points_finished_but_unscored_episodes_to_grade(tmp_path, capsys):
+    out = tmp_path / "run"
+    assert main(["run", "--env", "typewriter_1", "--agent", "oracle", "--limit", "3", "--out", str(out),
+                 "--no-progress"]) == 0
+    scores = (out / "scores.jsonl").read_text().splitlines()
+    kept = [line for line in scores if json.loads(line)["example_id"] == json.loads(scores[0])["example_id"]]
+    (out / "scores.jsonl").write_text("\n".join(kept) + "\n")  # as a resumed run stopped before grading leaves it
+    capsys.readouterr()
+    assert main(["summary", str(out)]) == 0
+    err = " ".join(capsys.readouterr().err.split())
+    assert f"{out}: 2 finished episode(s) have no scores yet" in err and f"`toolgym grade {out}`" in err
+    assert main(["grade", str(out)]) == 0 and main(["summary", str(out)]) == 0
+    assert "no scores" not in capsys.readouterr().err

@@ -214,11 +214,21 @@ def cmd_summary(args: argparse.Namespace) -> int:
     print_cells(summary_cells(runs), console, title="summary: mean ± standard error per grader")
     from toolgym.runio import SCORES_FILE
 
-    for view in runs:  # a run stopped (or still running) before its grading wrote any score
+    for view in runs:  # a run stopped (Ctrl-C) or still running before its grading wrote the scores
         directory = view.run.directory
-        if directory is not None and view.run.trajectories and not (directory / SCORES_FILE).exists():
+        if directory is None or not view.run.trajectories:
+            continue
+        if not (directory / SCORES_FILE).exists():
             print(f"note: {directory} has {len(view.run.trajectories)} trajectories and no {SCORES_FILE}: it was not "
                   f"graded (still running, or stopped before grading); `toolgym grade {directory}` grades it",
+                  file=sys.stderr)
+            continue
+        scored = {(s.example_id, s.trial) for s in view.run.scores}
+        waiting = [t for t in view.run.trajectories
+                   if t.status not in ("error", "aborted") and (t.example_id, t.trial) not in scored]
+        if waiting:
+            print(f"note: {directory}: {len(waiting)} finished episode(s) have no scores yet (the run stopped before "
+                  f"grading them, or is still running); `toolgym grade {directory}` grades them",
                   file=sys.stderr)
     from toolgym.views.stepwise import stepwise_tables
 
