@@ -324,3 +324,38 @@ def test_summary_points_finished_but_unscored_episodes_to_grade(tmp_path, capsys
     assert f"{out}: 2 finished episode(s) have no scores yet" in err and f"`toolgym grade {out}`" in err
     assert main(["grade", str(out)]) == 0 and main(["summary", str(out)]) == 0
     assert "no scores" not in capsys.readouterr().err
+
+
+def test_run_max_repeats_is_recorded_shown_and_kept_on_resume(tmp_path, capsys):
+    script = tmp_path / "loop.json"
+    script.write_text(json.dumps({"turns": [{"tool_calls": [{"name": "type_letter", "args": {"letter": "q"}}]}],
+                                  "repeat_last": True}))
+    out = tmp_path / "run"
+    argv = ["run", "--env", "typewriter_1", "--model", f"scripted:{script}", "--limit", "2", "--out", str(out),
+            "--no-progress", "--max-repeats", "3"]
+    assert main(argv) == 0
+    printed = capsys.readouterr().out
+    assert "repeat_limit: 2" in " ".join(printed.split())
+    lines = [json.loads(line) for line in (out / "trajectories.jsonl").read_text().splitlines()]
+    assert [t["status"] for t in lines] == ["repeat_limit", "repeat_limit"]
+    assert all(sum(s["kind"] == "tool" for s in t["steps"]) == 3 for t in lines)
+    assert json.loads((out / "run.json").read_text())["agent"]["max_repeats"] == 3
+    assert main(["show", str(out)]) == 0
+    assert "repeat_limit" in capsys.readouterr().out
+    changed = [a if a != "3" else "4" for a in argv] + ["--resume"]
+    assert main(changed) == 2
+    assert "max_repeats: 3 before, 4 now" in " ".join(capsys.readouterr().err.split())
+
+
+def test_help_shows_the_step_limit_default_and_the_repeat_guard(capsys):
+    with pytest.raises(SystemExit):
+        main(["run", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "step_limit (default: 40)" in text
+    assert "--max-repeats N" in text and "default: off" in text
+
+
+def test_max_repeats_below_two_is_refused(tmp_path, capsys):
+    with pytest.raises(SystemExit):
+        main(["run", "--env", "typewriter_1", "--max-repeats", "1", "--out", str(tmp_path / "r")])
+    assert "expected an integer of at least 2, got 1" in capsys.readouterr().err

@@ -805,9 +805,9 @@ def default_run_dir(env: str, agent: str, model: str | None, root: str | Path = 
     Returns:
         Path: A path that does not exist yet.
     """
-    now = now or datetime.datetime.now(datetime.timezone.utc)
+    now = now or datetime.datetime.now(datetime.UTC)
     if now.tzinfo is not None:
-        now = now.astimezone(datetime.timezone.utc)
+        now = now.astimezone(datetime.UTC)
     parts = [now.strftime("%Y-%m-%dT%H-%M-%S"), _slug(_spec_name(env)), _slug(_spec_name(agent))]
     if model:
         parts.append(_slug(_model_name(model)))

@@ -33,7 +33,7 @@ from toolgym.records import (
 )
 from toolgym.registry import Registry
 
-__all__ = ["AGENTS", "Agent", "Episode", "as_agent_class", "play_and_record", "register_agent"]
+__all__ = ["AGENTS", "Agent", "Episode", "as_agent_class", "play_and_record", "register_agent", "repeat_guard"]
 
 _BUILTIN = {name: f"toolgym.agents.{name}" for name in (
     "tool_calling", "oracle", "react_json", "xml_prompting", "direct", "loglik"
@@ -71,6 +71,13 @@ def register_agent(name: str) -> Callable[[type[Agent]], type[Agent]]:
         return AGENTS.register(name)(cls)
 
     return decorator
+
+
+def repeat_guard(max_repeats: int | None) -> dict[str, int]:
+    """The keyword argument that switches an agent's repeat guard on (``{"max_repeats": N}``),
+    or none when it is off, so that an agent class written before the guard (whose
+    ``__init__`` takes no ``max_repeats``) is built as before."""
+    return {} if max_repeats is None else {"max_repeats": max_repeats}
 
 
 class Episode:

@@ -137,7 +137,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     settings = settings_from_args(args)
     config = RunConfig(
         env=args.env, agent=args.agent, model=args.model, dataset=args.dataset, out=out,
-        limit=args.limit, trials=args.trials, max_steps=args.max_steps,
+        limit=args.limit, trials=args.trials, max_steps=args.max_steps, max_repeats=args.max_repeats,
         concurrency=args.concurrency, workers=args.workers, resume=args.resume, graders=args.grader or None,
         force=args.force, max_errors=args.max_errors,
         settings=settings, grader_settings=judge_settings(args), env_options=env_options(args),
@@ -432,7 +432,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dataset", help="JSONL or LangChain JSON file, or a built-in dataset name (default: test)")
     p.add_argument("--limit", type=positive_int, help="only the first N examples")
     p.add_argument("--trials", type=positive_int, default=1, help="episodes per example")
-    p.add_argument("--max-steps", type=positive_int, default=40, help="model turns before step_limit")
+    p.add_argument("--max-steps", type=positive_int, default=40,
+                   help="model turns before the episode ends as step_limit (default: 40)")
+    p.add_argument(
+        "--max-repeats", type=_number(int, lambda v: v >= 2, "an integer of at least 2"), metavar="N",
+        help="repeat guard: end an episode as repeat_limit after N identical consecutive tool calls (same tool, "
+        "same arguments; default: off, so a looping model runs to --max-steps)",
+    )
     p.add_argument(
         "--concurrency", type=positive_int, help="episodes in flight (default: the environment's; 1 for most, 32 for jmultiwoz_tc)"
     )

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from toolgym.agents import Agent
+from toolgym.agents import Agent, repeat_guard
 from toolgym.benchmark import Benchmark
 from toolgym.data import DatasetError, write_examples
 from toolgym.executor import Episodes, Executor, PartSpecs, make_executor
@@ -95,7 +95,7 @@ def run(config: RunConfig, progress: bool = True) -> RunResult:
     parts = PartSpecs(
         env=config.env if env_ref.source == "object" else env_ref.spec,
         agent=config.agent if agent_ref.source == "object" else agent_ref.spec,
-        model=model_part, settings=config.settings, max_steps=config.max_steps,
+        model=model_part, settings=config.settings, max_steps=config.max_steps, max_repeats=config.max_repeats,
     )
     episodes = Episodes(jobs, examples, concurrency, workers, agent, env_cls=benchmark.environment, parts=parts)
     finished = _play(executor, episodes, out, list(before.kept), error_limit, record,
@@ -300,7 +300,7 @@ def _agent(
             model_label, model_ref = model_spec_ref(str(config.model))
             model_part = model_label
             model = agent_cls.make_model(model_label, settings) if jobs and executor.in_process else None
-    agent = agent_cls(model=model, model_spec=model_label, max_steps=config.max_steps)
+    agent = agent_cls(model=model, model_spec=model_label, max_steps=config.max_steps, **repeat_guard(config.max_repeats))
     return agent, model_label, model_ref, model_part
 
 
