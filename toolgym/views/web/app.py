@@ -504,6 +504,15 @@ def create_app(roots: Sequence[Path], settings: ViewSettings) -> Any:
         doc = await run_in_threadpool(trajectory_detail, name, idx, eid, trial, catalog)
         if doc is None:
             return _error(404, f"run {name!r} has no trajectory {eid!r} trial {trial}")
+        env = doc["trajectory"].get("env")
+        others = []  # the runs a side by side can be shown with: they hold this example and trial
+        for other in list(catalog.indexes):
+            if other == name:
+                continue
+            other_idx = await index_of(other)
+            if other_idx is not None and await run_in_threadpool(other_idx.holds, env, eid, trial):
+                others.append(other)
+        doc["same_example_in"] = others
         return _json(doc)
 
     async def api_diff(request: Request) -> Response:

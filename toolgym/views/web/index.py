@@ -1059,6 +1059,15 @@ class RunIndex:
             return f" ORDER BY t.id {direction}"
         return f" ORDER BY {column} IS NULL, {column} {direction}, t.id {direction}"
 
+    def holds(self, env: str, example_id: str, trial: int) -> bool:
+        """Whether the rows indexed so far hold a trajectory of ``example_id``, trial
+        ``trial``, on environment ``env`` (so a side-by-side with it can be shown)."""
+        if self._info is None or self._info.get("settings", {}).get("env") != env:
+            return False
+        with self._connect() as db:
+            return db.execute("SELECT 1 FROM traj WHERE example_id = ? AND trial = ? LIMIT 1",
+                              (example_id, trial)).fetchone() is not None
+
     def row(self, example_id: str, trial: int) -> dict[str, Any] | None:
         """The row of one trajectory (as in :meth:`query`), or ``None``."""
         with self._connect() as db:

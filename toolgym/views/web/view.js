@@ -361,10 +361,9 @@ function trajectoryHead(detail) {
 async function trajectoryPage(id, run, exampleId, trial) {
   setCrumbs(["runs", "#/"], [run, `#/run/${enc(run)}`], [`${exampleId} · trial ${trial}`]);
   const detail = await api(`/api/runs/${enc(run)}/trajectories/${enc(exampleId)}/${enc(trial)}`);
-  const runs = await api("/api/runs");
   if (id !== renderId) return;
   const t = detail.trajectory, ex = detail.example;
-  const others = runs.runs.filter((r) => r.name !== run).map((r) => r.name);
+  const others = detail.same_example_in || [];  // only the runs that hold this example and trial
   const diffForm = others.length ? el("form", { class: "filters", id: "diff-form", onsubmit: (e) => {
     e.preventDefault();
     const b = document.getElementById("diff-run").value;
