@@ -359,3 +359,42 @@ def test_max_repeats_below_two_is_refused(tmp_path, capsys):
     with pytest.raises(SystemExit):
         main(["run", "--env", "typewriter_1", "--max-repeats", "1", "--out", str(tmp_path / "r")])
     assert "expected an integer of at least 2, got 1" in capsys.readouterr().err
+
+
+# --- item 8: dataset checks report every bad line at once ---------------------------------------
+def test_every_bad_line_of_a_dataset_is_reported_in_one_round(tmp_path, capsys):
+    data = tmp_path / "d.jsonl"
+    data.write_text("\n".join([
+        json.dumps({"id": "a", "input": "Type a", "expected_steps": ["type_letter"], "expected_state": {"paper": "a"}}),
+        json.dumps({"id": "b", "input": "Type b", "expected_step": ["type_letter"]}),
+        '{"id": "c" "input": "x"}',
+        json.dumps({"id": "d", "input": 5}),
+        json.dumps({"id": "a", "input": "Type a again"}),
+    ]) + "\n")
+    assert main(["check", "--env", "typewriter_1", "--dataset", str(data)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {data}: 4 problems:"), err
+    for expected in (f"{data}:2: field expected_step: Extra inputs are not permitted (did you mean 'expected_steps'?)",
+                     f"{data}:3: not valid JSON", f"{data}:4: field input", f"{data}:5: duplicate example id 'a' "
+                     "(first on line 1)"):
+        assert expected in err, (expected, err)
+
+
+@pytest.mark.parametrize("env", ["typewriter_1", "relational_data"])
+def test_a_mistyped_tool_gets_did_you_mean_and_no_other_environment_note(tmp_path, capsys, env):
+    from toolgym.plugins import get_benchmark
+
+    tool = sorted(get_benchmark(env).environment().tool_functions())[0]
+    data = tmp_path / "d.jsonl"
+    rows = [{"id": "a", "input": "x", "expected_steps": [tool[:-1] + tool[-1] * 2]},
+            {"id": "b", "input": "y", "expected_steps": [tool]},
+            {"id": "c", "input": "z", "expected_steps": [tool], "expected_stat": {}}]
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows[:2]))
+    assert main(["run", "--env", env, "--agent", "oracle", "--dataset", str(data), "--out", str(tmp_path / "r"),
+                 "--no-progress"]) == 2
+    [line] = error_lines(capsys)
+    assert f"did you mean {tool!r}" in line and "another environment" not in line, line
+    data.write_text(json.dumps(rows[2]) + "\n")  # a typo on line 1 of an environment with its own format
+    assert main(["check", "--env", env, "--dataset", str(data)]) == 2
+    [line] = error_lines(capsys)
+    assert "did you mean 'expected_state'?" in line and "another environment" not in line, line
