@@ -398,3 +398,62 @@ def test_a_mistyped_tool_gets_did_you_mean_and_no_other_environment_note(tmp_pat
     assert main(["check", "--env", env, "--dataset", str(data)]) == 2
     [line] = error_lines(capsys)
     assert "did you mean 'expected_state'?" in line and "another environment" not in line, line
+
+
+# --- item 9: the smaller items ------------------------------------------------------------------
+def test_the_scripted_model_example_in_models_md_runs_as_documented(tmp_path, capsys):
+    import re
+
+    page = (Path(__file__).resolve().parents[1] / "docs" / "models.md").read_text(encoding="utf-8")
+    section = page.split("## The scripted model", 1)[1]
+    script = tmp_path / "script.json"
+    script.write_text(re.search(r"```json\n(.*?)```", section, re.S).group(1))
+    data = tmp_path / "d.jsonl"
+    data.write_text("".join(json.dumps({"id": s, "input": s, "expected_steps": ["type_letter"] * len(s),
+                                        "expected_state": {"paper": s}}) + "\n" for s in ("ab", "cd")))
+    out = tmp_path / "run"
+    assert main(["run", "--env", "typewriter_1", "--model", f"scripted:{script}", "--dataset", str(data),
+                 "--out", str(out), "--no-progress"]) == 0
+    played = {t["example_id"]: t for t in map(json.loads, (out / "trajectories.jsonl").read_text().splitlines())}
+    assert played["ab"]["final_state"] == {"paper": "ab"} and played["ab"]["final_answer"] == "Typed ab."
+    assert played["cd"]["final_state"] == {"paper": ""} and played["cd"]["final_answer"] == "I give up."
+
+
+def test_show_without_an_example_says_which_of_how_many(tmp_path, capsys):
+    out = tmp_path / "run"
+    assert main(["run", "--env", "typewriter_1", "--agent", "oracle", "--limit", "3", "--out", str(out),
+                 "--no-progress"]) == 0
+    capsys.readouterr()
+    assert main(["show", str(out)]) == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert f"trajectory 1 of 3 in {out}; --example ID shows another" in text
+
+
+def test_the_oracles_summary_reports_no_model_calls(tmp_path, capsys):
+    out = tmp_path / "run"
+    assert main(["run", "--env", "typewriter_1", "--agent", "oracle", "--limit", "2", "--out", str(out),
+                 "--no-progress"]) == 0
+    printed = capsys.readouterr().out
+    assert "episodes 2, errors 0" in printed and "model calls" not in printed
+    assert json.loads((out / "run.json").read_text())["accounting"]["model_calls"] == 0
+
+
+def test_resume_with_a_larger_limit_keeps_the_start_time_and_command(tmp_path, capsys):
+    import sys
+
+    out = tmp_path / "run"
+    first = ["run", "--env", "typewriter_1", "--agent", "oracle", "--limit", "2", "--out", str(out), "--no-progress"]
+    assert main(first) == 0
+    before = json.loads((out / "run.json").read_text())
+    argv = [a if a != "2" else "3" for a in first] + ["--resume"]
+    old_argv = sys.argv
+    sys.argv = ["run_agent.py", *argv]
+    try:
+        assert main(argv) == 0
+    finally:
+        sys.argv = old_argv
+    after = json.loads((out / "run.json").read_text())
+    assert after["started_at"] == before["started_at"] and after["command"] == before["command"]
+    assert after["limit"] == 3 and len((out / "trajectories.jsonl").read_text().splitlines()) == 3
+    [resumed] = after["resumes"]
+    assert resumed["command"][-1] == "--resume" and "3" in resumed["command"]

@@ -125,7 +125,8 @@ def played_model_steps(trajectory: Trajectory) -> list[Any]:
 def account(
     trajectories: Iterable[Trajectory], price_in: float | None = None, price_out: float | None = None
 ) -> Accounting:
-    """Sum the model calls of ``trajectories``.
+    """Sum the model calls of ``trajectories``. A trajectory of an agent that drives no
+    model (``oracle``: its ``model`` is ``None``) made no model call, whatever steps it records.
 
     Args:
         price_in: USD per million input tokens.
@@ -141,6 +142,8 @@ def account(
     latencies: list[float] = []
     tokens_in = tokens_out = with_usage = 0
     for traj in trajectories:
+        if traj.model is None:  # the oracle's turns replay the reference: no model was called
+            continue
         for step in played_model_steps(traj):  # replayed turns called no model
             latencies.append(step.latency_s)
             if step.input_tokens is not None or step.output_tokens is not None:

@@ -466,8 +466,9 @@ class RunRecord(BaseModel):
         result_file: For a run imported from a result file: where the file was, its size
             and SHA-256 (:class:`ResultFileRef`); its trajectories name their line.
         resumes: One entry per ``--resume`` of the run: ``{"at": ISO time, "reran_errors": N,
-            "forced": {setting: [before, now]}}`` (``forced`` lists the settings changed under
-            ``--force``).
+            "forced": {setting: [before, now]}, "command": [argv...]}`` (``forced`` lists the
+            settings changed under ``--force``); ``started_at`` and ``command`` stay those of the
+            run's first start.
         protocol: How episodes were played: ``free-running`` (the agent plays each episode
             from the start), ``teacher-forced`` (reference steps replayed, then one model
             turn per step ``k``; see :mod:`toolgym.forcing`) or ``fork`` (a recorded

@@ -89,6 +89,9 @@ def run(config: RunConfig, progress: bool = True) -> RunResult:
         trials=config.trials, concurrency=concurrency, workers=workers, grader_settings=config.grader_settings,
     )
     record.resumes = [*(before.record.resumes if before.record else []), *([resumed] if resumed else [])]
+    if resumed and before.record is not None:  # the run began then, with that command; this one is in resumes
+        record.started_at = before.record.started_at or record.started_at
+        record.command = before.record.command or record.command
     record.protocol, record.inject = config.protocol, config.inject
     if out is not None:
         write_run(out, record)
@@ -264,7 +267,8 @@ class _Before:
             f"{len(jobs) - rerun} not yet played",
             file=sys.stderr,
         )
-        return {"at": dt.datetime.now(dt.UTC).isoformat(), "reran_errors": rerun, "forced": self.changed}
+        return {"at": dt.datetime.now(dt.UTC).isoformat(), "reran_errors": rerun, "forced": self.changed,
+                "command": sys.argv}
 
 
 def _workers(config: RunConfig, jobs: list[tuple[Example, int]], concurrency: int) -> int:

@@ -54,7 +54,8 @@ def show(
 ) -> int:
     """Print trajectories of a run directory.
 
-    Without ``example`` or ``failed``, the first trajectory is shown; with ``example``, every
+    Without ``example`` or ``failed``, the first trajectory is shown, then how many there are
+    ("trajectory 1 of N") and how to see others; with ``example``, every
     trial of that example; with ``failed``, every failed trajectory (of ``example`` only, when
     given). Failure is defined by :func:`toolgym.views.rundata.is_failed`: a trajectory that did
     not complete, or a value that does not pass its grader's measure.
@@ -109,10 +110,14 @@ def show(
         if not chosen:
             console.print(Text("nothing failed; drop --failed to see the first trajectory, or --example ID for one"))
             return 0
-    elif example is None:
+    total = len(chosen)
+    if example is None and not failed:
         chosen = chosen[:1]
     for traj in chosen[:limit] if limit else chosen:
         print_trajectory(run, traj, console, highlight_grader=grader)
+    if example is None and not failed and total > 1:
+        console.print(Text(f"trajectory 1 of {total} in {directory}; --example ID shows another "
+                           f"({_closest_ids(run, '', n=3).removeprefix('; ')}), --failed the failed ones"))
     if any(t.parent for t in chosen):
         from toolgym.views.stepwise import fork_tables
 
