@@ -457,3 +457,25 @@ def test_resume_with_a_larger_limit_keeps_the_start_time_and_command(tmp_path, c
     assert after["limit"] == 3 and len((out / "trajectories.jsonl").read_text().splitlines()) == 3
     [resumed] = after["resumes"]
     assert resumed["command"][-1] == "--resume" and "3" in resumed["command"]
+
+
+def test_compare_is_one_table_in_80_columns(tmp_path, monkeypatch):
+    import os
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[1]
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "first-letter.json").write_text(json.dumps(
+        [{"tool_calls": [{"name": "type_letter", "args": {"letter": "a"}}]}, "done"]))
+    for name, extra in (("oracle", ["--agent", "oracle"]), ("first", ["--model", "scripted:first-letter.json"])):
+        assert main(["run", "--env", "typewriter_1", "--limit", "3", "--out", f"runs/{name}", "--no-progress",
+                     *extra]) == 0
+    environ = {**os.environ, "COLUMNS": "80", "PYTHONPATH": str(root)}
+    proc = subprocess.run([sys.executable, str(root / "run_agent.py"), "compare", "runs/oracle", "runs/first"],
+                          env=environ, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    assert "(continued)" not in out and max(len(line) for line in out.splitlines()) <= 80, out
+    assert "3 paired examples" in out and "A (best at 1)" in out and "exact 0.500" in out
+    assert "final_state: 2 flipped (A→B): tw-01-aa (1→0), tw-02-aaa (1→0)" in out
