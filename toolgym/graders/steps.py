@@ -52,7 +52,9 @@ class StepsExact:
     Only the names: ``put(color, blue)`` where ``put(color, red)`` was expected scores 1.0.
     This is the LangChain tool-usage benchmark's "intermediate step correctness" (its
     ``expected_steps`` are tool names), kept as published; ``trajectory_match`` compares the
-    arguments too (``expected_calls`` or milestones, docs/stepwise-grader.md)."""
+    arguments too (``expected_calls`` or milestones, docs/stepwise-grader.md). Does not apply
+    to an example with ``milestones`` and no ``expected_steps`` (its task is given by the
+    milestones), as ``step_ratio`` does not apply without expected steps."""
 
     name = "steps_exact"
     kept_details: ClassVar[tuple[str, ...]] = ("expected",)  # the views read the expected names
@@ -62,8 +64,10 @@ class StepsExact:
     )
 
     def grade(self, example: Example, trajectory: Trajectory) -> Score | None:
-        actual = step_names(trajectory)
         expected = example.expected_steps
+        if not expected and example.milestones is not None:
+            return None  # the task is given by its milestones, not by a list of steps
+        actual = step_names(trajectory)
         if example.order_matters:
             ok = actual == expected
             diverge = first_divergence(expected, actual)
