@@ -403,7 +403,8 @@ def check_tools(benchmark: Benchmark, examples: list[Example], where: str | Path
         problems.append(f"{where}: tool {name!r}, named by {len(uses)} example(s) ({shown}{more}): "
                         f"{benchmark.name} has no such tool{hint(name)}")
     if problems:
-        if len({ex_id for uses in users.values() for ex_id in uses}) == len(examples) and not any(map(hint, users)):
+        every = len({ex_id for uses in users.values() for ex_id in uses}) == len(examples) > 1
+        if every and not any(map(hint, users)):
             problems.append(f"{where}: every example names tools {benchmark.name} lacks (it has "
                             f"{', '.join(sorted(tools))}): was the dataset written for another environment?")
         raise DatasetError.of(problems, str(where))
