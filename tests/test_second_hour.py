@@ -479,3 +479,4 @@ def test_compare_is_one_table_in_80_columns(tmp_path, monkeypatch):
     assert "(continued)" not in out and max(len(line) for line in out.splitlines()) <= 80, out
     assert "3 paired examples" in out and "A (best at 1)" in out and "exact 0.500" in out
     assert "final_state: 2 flipped (A→B): tw-01-aa (1→0), tw-02-aaa (1→0)" in out
+    assert "note: steps_exact compares tool names only" in out

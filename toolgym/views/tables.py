@@ -11,7 +11,7 @@ from rich.text import Text
 
 from toolgym.views.analysis import PER_STEP_GRADERS, Comparison, RunReport
 from toolgym.views.fit import Col, print_fitted
-from toolgym.views.rundata import rule_text
+from toolgym.views.rundata import compares_notes, rule_text
 
 TEST_NAMES = {"mcnemar_exact": "exact", "mcnemar_chi2": "χ²", "paired_bootstrap": "boot"}
 
@@ -138,6 +138,8 @@ def print_comparison(comp: Comparison, console: Console | None = None, max_flips
         box=box.SIMPLE_HEAD, collapse_padding=True, pad_edge=False,
     )
     console.print(caption)  # below every part, at the console's width
+    for note in compares_notes({g.grader: g.measure for g in comp.graders}):
+        console.print(Text(f"note: {note}"))
     for g in comp.graders:
         if not g.flipped:
             continue
