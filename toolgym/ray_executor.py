@@ -51,7 +51,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
 
 from langchain_core.rate_limiters import BaseRateLimiter
 
-from toolgym.agents import Agent
+from toolgym.agents import Agent, repeat_guard
 from toolgym.executor import EXECUTORS, Episodes, PartSpecs
 from toolgym.records import Example, Trajectory
 from toolgym.runner import WorkerDied, play_episode, resolve_agent, resolve_benchmark
@@ -138,7 +138,8 @@ def build_parts(parts: PartSpecs, limiter: BaseRateLimiter | None = None) -> tup
     if limiter is not None and isinstance(model, ResilientChatModel):
         model.share_rate_limiter(limiter)
     label = parts.model if isinstance(parts.model, str) or parts.model is None else f"object:{type(parts.model).__name__}"
-    return agent_obj(model=model, model_spec=label if agent_obj.needs_model else None, max_steps=parts.max_steps), benchmark.environment
+    return agent_obj(model=model, model_spec=label if agent_obj.needs_model else None, max_steps=parts.max_steps,
+                     **repeat_guard(parts.max_repeats)), benchmark.environment
 
 
 @ray.remote(num_cpus=0)

@@ -5,6 +5,7 @@ reading them back tolerates a torn last line left by a killed run."""
 from __future__ import annotations
 
 import contextlib
+import datetime
 import errno
 import hashlib
 import json
@@ -465,8 +466,9 @@ class RunRecord(BaseModel):
         result_file: For a run imported from a result file: where the file was, its size
             and SHA-256 (:class:`ResultFileRef`); its trajectories name their line.
         resumes: One entry per ``--resume`` of the run: ``{"at": ISO time, "reran_errors": N,
-            "forced": {setting: [before, now]}}`` (``forced`` lists the settings changed under
-            ``--force``).
+            "forced": {setting: [before, now]}, "command": [argv...]}`` (``forced`` lists the
+            settings changed under ``--force``); ``started_at`` and ``command`` stay those of the
+            run's first start.
         protocol: How episodes were played: ``free-running`` (the agent plays each episode
             from the start), ``teacher-forced`` (reference steps replayed, then one model
             turn per step ``k``; see :mod:`toolgym.forcing`) or ``fork`` (a recorded
@@ -866,6 +868,65 @@ def read_scores(directory: Path) -> list[Score]:
 
 
 LOCK_FILE = ".lock"
+
+
+def _slug(text: str, keep: int = 40) -> str:
+    """``text`` as a piece of a folder name: letters, digits, ``.``, ``_`` and ``-`` only."""
+    import re
+
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-.")[:keep].rstrip("-.") or "x"
+
+
+def _spec_name(spec: str) -> str:
+    """The short name of a registry spec: ``path/file.py:Name`` -> ``Name``;
+    ``mcp:"COMMAND"`` or ``mcp+http://...`` -> ``mcp``; a name -> itself."""
+    if spec.startswith("mcp"):
+        return "mcp"
+    return spec.rsplit(":", 1)[-1] if ":" in spec else spec
+
+
+def _model_name(model: str) -> str:
+    """A model spec in a folder name: ``openai:gpt-4o-mini`` -> ``openai-gpt-4o-mini``,
+    ``scripted:turns/first.json`` -> ``scripted-first``, ``vllm:Qwen/Qwen2.5-7B`` ->
+    ``vllm-Qwen2.5-7B``, ``local`` -> ``local``."""
+    provider, _, name = model.partition(":")
+    if not name:
+        return provider
+    name = name.replace("\\", "/").rstrip("/").rsplit("/", 1)[-1]
+    for suffix in (".json", ".jsonl", ".gguf"):
+        name = name.removesuffix(suffix)
+    return f"{provider}-{name}"
+
+
+def default_run_dir(env: str, agent: str, model: str | None, root: str | Path = "runs",
+                    now: datetime.datetime | None = None) -> Path:
+    """A run directory of its own for a run given no ``--out``:
+    ``ROOT/TIME_ENV_AGENT[_MODEL]`` with the time in UTC as ``2026-12-04T05-31-07`` (first, so
+    that the folders sort by time, as inspect_ai names its log files), and ``-2``, ``-3``, ...
+    appended when that folder exists already (two runs started within a second).
+
+    Args:
+        env: The environment name or spec (a spec is shortened: ``mcp``, or its ``Name``).
+        agent: The agent name or spec.
+        model: The ``--model`` spec, or ``None`` for an agent that uses no model (``oracle``).
+        root: The folder the run directory goes in.
+        now: The start time (default: now); a naive time is taken as UTC.
+
+    Returns:
+        Path: A path that does not exist yet.
+    """
+    now = now or datetime.datetime.now(datetime.UTC)
+    if now.tzinfo is not None:
+        now = now.astimezone(datetime.UTC)
+    parts = [now.strftime("%Y-%m-%dT%H-%M-%S"), _slug(_spec_name(env)), _slug(_spec_name(agent))]
+    if model:
+        parts.append(_slug(_model_name(model)))
+    base = Path(root) / "_".join(parts)
+    candidate, n = base, 1
+    while candidate.exists():
+        n += 1
+        candidate = base.with_name(f"{base.name}-{n}")
+    return candidate
 
 
 @contextlib.contextmanager

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from toolgym.agents import Agent
+from toolgym.agents import Agent, repeat_guard
 from toolgym.benchmark import Benchmark
 from toolgym.data import DatasetError, write_examples
 from toolgym.executor import Episodes, Executor, PartSpecs, make_executor
@@ -89,13 +89,16 @@ def run(config: RunConfig, progress: bool = True) -> RunResult:
         trials=config.trials, concurrency=concurrency, workers=workers, grader_settings=config.grader_settings,
     )
     record.resumes = [*(before.record.resumes if before.record else []), *([resumed] if resumed else [])]
+    if resumed and before.record is not None:  # the run began then, with that command; this one is in resumes
+        record.started_at = before.record.started_at or record.started_at
+        record.command = before.record.command or record.command
     record.protocol, record.inject = config.protocol, config.inject
     if out is not None:
         write_run(out, record)
     parts = PartSpecs(
         env=config.env if env_ref.source == "object" else env_ref.spec,
         agent=config.agent if agent_ref.source == "object" else agent_ref.spec,
-        model=model_part, settings=config.settings, max_steps=config.max_steps,
+        model=model_part, settings=config.settings, max_steps=config.max_steps, max_repeats=config.max_repeats,
     )
     episodes = Episodes(jobs, examples, concurrency, workers, agent, env_cls=benchmark.environment, parts=parts)
     finished = _play(executor, episodes, out, list(before.kept), error_limit, record,
@@ -264,7 +267,8 @@ class _Before:
             f"{len(jobs) - rerun} not yet played",
             file=sys.stderr,
         )
-        return {"at": dt.datetime.now(dt.UTC).isoformat(), "reran_errors": rerun, "forced": self.changed}
+        return {"at": dt.datetime.now(dt.UTC).isoformat(), "reran_errors": rerun, "forced": self.changed,
+                "command": sys.argv}
 
 
 def _default_concurrency(executor: Executor, benchmark: Benchmark) -> int:
@@ -313,7 +317,7 @@ def _agent(
             model_label, model_ref = model_spec_ref(str(config.model))
             model_part = model_label
             model = agent_cls.make_model(model_label, settings) if jobs and executor.in_process else None
-    agent = agent_cls(model=model, model_spec=model_label, max_steps=config.max_steps)
+    agent = agent_cls(model=model, model_spec=model_label, max_steps=config.max_steps, **repeat_guard(config.max_repeats))
     return agent, model_label, model_ref, model_part
 
 

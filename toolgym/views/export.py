@@ -281,7 +281,7 @@ def export_runs(
         out: The JSONL file to write (its folder is created).
         fmt: One of :data:`FORMATS`.
         where: Conditions every kept trajectory satisfies.
-        status: Keep only these statuses (``completed``, ``step_limit``, ``error``); empty:
+        status: Keep only these statuses (``completed``, ``step_limit``, ``repeat_limit``, ``error``); empty:
             all but ``error``. Teacher-forced trajectories (``prefix_steps`` set) are always
             skipped: their first steps replay the reference, which no model wrote.
         envs: Keep only these environments; empty: all. Each must be the environment of one
@@ -305,7 +305,7 @@ def export_runs(
         raise ValueError(f"unknown export format {fmt!r}; known: {', '.join(FORMATS)}")
     if arguments not in ARGUMENTS:
         raise ValueError(f"unknown arguments form {arguments!r}; known: {', '.join(ARGUMENTS)}")
-    where, statuses, env_set = list(where), set(status) or {"completed", "step_limit"}, set(envs)
+    where, statuses, env_set = list(where), set(status) or {"completed", "step_limit", "repeat_limit"}, set(envs)
     result = ExportResult()
     conversations = _Conversations()
     records: list[tuple[dict[str, Any], Trajectory, tuple[bool, ...]]] = []  # record, its trajectory, open ends

@@ -527,6 +527,14 @@ def create_app(roots: Sequence[Path], settings: ViewSettings) -> Any:
         doc = await run_in_threadpool(trajectory_detail, name, idx, eid, trial, catalog)
         if doc is None:
             return _error(404, f"run {name!r} has no trajectory {eid!r} trial {trial}")
+        env = doc["trajectory"].get("env")
+        names = [other for other in catalog.indexes if other != name]
+        indexes = await asyncio.gather(*(index_of(other) for other in names))  # their first batches, waited together
+        others = []  # the runs a side by side can be shown with: they hold this example and trial
+        for other, other_idx in zip(names, indexes, strict=True):
+            if other_idx is not None and await run_in_threadpool(other_idx.holds, env, eid, trial):
+                others.append(other)
+        doc["same_example_in"] = others
         return _json(doc)
 
     async def api_diff(request: Request) -> Response:

@@ -117,7 +117,8 @@ class Query:
 
     Attributes:
         q: Full-text search (a substring of any indexed text, case-insensitive), or ``""``.
-        status: Statuses to keep (``completed``, ``step_limit``, ``abandoned``, ``error``, ``aborted``).
+        status: Statuses to keep (``completed``, ``step_limit``, ``repeat_limit``, ``abandoned``, ``error``,
+            ``aborted``).
         grader: With ``passed``: whose pass or fail to filter on; alone: rows it scored.
         passed: ``"1"`` passed, ``"0"`` failed, ``"none"`` unscored (with ``grader``); without
             ``grader``, ``"1"`` keeps trajectories that failed no grader and completed.
@@ -180,6 +181,7 @@ def summary_of(view: RunView) -> list[dict[str, Any]]:
                 "n_unscored": e.n_unscored,
                 "passed": cell.passed,
                 "measure": rule_text(cell.measure),
+                "compares": cell.measure.compares,
                 "pass_fail": cell.measure.pass_fail,
                 "cells": {col.header: col.cell(cell) for col in COLUMNS},
             }
@@ -969,7 +971,8 @@ class RunIndex:
             "settings": _settings(record),
             "label": view.label,
             "graders": list(graders),
-            "measures": {g: {"rule": rule_text(m), "pass_fail": m.pass_fail} for g, m in view.measures.items()},
+            "measures": {g: {"rule": rule_text(m), "pass_fail": m.pass_fail, "compares": m.compares}
+                         for g, m in view.measures.items()},
             "summary": summary_of(view),
             "n_trajectories": len(view.trajectories),
             "facets": facets,
@@ -1089,6 +1092,15 @@ class RunIndex:
         if column == "t.id":  # file order: the primary key, no sort
             return f" ORDER BY t.id {direction}"
         return f" ORDER BY {column} IS NULL, {column} {direction}, t.id {direction}"
+
+    def holds(self, env: str, example_id: str, trial: int) -> bool:
+        """Whether the rows indexed so far hold a trajectory of ``example_id``, trial
+        ``trial``, on environment ``env`` (so a side-by-side with it can be shown)."""
+        if self._info is None or self._info.get("settings", {}).get("env") != env:
+            return False
+        with self._connect() as db:
+            return db.execute("SELECT 1 FROM traj WHERE example_id = ? AND trial = ? LIMIT 1",
+                              (example_id, trial)).fetchone() is not None
 
     def row(self, example_id: str, trial: int) -> dict[str, Any] | None:
         """The row of one trajectory (as in :meth:`query`), or ``None``."""
