@@ -344,3 +344,12 @@ def test_check_catches_a_wrong_state_after_a_user_turn():
     assert check_dataset(benchmark, [bad]) == [
         "add-c: replay reaches {'paper': 'ab'} after user turn 1, expected_states[0] is {'paper': 'a'}"]
     assert check_dataset(benchmark, [Example.model_validate(ADD_C)]) == []
+
+
+def test_evaluate_takes_a_user_model():
+    import toolgym
+
+    user = ScriptedChatModel(by_input={"typed ab": ["now add c"], "typed abc": [STOP]})
+    result = toolgym.evaluate("typewriter_1", model=ScriptedChatModel(**AGENT), user_model=user, dataset=[SIMULATED])
+    assert [s.text for s in result.trajectories[0].user_steps] == ["type ab", "now add c", ""]
+    assert result.record.agent["user_model"] == "object:ScriptedChatModel"
