@@ -140,3 +140,19 @@ def test_export_leaves_a_bare_stop_out(tmp_path):
     (record,) = [json.loads(line) for line in target.read_text().splitlines()]
     assert [m["content"] for m in record["messages"] if m["role"] == "user"] == ["type ab", "now add c"]
     assert record["messages"][-1] == {"role": "assistant", "content": "typed abc"}
+
+
+def test_the_web_view_serves_user_steps_and_finds_a_later_user_message(multi_run, tmp_path):
+    pytest.importorskip("starlette", reason="toolgym view needs starlette (pip install -e '.[view]')")
+    from test_view_api import api, wait_indexed
+    from view_runs import view_server
+
+    with view_server([multi_run.parent], tmp_path / "cache") as (url, _proc):
+        (listed,) = [r for r in wait_indexed(url) if r["name"].endswith("run")]
+        name = listed["name"]
+        detail = api(url, f"/api/runs/{name}/trajectories/add-c/0")
+        steps = detail["trajectory"]["steps"]
+        assert [(s["kind"], s.get("turn")) for s in steps if s["kind"] == "user"] == [("user", 1), ("user", 2)]
+        assert [s.get("tool_index") for s in steps if s["kind"] == "tool"] == [0, 1, 2]
+        found = api(url, f"/api/runs/{name}/trajectories", q="now add c")["rows"]
+        assert [r["example_id"] for r in found] == ["add-c"]
