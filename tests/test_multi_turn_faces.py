@@ -156,3 +156,24 @@ def test_the_web_view_serves_user_steps_and_finds_a_later_user_message(multi_run
         assert [s.get("tool_index") for s in steps if s["kind"] == "tool"] == [0, 1, 2]
         found = api(url, f"/api/runs/{name}/trajectories", q="now add c")["rows"]
         assert [r["example_id"] for r in found] == ["add-c"]
+
+
+def test_a_fork_shows_the_simulated_user_the_replayed_conversation_once(tmp_path):
+    from test_multi_turn import Listening
+
+    data = tmp_path / "sim.jsonl"
+    data.write_text(json.dumps(SIMULATED) + "\n")
+    out = tmp_path / "run"
+    user = ScriptedChatModel(by_input={"typed ab": ["now add c"], "typed abc": [STOP]})
+    run(RunConfig(env="typewriter_1", model=ScriptedChatModel(**AGENT), user_model=user, dataset=data, out=out),
+        progress=False)
+    Listening.heard = []
+    listening = Listening(by_input={"done with ab": [STOP]})
+    # fork at tool step 3: turn 1's calls replayed, then the new agent answers turn 1 (its script
+    # counts the replayed model turn)
+    agent = ScriptedChatModel(by_input={"type ab": ["(replayed)", "done with ab"]})
+    result = fork(out, "sim", 3, tmp_path / "fork", model=agent, user_model=listening)
+    (traj,) = result.trajectories
+    assert [(s.turn, s.stop, s.text) for s in traj.user_steps] == [(1, False, "type ab"), (1, True, "")]
+    (seen,) = Listening.heard
+    assert [(m.type, m.content) for m in seen[1:]] == [("ai", "type ab"), ("human", "done with ab")]
