@@ -245,8 +245,12 @@ def multi_turn_examples(env: str) -> list[Example]:
     elif env == "relational_data":
         for example_id, turns, per_turn, rule in RELATIONAL_TURNS:
             flat = [call for turn_calls in per_turn for call in turn_calls]
-            base = make_example(example_id, turns[0], flat, rule, True, {"difficulty": len(turns), "source": "hand-written"})
+            base = make_example(example_id, turns[0], flat, rule, True, {"difficulty": len(turns), "source": "hand-written"},
+                                milestones=True)
             record = {**base.model_dump(exclude_none=True), "turns": turns[1:], "expected_calls": _turned(per_turn)}
+            # one milestone per call, in order: each names the user turn of its call
+            record["milestones"] = [{**m, "turn": c["turn"]} for m, c in zip(record["milestones"], _turned(per_turn),
+                                                                           strict=True)]
             out.append(Example.model_validate(_as_turn_1(Example.model_validate(record))))
     elif env == "multiverse_math":
         for example_id, turns, expression in MULTIVERSE_TURNS:
