@@ -228,6 +228,8 @@ class Milestone:
     """For a milestone with a state alternative: whether a state met on the way counts even
     when it no longer holds at the end. A state milestone that no other milestone comes after
     must hold in the final state unless it is transient."""
+    turn: int | None = None
+    """The user turn the milestone belongs to (``"turn": k``), named in errors about it."""
 
     calls: tuple[CallPattern, ...] = field(init=False, repr=False)
     """The call alternatives."""
@@ -333,7 +335,7 @@ class Plan:
         return names | {p.name for p in self.minefields if isinstance(p, CallPattern)}
 
 
-_MILESTONE_KEYS = {"id", "after", "optional", "transient", "call", "state", "any_of"}
+_MILESTONE_KEYS = {"id", "after", "optional", "transient", "call", "state", "any_of", "turn"}
 _CALL_KEYS = {"name", "arguments", "args"}
 
 
@@ -422,6 +424,9 @@ def _milestone(spec: Any, index: int) -> Milestone:
     optional = spec.get("optional", False)
     if not isinstance(optional, bool):
         raise SpecError(f"{where}.optional", f"expected true or false, got {_type_name(optional)}")
+    turn = spec.get("turn")
+    if turn is not None and (isinstance(turn, bool) or not isinstance(turn, int) or turn < 1):
+        raise SpecError(f"{where}.turn", f"expected a user turn number (1 or more), got {turn!r}")
     alternatives = _pattern(spec, where, allow_any_of=True)
     refs = frozenset().union(*(a.refs for a in alternatives))
     transient = spec.get("transient", False)
@@ -429,7 +434,7 @@ def _milestone(spec: Any, index: int) -> Milestone:
         raise SpecError(f"{where}.transient", f"expected true or false, got {_type_name(transient)}")
     if transient and not any(a.kind == "state" for a in alternatives):
         raise SpecError(f"{where}.transient", "only a state milestone (or an any_of with a state) can be transient")
-    return Milestone(mid, index, alternatives, tuple(dict.fromkeys(after)), optional, refs, transient)
+    return Milestone(mid, index, alternatives, tuple(dict.fromkeys(after)), optional, refs, transient=transient, turn=turn)
 
 
 def _ancestors(milestones: list[Milestone]) -> dict[str, frozenset[str]]:
