@@ -25,6 +25,7 @@ from toolgym import Benchmark, Suite
 from toolgym.suites.bfcl.agent import BFCLPromptingAgent
 from toolgym.suites.bfcl.data import load_examples
 from toolgym.suites.bfcl.environment import BFCL
+from toolgym.suites.bfcl.multi_turn import category_path
 from toolgym.suites.bfcl.graders import BFCLAbstention, BFCLAccuracy, BFCLOptimal
 from toolgym.suites.bfcl.results import export_published, first_divergence, import_result_file, report
 
@@ -39,12 +40,14 @@ SUITE = Suite(
             environment=BFCL,
             graders=tuple(g.name for g in GRADERS),
             load_dataset=load_examples,
+            dataset_by_name=category_path,
             max_trials=1,
             report=report,
             exporters=(export_published,),
             importer=import_result_file,
             divergence=first_divergence,
-            description="BFCL v4 single-turn categories (AST and relevance checks), read by path: BFCL_v4_<category>.json",
+            description=("BFCL v4: the single-turn categories read by path (BFCL_v4_<category>.json); the multi-turn "
+                         "ones by name (multi_turn_base, ...) from the bfcl-eval package or by path"),
         )
     ],
     graders=list(GRADERS),

@@ -32,6 +32,7 @@ from typing import Any
 
 from toolgym import DatasetError, Example, ToolCallSpec
 from toolgym.data import read_text
+from toolgym.suites.bfcl.multi_turn import MULTI_TURN_CATEGORIES, is_multi_turn_file, load_multi_turn
 from toolgym.suites.bfcl.values import first_value, to_source
 
 __all__ = [
@@ -89,7 +90,7 @@ def category_of(entry_id: str, path: Path | None = None) -> str:
         DatasetError: when neither names a category.
     """
     match = _ID.match(entry_id)
-    if match and match["category"] in CATEGORIES:
+    if match and (match["category"] in CATEGORIES or match["category"] in MULTI_TURN_CATEGORIES):
         return match["category"]
     if path is not None and (m := _FILE.search(path.name)):
         return m.group(1)
@@ -271,17 +272,18 @@ def load_examples(path: Path, options: dict[str, Any]) -> list[Example] | None:
     """The examples of a BFCL test file (the benchmark's ``load_dataset``).
 
     Args:
-        path (Path): ``BFCL_v4_<category>.json`` (JSON Lines).
+        path (Path): ``BFCL_v4_<category>.json`` (JSON Lines); a multi-turn category's file
+            is read by :func:`toolgym.suites.bfcl.multi_turn.load_multi_turn`.
         options (dict): ``answers``: the possible-answer file (default: :func:`answers_path`;
             needed for every category but the (ir)relevance ones).
 
     Returns:
-        list[Example] | None: One example per entry, or ``None`` when the file is not a BFCL
+        list[Example] | None: One example per entry (a multi-turn entry: one conversation), or ``None`` when the file is not a BFCL
         test file (no ``question`` and ``function`` on its first line) but may hold examples
         written for the environment (``metadata.category``), so the generic loaders read it.
 
     Raises:
-        DatasetError: naming the file and line of a bad record, a multi-turn entry, a missing
+        DatasetError: naming the file and line of a bad record, a missing
             answers file, or an entry without an answer; for a file of some other
             environment's examples; for a possible-answer file given as
             the dataset, naming the questions file to give instead.
@@ -293,7 +295,7 @@ def load_examples(path: Path, options: dict[str, Any]) -> list[Example] | None:
                 first = json.loads(handle.readline() or "{}")
         except (OSError, UnicodeDecodeError, json.JSONDecodeError):
             return None
-        if not (isinstance(first, dict) and "question" in first and "function" in first):
+        if not (isinstance(first, dict) and "question" in first and ("function" in first or "involved_classes" in first)):
             metadata = first.get("metadata") if isinstance(first, dict) else None
             if isinstance(first, dict) and first and not (isinstance(metadata, dict) and "category" in metadata):
                 raise DatasetError(
@@ -312,6 +314,7 @@ def load_examples(path: Path, options: dict[str, Any]) -> list[Example] | None:
         )
     answers: dict[str, Any] = {}
     given = options.get("answers")
+    multi_turn = bool(rows) and is_multi_turn_file(path, rows[0][1])
     needs_answers = any("relevance" not in category_of(r["id"], path) for _, r in rows)
     answer_file = Path(given) if given else answers_path(path)
     if needs_answers:
@@ -322,6 +325,8 @@ def load_examples(path: Path, options: dict[str, Any]) -> list[Example] | None:
             if not isinstance(truth, list):
                 raise DatasetError(f"{answer_file}:{number}: 'ground_truth' must be a list")
             answers[record["id"]] = truth
+    if multi_turn:
+        return load_multi_turn(path, rows, answers, answer_file)
     examples = []
     for number, record in rows:
         where = f"{path}:{number}"
