@@ -25,8 +25,8 @@ from toolgym import Benchmark, Suite
 from toolgym.suites.bfcl.agent import BFCLPromptingAgent
 from toolgym.suites.bfcl.data import load_examples
 from toolgym.suites.bfcl.environment import BFCL
-from toolgym.suites.bfcl.multi_turn import category_path
 from toolgym.suites.bfcl.graders import BFCLAbstention, BFCLAccuracy, BFCLOptimal
+from toolgym.suites.bfcl.multi_turn import category_path
 from toolgym.suites.bfcl.results import export_published, first_divergence, import_result_file, report
 
 __all__ = ["SUITE"]
