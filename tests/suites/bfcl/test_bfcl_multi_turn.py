@@ -108,3 +108,43 @@ def test_a_missing_package_names_the_install_command(monkeypatch):
             mt.category_path("multi_turn_base")
     finally:
         mt.package.cache_clear()
+
+
+# --- the environment --------------------------------------------------------------------------
+def test_the_environment_executes_the_api_methods_and_reads_their_state(miss_func):
+    from toolgym.suites.bfcl.environment import BFCL
+
+    ex = next(e for e in miss_func if e.id == "multi_turn_miss_func_0")
+    env = BFCL()
+    env.reset(ex)
+    assert env.max_model_turns is None
+    assert set(env.read_state()) == {"GorillaFileSystem", "TwitterAPI"}
+    root = env.read_state()["GorillaFileSystem"]["root"]
+    assert root["name"] == "workspace"
+    assert root["contents"]["document"]["contents"]["final_report.pdf"]["type"] == "file"
+    assert "sort" not in env.functions and "mkdir" in env.functions
+    out = env.call("cd", {"folder": "document"})
+    assert not out.error and json.loads(out.output) == {"current_working_directory": "document"}
+    assert not env.call("mkdir", {"dir_name": "temp"}).error
+    after = env.read_state()["GorillaFileSystem"]["root"]["contents"]["document"]
+    assert after["contents"]["temp"] == {"type": "directory", "name": "temp", "contents": {}}
+    # a failing method's result is the checker's error text, shown to the model as the observation
+    assert json.loads(env.call("cd", {"folder": "nowhere"}).output) == {"error": "cd: 'nowhere': No such file or directory"}
+    key = env.tool_set_key()
+    env.begin_turn(3)
+    assert "sort" not in env.functions
+    env.begin_turn(4)  # the turn the data withholds it for
+    assert "sort" in env.functions and env.tool_set_key() != key
+    assert "Python 3 syntax" in env.tools["sort"].description
+
+
+def test_the_state_equals_where_the_checker_finds_it_equal():
+    apis = mt.APIs(["GorillaFileSystem"], rows("multi_turn_base")[0]["initial_config"])
+    other = mt.APIs(["GorillaFileSystem"], rows("multi_turn_base")[0]["initial_config"])
+    assert apis.state() == other.state()
+    apis.execute("cd", [], {"folder": "workspace"})  # moves the current directory: private, not compared
+    assert apis.state() == other.state()
+    apis.execute_string("touch(file_name='x.txt')")
+    assert apis.state() != other.state()
+    assert apis.execute_string("no_such_method()").startswith("Error during execution")
+    assert apis.execute_string("cd(folder=open('x'))") == "Error during execution: an argument is not a literal"
