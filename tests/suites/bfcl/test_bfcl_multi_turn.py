@@ -148,3 +148,179 @@ def test_the_state_equals_where_the_checker_finds_it_equal():
     assert apis.state() != other.state()
     assert apis.execute_string("no_such_method()").startswith("Error during execution")
     assert apis.execute_string("cd(folder=open('x'))") == "Error during execution: an argument is not a literal"
+
+
+# --- grading: the official verdict, toolgym's stepwise view, import and export ---------------
+def _gt_result(truth: list[list[str]]) -> list:
+    """The ground truth in the decoded form: one step per turn that has calls."""
+    return [[list(t)] if t else [] for t in truth]
+
+
+def planted(entry: dict, truth: list[list[str]], rng) -> dict[str, list]:
+    """The ground truth and planted faults of it: a dropped call, an emptied turn, a repeated
+    step, an extra read (a ground-truth call that leaves the state as it is, made again at the
+    start of a turn), a wrong string argument, two adjacent turns swapped."""
+    import copy
+
+    base = _gt_result(truth)
+    out = {"none": base}
+    full = [i for i, t in enumerate(truth) if t]
+    if not full:
+        return out
+    i = rng.choice(full)
+    r = copy.deepcopy(base)
+    del r[i][0][rng.randrange(len(truth[i]))]
+    r[i] = [s for s in r[i] if s]
+    out["drop"] = r
+    r = copy.deepcopy(base)
+    r[i] = []
+    out["empty_turn"] = r
+    r = copy.deepcopy(base)
+    r[i].append(list(r[i][0]))
+    out["repeat"] = r
+    apis = mt.APIs(entry["involved_classes"], entry["initial_config"], "long_context" in entry["id"])
+    reads = []
+    for turn in truth:
+        for call in turn:
+            before = apis.state()
+            apis.execute_string(call)
+            if apis.state() == before:
+                reads.append(call)
+    if reads:
+        r = copy.deepcopy(base)
+        r[rng.choice(full)].insert(0, [rng.choice(reads)])
+        out["extra_read"] = r
+    for _ in range(5):
+        k = rng.choice(full)
+        j = rng.randrange(len(truth[k]))
+        call = truth[k][j]
+        if "'" in call:
+            r = copy.deepcopy(base)
+            a = call.index("'")
+            r[k][0][j] = call[: a + 1] + "zz" + call[a + 1:]
+            out["wrong_argument"] = r
+            break
+    if len(truth) > 1:
+        k = rng.randrange(len(truth) - 1)
+        r = copy.deepcopy(base)
+        r[k], r[k + 1] = r[k + 1], r[k]
+        out["swapped_turns"] = r
+    return out
+
+
+def reference_verdict(entry: dict, result: list, truth: list[list[str]], name: str) -> str | None:
+    """The package's own multi_turn_checker on a result, called directly (None: valid)."""
+    import copy
+
+    from bfcl_eval.eval_checker.multi_turn_eval.multi_turn_checker import multi_turn_checker
+
+    if len(result) != len(truth):
+        return "multi_turn:force_terminated"
+    verdict = multi_turn_checker([[s for s in t if s] for t in result], truth, copy.deepcopy(entry),
+                                 entry["id"].rsplit("_", 1)[0], name)
+    return None if verdict["valid"] else verdict["error_type"]
+
+
+def test_planted_faults_get_the_official_checkers_verdict_through_grade_result(tmp_path):
+    """Every 10th entry of each category with each planted fault, written as result files and
+    graded with ``grade --env bfcl --result``: every score equals the verdict of the
+    package's multi_turn_checker called directly, and toolgym's own stepwise replay names
+    the same error type (the full 800 x 7 are in benchmarks/bfcl_multi_turn.py)."""
+    import random
+
+    from toolgym.cli import main
+    from toolgym.runio import read_scores
+
+    rng = random.Random(7)
+    kinds_seen: set[str] = set()
+    checked = 0
+    for category in mt.MULTI_TURN_CATEGORIES:
+        entries = rows(category)[::10]
+        truths = {r["id"]: r["ground_truth"] for r in rows(category, answers=True)}
+        by_kind: dict[str, list[dict]] = {}
+        expected: dict[tuple[str, str], str | None] = {}
+        for entry in entries:
+            for kind, result in planted(entry, truths[entry["id"]], rng).items():
+                by_kind.setdefault(kind, []).append({"id": entry["id"], "result": result})
+                expected[kind, entry["id"]] = reference_verdict(entry, result, truths[entry["id"]], f"ref_{kind}_{checked}")
+                checked += 1
+        for kind, lines in by_kind.items():
+            kinds_seen.add(kind)
+            folder = tmp_path / category / kind
+            folder.mkdir(parents=True)
+            result_file = folder / f"BFCL_v4_{category}_result.json"
+            result_file.write_text("".join(json.dumps(line) + "\n" for line in lines))
+            out = folder / "graded"
+            assert main(["grade", "--env", "bfcl", "--result", str(result_file), "--dataset", category,
+                         "--out", str(out)]) == 0
+            scores = {s.example_id: s for s in read_scores(out) if s.grader == "bfcl_accuracy"}
+            assert len(scores) == len(lines)
+            for example_id, score in scores.items():
+                want = expected[kind, example_id]
+                assert score.value == (1.0 if want is None else 0.0), (kind, example_id, want)
+                assert score.details.get("error_type") == want, (kind, example_id)
+                assert score.details.get("stepwise_error_type") == want, (kind, example_id, score.details.get("reason"))
+                if want is not None:
+                    assert score.details["turn"] >= 1 and score.details["call"] >= 0
+            header = json.loads((out / f"BFCL_v4_{category}_score.json").read_text().splitlines()[0])
+            assert header["correct_count"] == sum(v is None for (k, _), v in expected.items() if k == kind)
+    assert kinds_seen == {"none", "drop", "empty_turn", "repeat", "extra_read", "wrong_argument", "swapped_turns"}
+    assert checked > 500
+
+
+def test_the_stepwise_view_names_the_turn_step_and_call_at_fault():
+    entry = rows("multi_turn_base")[0]
+    truth = rows("multi_turn_base", answers=True)[0]["ground_truth"]
+    assert truth[0] == ["cd(folder='document')", "mkdir(dir_name='temp')", "mv(source='final_report.pdf', destination='temp')"]
+    result = _gt_result(truth)
+    result[0] = [["cd(folder='document')"], ["mkdir(dir_name='tmp')"], ["mv(source='final_report.pdf', destination='tmp')"]]
+    judged = mt.judge(entry, result, truth)
+    assert judged.official["error_type"] == "multi_turn:instance_state_mismatch"
+    assert "root" in judged.official["details"]["differences"]
+    view = judged.view
+    # step 2 made a directory the ground truth never makes: the first call off its path
+    assert (view.turn, view.step, view.call) == (1, 2, 1)
+    assert judged.turn_states[0] is False and len(judged.turn_states) == len(truth)
+    # a turn that stops short has no single step at fault: the end of the turn
+    short = _gt_result(truth)
+    short[0] = [["cd(folder='document')", "mkdir(dir_name='temp')"]]
+    view = mt.judge(entry, short, truth).view
+    assert (view.turn, view.step, view.call) == (1, None, 2)
+    assert mt.judge(entry, _gt_result(truth), truth).turn_states == [True] * len(truth)
+
+
+def test_the_leaderboards_rules_before_the_checker():
+    entry = rows("multi_turn_base")[0]
+    truth = rows("multi_turn_base", answers=True)[0]["ground_truth"]
+    assert mt.official_verdict(entry, "Error during inference: timeout", truth)["error_type"] == "multi_turn:inference_error"
+    assert mt.official_verdict(entry, _gt_result(truth)[:-1], truth)["error_type"] == "multi_turn:force_terminated"
+    # steps holding no call are left out, as the runner leaves out steps that do not decode
+    padded = [[[], *turn, ["not a call"] * 0] for turn in _gt_result(truth)]
+    assert mt.official_verdict(entry, padded, truth) == {"valid": True}
+
+
+def test_the_checker_leaves_no_instances_behind():
+    import importlib
+
+    utils = importlib.import_module("bfcl_eval.eval_checker.multi_turn_eval.multi_turn_utils")
+    before = set(utils.__dict__)
+    entry = rows("multi_turn_base")[1]
+    truth = rows("multi_turn_base", answers=True)[1]["ground_truth"]
+    assert mt.official_verdict(entry, _gt_result(truth), truth)["valid"]
+    assert set(utils.__dict__) == before
+
+
+def test_a_result_file_round_trips_through_export(tmp_path):
+    from toolgym.cli import main
+
+    lines = [{"id": r["id"], "result": _gt_result(r["ground_truth"])} for r in rows("multi_turn_miss_param", answers=True)[:5]]
+    lines[1]["result"] = lines[1]["result"][:-1]  # one turn short
+    result_file = tmp_path / "BFCL_v4_multi_turn_miss_param_result.json"
+    result_file.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    assert main(["grade", "--env", "bfcl", "--result", str(result_file), "--dataset", "multi_turn_miss_param",
+                 "--out", str(tmp_path / "g")]) == 0
+    exported = [json.loads(line) for line in (tmp_path / "g" / result_file.name).read_text().splitlines()]
+    assert exported == lines
+    score = (tmp_path / "g" / "BFCL_v4_multi_turn_miss_param_score.json").read_text().splitlines()
+    assert json.loads(score[0]) == {"accuracy": 0.8, "correct_count": 4, "total_count": 5}
+    assert json.loads(score[1])["error_type"] == "multi_turn:force_terminated"

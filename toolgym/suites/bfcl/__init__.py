@@ -1,6 +1,8 @@
-"""BFCL v4, the Berkeley Function Calling Leaderboard, as a replay suite: its 13 single-turn
-categories (github.com/ShishirPatil/gorilla, ``berkeley-function-call-leaderboard``; data
-Apache 2.0), read by path. The multi-turn and agentic categories are not in this data.
+"""BFCL v4, the Berkeley Function Calling Leaderboard: its 13 single-turn categories
+(github.com/ShishirPatil/gorilla, ``berkeley-function-call-leaderboard``; data Apache 2.0),
+read by path, and its four multi-turn categories, by name or path, with the API classes and the
+official checker imported from the ``bfcl-eval`` package (:mod:`toolgym.suites.bfcl.multi_turn`).
+The agentic categories (web search, memory) are not run.
 
 The suite declares:
 

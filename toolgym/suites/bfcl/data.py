@@ -55,8 +55,8 @@ CATEGORIES = (
     "live_simple", "live_multiple", "live_parallel", "live_parallel_multiple",
     "irrelevance", "live_irrelevance", "live_relevance",
 )
-"""The 13 single-turn categories of BFCL v4 this suite reads (the multi-turn and agentic
-categories are not in this data)."""
+"""The 13 single-turn categories of BFCL v4 this suite reads by path (the four multi-turn ones:
+:data:`toolgym.suites.bfcl.multi_turn.MULTI_TURN_CATEGORIES`; the agentic ones are not run)."""
 
 _FILE = re.compile(r"BFCL_v\d+_(\w+?)(?:_result|_score)?\.json$")
 _ID = re.compile(r"^(?P<category>[a-z_]+?)_\d+(?:-\d+)*$")
@@ -204,20 +204,28 @@ class Entry:
         category: Its test category (:data:`CATEGORIES`).
         language: ``python``, ``java`` or ``javascript``.
         functions: The function documents as in the data.
-        ground_truth: ``[{fn: {arg: [acceptable values]}}]``; empty for (ir)relevance.
+        ground_truth: ``[{fn: {arg: [acceptable values]}}]``; empty for (ir)relevance; for a
+            multi-turn entry, per turn, the call strings.
+        initial_config: A multi-turn entry's ``{class: configuration}`` (else ``None``).
+        involved_classes: A multi-turn entry's API classes (else ``None``).
     """
 
     id: str
     category: str
     language: str
     functions: list[dict[str, Any]]
-    ground_truth: list[dict[str, dict[str, list[Any]]]]
+    ground_truth: list[Any]
+    initial_config: dict[str, Any] | None = None
+    involved_classes: list[str] | None = None
 
     @property
     def kind(self) -> str:
-        """``irrelevance``, ``relevance``, ``parallel``, ``multiple`` or ``simple`` (the
-        checker the leaderboard applies, chosen by the category name as there)."""
+        """``multi_turn``, ``irrelevance``, ``relevance``, ``parallel``, ``multiple`` or
+        ``simple`` (the checker the leaderboard applies, chosen by the category name as
+        there)."""
         c = self.category
+        if c.startswith("multi_turn"):
+            return "multi_turn"
         if "irrelevance" in c:
             return "irrelevance"
         if "relevance" in c:
@@ -233,8 +241,10 @@ def entry_of(example: Example) -> Entry:
     """
     meta = example.metadata
     try:
+        multi = bool(meta.get("multi_turn"))
         return Entry(example.id, str(meta["category"]), str(meta["language"]), list(meta["functions"]),
-                     list(meta.get("ground_truth") or []))
+                     list(meta.get("ground_truth") or []),
+                     dict(meta["initial_config"]) if multi else None, list(meta["involved_classes"]) if multi else None)
     except KeyError as exc:
         raise DatasetError(f"example {example.id!r} is not a BFCL entry (metadata lacks {exc})") from None
 

@@ -54,13 +54,19 @@ __all__ = [
     "INSTALL",
     "MULTI_TURN_CATEGORIES",
     "APIs",
+    "Judgement",
     "Stepwise",
     "call_string",
     "category_path",
     "function_docs",
+    "judge",
+    "keyword_call",
+    "load_multi_turn",
+    "method_signatures",
     "official_verdict",
     "package",
     "parse_call",
+    "replay_states",
     "state_of",
     "stepwise",
 ]
@@ -321,7 +327,8 @@ def official_verdict(entry: dict[str, Any], result: Any, ground_truth: list[list
     Returns:
         dict: ``{"valid": bool}`` and, on failure, ``error_type`` and ``error_message`` (the
         checker's), plus ``details`` where it gives them (``differences`` of a state mismatch,
-        ``missing_items`` of a response mismatch).
+        ``missing_items`` of a response mismatch; values longer than :data:`DETAIL_CHARS`
+        cut).
     """
     if not isinstance(result, list):
         return {"valid": False, "error_type": "multi_turn:inference_error",
@@ -352,8 +359,22 @@ def official_verdict(entry: dict[str, Any], result: Any, ground_truth: list[list
         details = verdict.get("details") or {}
         kept = {k: details[k] for k in ("differences", "missing_items") if k in details}
         if kept:
-            out["details"] = json.loads(json.dumps(kept, default=_plain_default))
+            out["details"] = _short(json.loads(json.dumps(kept, default=_plain_default)))
     return out
+
+
+DETAIL_CHARS = 1000
+"""The longest value (in characters of JSON) the details of a verdict keep; a longer one (a
+long-context file system) is kept as its JSON cut there."""
+
+
+def _short(value: Any, depth: int = 0) -> Any:
+    text = json.dumps(value, sort_keys=True)
+    if len(text) <= DETAIL_CHARS:
+        return value
+    if isinstance(value, dict) and depth < 2:
+        return {k: _short(v, depth + 1) for k, v in value.items()}
+    return f"{text[:DETAIL_CHARS]}… ({len(text) - DETAIL_CHARS:,} more characters)"
 
 
 def _plain_default(value: Any) -> Any:
@@ -493,7 +514,8 @@ def stepwise(entry: dict[str, Any], result: Any, ground_truth: list[list[str]]) 
 
 
 # --- loading --------------------------------------------------------------------------------
-def _signature_of(classes: list[str]) -> dict[str, inspect.Signature]:
+def method_signatures(classes: list[str]) -> dict[str, inspect.Signature]:
+    """The signatures of the public methods of the given API classes, by method name."""
     backend = _backend()
     found: dict[str, inspect.Signature] = {}
     for name in classes:
@@ -574,7 +596,7 @@ def load_multi_turn(path: Path, rows: list[tuple[int, dict[str, Any]]], answers:
             else:
                 raise DatasetError(f"{where}: turn {index + 1} must be one user message (or, in miss_func, none where "
                                    "functions are added)")
-        signatures = _signature_of(classes)
+        signatures = method_signatures(classes)
         calls = []
         for turn_calls in truth:
             for text in turn_calls:
@@ -596,3 +618,49 @@ def load_multi_turn(path: Path, rows: list[tuple[int, dict[str, Any]]], answers:
     if not examples:
         raise DatasetError(f"{path}: no entries")
     return examples
+
+
+# --- one verdict: the official one and toolgym's view ---------------------------------------
+@dataclass
+class Judgement:
+    """The official verdict on a multi-turn result and toolgym's stepwise view of it.
+
+    Attributes:
+        official: :func:`official_verdict`'s dict (``valid``, ``error_type``, ...).
+        view: :func:`stepwise`'s replay (states per turn, first failing turn and step).
+    """
+
+    official: dict[str, Any]
+    view: Stepwise
+
+    @property
+    def turn_states(self) -> list[bool]:
+        """Whether the state after each played turn equals the ground truth's (toolgym's
+        per-turn view: every turn, also those the official checker does not check)."""
+        return [a == b for a, b in zip(self.view.states, self.view.expected_states, strict=True)]
+
+
+_JUDGED: dict[tuple[str, str], Judgement] = {}
+_JUDGED_MAX = 2048
+
+
+def judge(entry: dict[str, Any], result: Any, ground_truth: list[list[str]]) -> Judgement:
+    """:func:`official_verdict` and :func:`stepwise` of one result, remembered for the last
+    results judged (the grader, ``show`` and the exporter ask for the same verdict).
+
+    Args:
+        entry (dict): ``{"id", "initial_config", "involved_classes"}``.
+        result (Any): The decoded result (per turn, per step, a list of call strings).
+        ground_truth (list[list[str]]): Per turn, the ground truth's call strings.
+
+    Returns:
+        Judgement: Both views.
+    """
+    key = (entry["id"], json.dumps([result, ground_truth, entry["initial_config"]], sort_keys=True, default=str))
+    found = _JUDGED.get(key)
+    if found is None:
+        found = Judgement(official_verdict(entry, result, ground_truth), stepwise(entry, result, ground_truth))
+        if len(_JUDGED) >= _JUDGED_MAX:
+            _JUDGED.pop(next(iter(_JUDGED)))
+        _JUDGED[key] = found
+    return found
