@@ -344,7 +344,7 @@ def load_examples(path: Path, options: dict[str, Any]) -> list[Example] | None:
         if not isinstance(question, list) or not question or not isinstance(question[0], list):
             raise DatasetError(f"{where}: 'question' must be a list of turns, each a list of messages")
         if len(question) != 1:
-            raise DatasetError(f"{where}: entry {record['id']!r} has {len(question)} turns; only single-turn categories are supported")
+            raise DatasetError(f"{where}: entry {record['id']!r} has {len(question)} turns but no 'involved_classes' (a multi-turn entry needs them)")
         if not isinstance(functions, list) or not all(isinstance(f, dict) and "name" in f for f in functions):
             raise DatasetError(f"{where}: 'function' must be a list of function documents with a 'name'")
         category = category_of(record["id"], path)
