@@ -324,3 +324,32 @@ def test_a_result_file_round_trips_through_export(tmp_path):
     score = (tmp_path / "g" / "BFCL_v4_multi_turn_miss_param_score.json").read_text().splitlines()
     assert json.loads(score[0]) == {"accuracy": 0.8, "correct_count": 4, "total_count": 5}
     assert json.loads(score[1])["error_type"] == "multi_turn:force_terminated"
+
+
+def test_a_file_of_all_four_categories_reports_the_multi_turn_overall(tmp_path, capsys):
+    """The multi-turn overall is the unweighted mean of the four categories' accuracies (the
+    leaderboard's Multi Turn Overall Acc), not the mean over entries."""
+    from toolgym.cli import main
+
+    (tmp_path / "possible_answer").mkdir()
+    questions, answers, lines = [], [], []
+    for n, category in zip((1, 2, 3, 4), mt.MULTI_TURN_CATEGORIES, strict=True):
+        questions += rows(category)[:n]
+        truths = rows(category, answers=True)[:n]
+        answers += truths
+        # the first entry of each category right, the others one turn short
+        lines += [{"id": t["id"], "result": _gt_result(t["ground_truth"])[: None if i == 0 else -1]}
+                  for i, t in enumerate(truths)]
+    name = "BFCL_v4_multi_turn_all.json"
+    (tmp_path / name).write_text("".join(json.dumps(q) + "\n" for q in questions))
+    (tmp_path / "possible_answer" / name).write_text("".join(json.dumps(a) + "\n" for a in answers))
+    result = tmp_path / "all_result.json"
+    result.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    assert main(["grade", "--env", "bfcl", "--result", str(result), "--dataset", str(tmp_path / name),
+                 "--out", str(tmp_path / "g")]) == 0
+    out = capsys.readouterr().out
+    # (1 + 1/2 + 1/3 + 1/4) / 4 = 0.521; over entries it would be 4/10
+    overall = next(line for line in out.splitlines() if "multi-turn overall" in line)
+    assert "0.521" in overall and "10" in overall
+    for category in mt.MULTI_TURN_CATEGORIES:
+        assert (tmp_path / "g" / f"BFCL_v4_{category}_score.json").exists()
