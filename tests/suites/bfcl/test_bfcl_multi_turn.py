@@ -324,6 +324,16 @@ def test_a_result_file_round_trips_through_export(tmp_path):
     score = (tmp_path / "g" / "BFCL_v4_multi_turn_miss_param_score.json").read_text().splitlines()
     assert json.loads(score[0]) == {"accuracy": 0.8, "correct_count": 4, "total_count": 5}
     assert json.loads(score[1])["error_type"] == "multi_turn:force_terminated"
+    # the imported steps: each call with the result the checker's execution gives it
+    from toolgym.runio import read_trajectories
+
+    first = read_trajectories(tmp_path / "g")[0]
+    tools = [s for s in first.steps if s.kind == "tool"]
+    assert [t.name for t in tools] == [c.split("(")[0] for turn in lines[0]["result"] for step in turn for c in step]
+    assert json.loads(tools[0].output) == {"current_working_directory": "document"}
+    # the directory grades again from its own files
+    assert main(["grade", str(tmp_path / "g")]) == 0
+    assert json.loads((tmp_path / "g" / "BFCL_v4_multi_turn_miss_param_score.json").read_text().splitlines()[0])["correct_count"] == 4
 
 
 def test_a_file_of_all_four_categories_reports_the_multi_turn_overall(tmp_path, capsys):
@@ -347,9 +357,15 @@ def test_a_file_of_all_four_categories_reports_the_multi_turn_overall(tmp_path, 
     result.write_text("".join(json.dumps(line) + "\n" for line in lines))
     assert main(["grade", "--env", "bfcl", "--result", str(result), "--dataset", str(tmp_path / name),
                  "--out", str(tmp_path / "g")]) == 0
-    out = capsys.readouterr().out
+    from toolgym import load_run
+    from toolgym.suites.bfcl.results import report
+
+    table = next(t for t in report(load_run(tmp_path / "g")) if t.title == "bfcl: accuracy by category")
+    overall = table.rows[-1]
     # (1 + 1/2 + 1/3 + 1/4) / 4 = 0.521; over entries it would be 4/10
-    overall = next(line for line in out.splitlines() if "multi-turn overall" in line)
-    assert "0.521" in overall and "10" in overall
+    assert overall["category"].startswith("multi-turn overall") and overall["n"] == 10
+    assert overall["official accuracy ± s.e."] == "0.521"
+    assert [r["category"] for r in table.rows[:4]] == list(mt.MULTI_TURN_CATEGORIES)
+    assert "multi-turn overall" in capsys.readouterr().out
     for category in mt.MULTI_TURN_CATEGORIES:
         assert (tmp_path / "g" / f"BFCL_v4_{category}_score.json").exists()

@@ -397,6 +397,7 @@ class Stepwise:
             up to the end of the turn when no single call is at fault).
         error_type: The checker's error type of that turn.
         reason: One sentence.
+        outputs: The result of each of the model's calls, in order, as the checker records it.
     """
 
     states: list[dict[str, Any]] = field(default_factory=list)
@@ -406,6 +407,7 @@ class Stepwise:
     call: int | None = None
     error_type: str | None = None
     reason: str = ""
+    outputs: list[str] = field(default_factory=list)
 
 
 def replay_states(entry: dict[str, Any], turns: list[list[str]]) -> list[dict[str, Any]]:
@@ -479,6 +481,7 @@ def stepwise(entry: dict[str, Any], result: Any, ground_truth: list[list[str]]) 
             for text in step:
                 outcome = model.execute_string(text)
                 all_results.append(outcome)
+                view.outputs.append(outcome)
                 per_call.append((step_index, calls_before + len(per_call), model.state(), outcome))
         turn_calls = len(per_call)
         view.states.append(model.state())

@@ -32,7 +32,7 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
-from toolgym import Example, ModelStep, ReportTable, Run, Score, ToolCall, Trajectory
+from toolgym import Example, ModelStep, ReportTable, Run, Score, Step, ToolCall, ToolStep, Trajectory
 from toolgym.data import DatasetError, read_text
 from toolgym.stats import clustered_estimate
 from toolgym.suites.bfcl.checker import Verdict, abstention, check, check_optimal, unsatisfiable
@@ -333,27 +333,38 @@ def import_result_file(path: Path, examples: list[Example]) -> list[Trajectory]:
     return trajectories
 
 
-def _multi_turn_steps(result: Any, example: Example) -> list[ModelStep]:
-    """The model steps of an imported multi-turn line, for ``show``: one per step that is a
-    list of call strings, each call by name and arguments (a string that is not a call of
-    literals kept as a malformed call with its text). Grading reads the line's ``result``
-    itself, not these steps."""
+def _multi_turn_steps(result: Any, example: Example) -> list[Step]:
+    """The steps of an imported multi-turn line, for ``show``: for each step of the decoded
+    form a model step with its calls by name and arguments, and a tool step per call with the
+    result the checker's execution gives it (toolgym's replay,
+    :func:`toolgym.suites.bfcl.multi_turn.stepwise`); a string that is not a call of literals
+    is a malformed call with its text. Grading reads the line's ``result`` itself, not these
+    steps."""
     if not isinstance(result, list):
         return [ModelStep(text=str(result), tool_calls=[])]
+    entry = entry_of(example)
+    outputs = iter(judge(_entry_dict(entry), result, entry.ground_truth).view.outputs)
     signatures = method_signatures(list(example.metadata.get("involved_classes") or []))
-    steps = []
+    steps: list[Step] = []
     for t, turn in enumerate(result):
         for s, step in enumerate(turn if isinstance(turn, list) else []):
-            calls = []
-            for c, text in enumerate(step if isinstance(step, list) else []):
+            if not (isinstance(step, list) and step and all(isinstance(c, str) for c in step)):
+                continue  # holds no call: left out, as the checker's runner leaves it out
+            calls, tools = [], []
+            for c, text in enumerate(step):
                 ident = f"imported_{t}_{s}_{c}"
+                output = next(outputs, "")
                 try:
-                    name, arguments = keyword_call(str(text), signatures)
+                    name, arguments = keyword_call(text, signatures)
                     calls.append(ToolCall(id=ident, name=name, arguments=arguments))
                 except (ValueError, TypeError) as exc:
-                    calls.append(ToolCall(id=ident, name=str(text).split("(")[0][:64] or "?", arguments={},
-                                          malformed=f"not a call of literals: {exc}", raw=str(text)))
+                    name, arguments = text.split("(")[0][:64] or "?", {}
+                    calls.append(ToolCall(id=ident, name=name, arguments={}, malformed=f"not a call of literals: {exc}",
+                                          raw=text))
+                error = output.startswith("Error during execution") or output.startswith('{"error"')
+                tools.append(ToolStep(call_id=ident, name=name, arguments=arguments, output=output, error=error))
             steps.append(ModelStep(text="", tool_calls=calls))
+            steps.extend(tools)
     return steps
 
 
