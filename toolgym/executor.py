@@ -49,6 +49,7 @@ class PartSpecs:
         model: The model spec, a chat-model object, or ``None`` for agents without one.
         settings: The run's model settings (``rps`` for the whole run, not divided).
         max_steps: Model turns per episode.
+        user_model: The simulated user's model spec or chat-model object, or ``None``.
     """
 
     env: Any
@@ -56,6 +57,7 @@ class PartSpecs:
     model: Any
     settings: ModelSettings = field(default_factory=ModelSettings)
     max_steps: int = 40
+    user_model: Any = None
 
 
 @dataclass

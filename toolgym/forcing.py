@@ -222,7 +222,9 @@ def replay_prefix(
     in the prefix), and set :attr:`Episode.prefix`.
 
     Args:
-        steps: Recorded steps (model turns and tool steps). A recorded tool step whose
+        steps: Recorded steps (user messages, model turns and tool steps; a user message of
+            a later turn records the state after the turn before it and begins its turn). A
+            recorded tool step whose
             ``output`` is compared: the replay must give the same output and error; a
             malformed call is recorded again without being executed.
         recorded_states: The state after each recorded tool step (``None`` entries: not
@@ -234,7 +236,14 @@ def replay_prefix(
     """
     calls: dict[str, ToolCall] = {}
     n = 0
+    episode.begin_turn(1)
     for step in steps:
+        if step.kind == "user":  # a multi-turn prefix: the turns it holds, begun as when played
+            if step.turn > episode.turn:
+                episode.end_turn()
+                episode.begin_turn(step.turn)
+            episode.record_user(step.model_copy())
+            continue
         if step.kind == "model":
             calls = {c.id: c for c in step.tool_calls}
             episode.steps.append(step.model_copy())

@@ -222,6 +222,8 @@ class Milestone:
     after: tuple[str, ...] = ()
     optional: bool = False
     refs: frozenset[str] = frozenset()
+    turn: int | None = None
+    """The user turn the milestone belongs to (``"turn": k``), named in errors about it."""
 
     calls: tuple[CallPattern, ...] = field(init=False, repr=False)
     """The call alternatives."""
@@ -308,7 +310,7 @@ class Plan:
         return names | {p.name for p in self.minefields if isinstance(p, CallPattern)}
 
 
-_MILESTONE_KEYS = {"id", "after", "optional", "call", "state", "any_of"}
+_MILESTONE_KEYS = {"id", "after", "optional", "call", "state", "any_of", "turn"}
 _CALL_KEYS = {"name", "arguments", "args"}
 
 
@@ -397,9 +399,12 @@ def _milestone(spec: Any, index: int) -> Milestone:
     optional = spec.get("optional", False)
     if not isinstance(optional, bool):
         raise SpecError(f"{where}.optional", f"expected true or false, got {_type_name(optional)}")
+    turn = spec.get("turn")
+    if turn is not None and (isinstance(turn, bool) or not isinstance(turn, int) or turn < 1):
+        raise SpecError(f"{where}.turn", f"expected a user turn number (1 or more), got {turn!r}")
     alternatives = _pattern(spec, where, allow_any_of=True)
     refs = frozenset().union(*(a.refs for a in alternatives))
-    return Milestone(mid, index, alternatives, tuple(dict.fromkeys(after)), optional, refs)
+    return Milestone(mid, index, alternatives, tuple(dict.fromkeys(after)), optional, refs, turn)
 
 
 def _ancestors(milestones: list[Milestone]) -> dict[str, frozenset[str]]:
