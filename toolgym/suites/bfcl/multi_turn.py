@@ -246,17 +246,22 @@ class APIs:
                     self.methods[method_name] = (name, method)
 
     def execute(self, name: str, args: list[Any] | None = None, kwargs: dict[str, Any] | None = None) -> str:
-        """Call a method by name; its result (or error) as the checker records it.
+        """Call a method by name, on copies of the arguments; its result (or error) as the
+        checker records it.
 
         Returns:
             str: The result text, or ``"Error during execution: <message>"`` for an unknown
             method or an exception it raised.
         """
         found = self.methods.get(name)
+        # the methods keep what they are given (a tweet keeps its list of mentions and a later
+        # call appends to it): a copy, so the caller's values (a trajectory's recorded arguments)
+        # never change, as the checker's calls, evaluated from strings, get fresh values
+        args, kwargs = copy.deepcopy(list(args or [])), copy.deepcopy(dict(kwargs or {}))
         try:
             if found is None:
                 raise NameError(f"name '{name}' is not defined")
-            return _result_text(found[1](*(args or []), **(kwargs or {})))
+            return _result_text(found[1](*args, **kwargs))
         except Exception as exc:  # the checker records any exception as the call's result
             return f"Error during execution: {exc}"
 
@@ -556,15 +561,17 @@ def load_multi_turn(path: Path, rows: list[tuple[int, dict[str, Any]]], answers:
     """The examples of a multi-turn test file (called by :func:`toolgym.suites.bfcl.data.load_examples`).
 
     Each entry becomes one example: ``input`` its first user turn (as a chat history),
-    ``metadata.turns`` the user message of every turn (a miss_func turn without a message
-    gets :data:`ADDED_FUNCTIONS_PROMPT`, as the leaderboard's inference sends), and in
-    ``metadata``: ``category``, ``multi_turn`` (true), ``involved_classes``,
+    ``turns`` the later ones (a miss_func turn without a message gets
+    :data:`ADDED_FUNCTIONS_PROMPT`, as the leaderboard's inference sends), ``expected_states``
+    the ground truth's state after every turn (:func:`replay_states`, graded by
+    ``turn_state``), and in ``metadata``: ``turns`` (every turn's user message),
+    ``category``, ``multi_turn`` (true), ``involved_classes``,
     ``initial_config``, ``excluded_function`` (recorded; the leaderboard's inference of this
     version offers those functions all the same, and so does toolgym), ``missed_function``
     (``{turn number from 1: [function names]}``: withheld until that turn),
     ``functions`` (the documents offered from turn 1) and ``ground_truth`` (per turn, the
     call strings). ``expected_calls`` are the ground truth's calls in order, arguments by
-    name (what the ``oracle`` agent replays).
+    name, each with its ``turn`` (what the ``oracle`` agent replays, turn by turn).
 
     Raises:
         DatasetError: naming file and line for a malformed entry, one without a possible
@@ -601,13 +608,13 @@ def load_multi_turn(path: Path, rows: list[tuple[int, dict[str, Any]]], answers:
                                    "functions are added)")
         signatures = method_signatures(classes)
         calls = []
-        for turn_calls in truth:
+        for turn, turn_calls in enumerate(truth, 1):
             for text in turn_calls:
                 try:
                     name, kwargs = keyword_call(text, signatures)
                 except (ValueError, TypeError) as exc:
                     raise DatasetError(f"{answer_file}: entry {record['id']!r}: ground-truth call {text!r}: {exc}") from None
-                calls.append(ToolCallSpec(name=name, arguments=kwargs))
+                calls.append(ToolCallSpec(name=name, arguments=kwargs, turn=turn))
         category = record["id"].rsplit("_", 1)[0]
         meta = {
             "category": category, "language": "python", "multi_turn": True, "involved_classes": classes,
@@ -616,8 +623,9 @@ def load_multi_turn(path: Path, rows: list[tuple[int, dict[str, Any]]], answers:
             "functions": [d for d in docs if d["name"] not in withheld], "ground_truth": truth, "turns": messages,
             "n_steps": len(calls),
         }
-        examples.append(Example(id=record["id"], input=[{"role": "user", "content": messages[0]}],
-                                expected_calls=calls, metadata=meta))
+        entry = {"id": record["id"], "initial_config": record["initial_config"], "involved_classes": classes}
+        examples.append(Example(id=record["id"], input=[{"role": "user", "content": messages[0]}], turns=messages[1:],
+                                expected_calls=calls, expected_states=replay_states(entry, truth), metadata=meta))
     if not examples:
         raise DatasetError(f"{path}: no entries")
     return examples

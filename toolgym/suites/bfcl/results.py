@@ -32,7 +32,18 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
-from toolgym import Example, ModelStep, ReportTable, Run, Score, Step, ToolCall, ToolStep, Trajectory
+from toolgym import (
+    Example,
+    ModelStep,
+    ReportTable,
+    Run,
+    Score,
+    Step,
+    ToolCall,
+    ToolStep,
+    Trajectory,
+    UserStep,
+)
 from toolgym.data import DatasetError, read_text
 from toolgym.stats import clustered_estimate
 from toolgym.suites.bfcl.checker import Verdict, abstention, check, check_optimal, unsatisfiable
@@ -126,8 +137,12 @@ def multi_turn_result(trajectory: Trajectory) -> Any:
     :func:`toolgym.suites.bfcl.multi_turn.call_string`).
 
     Steps are grouped by the user steps of the trajectory (all in turn 1 when it has none). A
-    step without calls is left out, and so is a step with a malformed call (whose arguments
-    did not decode), as the leaderboard's runner leaves out a step that does not decode. An
+    step without calls is left out, and so is a step with a call whose text did not decode
+    (``raw`` kept: arguments that are not JSON, a call written as text), as the leaderboard's
+    runner leaves out a step that does not decode. A call that decoded but was refused (a
+    function not offered, such as one a miss_func entry still withholds) is kept: the
+    leaderboard's decoding does not look at the offered names, and its checker executes any
+    method of the involved classes. An
     imported line's ``result`` is returned as it was; a trajectory that ended in ``error``
     gives ``"Error during inference: <error>"`` (not a list: the checker's inference error).
     """
@@ -141,10 +156,12 @@ def multi_turn_result(trajectory: Trajectory) -> Any:
     for step in trajectory.steps:
         kind = getattr(step, "kind", None)
         if kind == "user":
+            if step.stop:  # a simulated user's closing message starts no turn
+                continue
             users += 1
             if users > 1:
                 turns.append([])
-        elif kind == "model" and step.tool_calls and not any(c.malformed for c in step.tool_calls):
+        elif kind == "model" and step.tool_calls and not any(c.raw is not None for c in step.tool_calls):
             turns[-1].append([call_string(c.name, c.arguments) for c in step.tool_calls])
     return turns
 
@@ -270,7 +287,9 @@ def import_result_file(path: Path, examples: list[Example]) -> list[Trajectory]:
     Each line becomes a trajectory of agent ``imported`` whose model step holds the result's
     text (a string result) or its decoded calls (a list), or, for a multi-turn entry, one
     model step per step of the decoded form (per turn, per step, a list of call strings:
-    ``[[["cd(folder='x')"], ["ls()"]], [...]]``), and whose ``final_state`` keeps the
+    ``[[["cd(folder='x')"], ["ls()"]], [...]]``), each turn opened by its user step, each call
+    followed by a tool step with its result, and ``turn_states`` the states after each turn
+    (toolgym's replay, what ``turn_state`` grades), and whose ``final_state`` keeps the
     line's ``result`` verbatim (:data:`ORIGIN`); graders read that. An empty file gives no
     trajectory, with a warning.
 
@@ -321,11 +340,15 @@ def import_result_file(path: Path, examples: list[Example]) -> list[Trajectory]:
                 "per id"
             )
         first_line[entry_id] = number
+        turn_states = None
         if not by_id[entry_id].metadata.get("multi_turn"):
             steps = [ModelStep(text=text, tool_calls=calls)]
+        elif isinstance(result, list):
+            entry = entry_of(by_id[entry_id])
+            turn_states = judge(_entry_dict(entry), result, entry.ground_truth).view.states
         trajectories.append(Trajectory(
             example_id=entry_id, trial=0, env="bfcl", agent=IMPORTED_AGENT, model=None, status="completed",
-            steps=steps,
+            steps=steps, turn_states=turn_states,
             final_state={ORIGIN: {"file": str(path), "line": number, "result": result}},
         ))
     if not trajectories:
@@ -334,19 +357,22 @@ def import_result_file(path: Path, examples: list[Example]) -> list[Trajectory]:
 
 
 def _multi_turn_steps(result: Any, example: Example) -> list[Step]:
-    """The steps of an imported multi-turn line, for ``show``: for each step of the decoded
+    """The steps of an imported multi-turn line, for ``show``: for each turn a user step with
+    the entry's user message, for each step of the decoded
     form a model step with its calls by name and arguments, and a tool step per call with the
     result the checker's execution gives it (toolgym's replay,
     :func:`toolgym.suites.bfcl.multi_turn.stepwise`); a string that is not a call of literals
     is a malformed call with its text. Grading reads the line's ``result`` itself, not these
     steps."""
+    messages = list(example.metadata.get("turns") or [])
     if not isinstance(result, list):
-        return [ModelStep(text=str(result), tool_calls=[])]
+        return [UserStep(text=messages[0] if messages else "", turn=1), ModelStep(text=str(result), tool_calls=[])]
     entry = entry_of(example)
     outputs = iter(judge(_entry_dict(entry), result, entry.ground_truth).view.outputs)
     signatures = method_signatures(list(example.metadata.get("involved_classes") or []))
     steps: list[Step] = []
     for t, turn in enumerate(result):
+        steps.append(UserStep(text=messages[t] if t < len(messages) else "", turn=t + 1))
         for s, step in enumerate(turn if isinstance(turn, list) else []):
             if not (isinstance(step, list) and step and all(isinstance(c, str) for c in step)):
                 continue  # holds no call: left out, as the checker's runner leaves it out
