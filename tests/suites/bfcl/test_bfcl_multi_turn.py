@@ -236,6 +236,7 @@ def test_planted_faults_get_the_official_checkers_verdict_through_grade_result(t
     checked = 0
     for category in mt.MULTI_TURN_CATEGORIES:
         entries = rows(category)[::10]
+        dataset = _subset(tmp_path / "data" / category, category, 10)  # those entries only: a quicker load
         truths = {r["id"]: r["ground_truth"] for r in rows(category, answers=True)}
         by_kind: dict[str, list[dict]] = {}
         expected: dict[tuple[str, str], str | None] = {}
@@ -251,7 +252,7 @@ def test_planted_faults_get_the_official_checkers_verdict_through_grade_result(t
             result_file = folder / f"BFCL_v4_{category}_result.json"
             result_file.write_text("".join(json.dumps(line) + "\n" for line in lines))
             out = folder / "graded"
-            assert main(["grade", "--env", "bfcl", "--result", str(result_file), "--dataset", category,
+            assert main(["grade", "--env", "bfcl", "--result", str(result_file), "--dataset", str(dataset),
                          "--out", str(out)]) == 0
             scores = {s.example_id: s for s in read_scores(out) if s.grader == "bfcl_accuracy"}
             assert len(scores) == len(lines)
@@ -369,3 +370,88 @@ def test_a_file_of_all_four_categories_reports_the_multi_turn_overall(tmp_path, 
     assert "multi-turn overall" in capsys.readouterr().out
     for category in mt.MULTI_TURN_CATEGORIES:
         assert (tmp_path / "g" / f"BFCL_v4_{category}_score.json").exists()
+
+
+# --- episodes: the environment played by an agent ---------------------------------------------
+def _subset(tmp_path: Path, category: str, step: int) -> Path:
+    """Every ``step``-th entry of a category as a file of its own, answers beside it."""
+    name = f"BFCL_v4_{category}.json"
+    (tmp_path / "possible_answer").mkdir(parents=True, exist_ok=True)
+    (tmp_path / name).write_text("".join(json.dumps(r) + "\n" for r in rows(category)[::step]))
+    shutil.copy(DATA / "possible_answer" / name, tmp_path / "possible_answer" / name)
+    return tmp_path / name
+
+
+def _oracle_scores(dataset, out: Path) -> dict[str, list]:
+    from toolgym.cli import main
+    from toolgym.runio import read_scores
+
+    assert main(["run", "--env", "bfcl", "--dataset", str(dataset), "--agent", "oracle", "--out", str(out),
+                 "--no-progress"]) == 0
+    by_grader: dict[str, list] = {}
+    for s in read_scores(out):
+        by_grader.setdefault(s.grader, []).append(s)
+    return by_grader
+
+
+def test_the_oracle_plays_every_tenth_conversation_turn_by_turn_and_scores_one(tmp_path):
+    for category in mt.MULTI_TURN_CATEGORIES:
+        scores = _oracle_scores(_subset(tmp_path / category, category, 10), tmp_path / f"run-{category}")
+        assert len(scores["bfcl_accuracy"]) == 20
+        assert all(s.value == 1.0 for s in scores["bfcl_accuracy"]), [s.explanation for s in scores["bfcl_accuracy"] if s.value != 1]
+        assert all(s.value == 1.0 for s in scores["turn_state"])
+
+
+@pytest.mark.slow
+def test_the_oracle_scores_one_on_all_800_conversations(tmp_path):
+    for category in mt.MULTI_TURN_CATEGORIES:
+        scores = _oracle_scores(category, tmp_path / category)
+        assert len(scores["bfcl_accuracy"]) == 200
+        assert all(s.value == 1.0 for s in scores["bfcl_accuracy"]), [s.explanation for s in scores["bfcl_accuracy"] if s.value != 1]
+        assert all(s.value == 1.0 for s in scores["turn_state"])
+
+
+def test_a_model_gets_withheld_functions_at_their_turn_and_is_graded_turn_by_turn(miss_func):
+    """miss_func_0 with a scripted model: turn 1 right; turn 3 calls ``sort`` before it is
+    offered (refused by the agent as an unknown tool, yet decoded and executed by the checker,
+    as the leaderboard does); turn 4 (the added functions) sorts again; turn 5 compares with a
+    wrong file name. The verdict is the official checker's, and the stepwise view names turn 5;
+    the states are right after every turn, so ``turn_state`` passes where the response check
+    fails."""
+    from conftest import call, turn
+
+    from toolgym.providers.scripted import ScriptedChatModel
+    from toolgym.runner import RunConfig, run
+
+    ex = next(e for e in miss_func if e.id == "multi_turn_miss_func_0")
+    said = ex.metadata["turns"]
+    model = ScriptedChatModel(by_input={
+        said[0]: [turn(call("cd", folder="document"), call("mkdir", dir_name="temp"),
+                       call("mv", source="final_report.pdf", destination="temp")), "moved"],
+        said[1]: [turn(call("cd", folder="temp"), call("grep", file_name="final_report.pdf", pattern="budget analysis")), "found"],
+        said[2]: [turn(call("sort", file_name="final_report.pdf")), "I cannot sort"],
+        said[3]: [turn(call("sort", file_name="final_report.pdf")), "sorted"],
+        said[4]: [turn(call("cd", folder=".."), call("mv", source="previous_report.pdf", destination="temp"),
+                       call("cd", folder="temp"), call("diff", file_name1="final_report.pdf", file_name2="previous.pdf")),
+                  "compared"],
+    })
+    result = run(RunConfig(env="bfcl", model=model, dataset=[ex]), progress=False)
+    (traj,) = result.trajectories
+    assert [s.turn for s in traj.steps if s.kind == "user"] == [1, 2, 3, 4, 5]
+    sorts = [s for s in traj.tool_steps if s.name == "sort"]
+    assert sorts[0].error and "unknown tool 'sort'" in sorts[0].output  # turn 3: still withheld
+    assert not sorts[1].error and "sorted_content" in sorts[1].output  # turn 4: added
+    scores = {s.grader: s for s in result.scores}
+    official = scores["bfcl_accuracy"]
+    truth = ex.metadata["ground_truth"]
+    from toolgym.suites.bfcl.results import multi_turn_result
+
+    decoded = multi_turn_result(traj)
+    assert decoded[2] == [["sort(file_name='final_report.pdf')"]]  # refused, but decoded as the leaderboard does
+    assert official.details["error_type"] == reference_verdict(
+        {"id": ex.id, "initial_config": ex.metadata["initial_config"], "involved_classes": ex.metadata["involved_classes"]},
+        decoded, truth, "scripted_miss_func_0")
+    assert official.value == 0.0 and official.details["turn"] == 5
+    # diff changes no state: every turn's state is right, and only the response check fails
+    assert official.details["error_type"] == "multi_turn:execution_response_mismatch"
+    assert official.details["turn_states"] == [True] * 5 and scores["turn_state"].value == 1.0
