@@ -93,7 +93,8 @@ class BFCLAccuracy:
             parallel mismatch, the closest candidate's ``error_type``). For a multi-turn
             entry, the package's ``multi_turn_checker``'s verdict, ``details``:
             ``category``, ``turn_states`` (per played turn, whether the state equals the
-            ground truth's), and on failure its ``error_type`` and ``error``,
+            ground truth's; the run record keeps it for failures only), and on failure its
+            ``error_type`` and ``error``,
             ``checker_details`` (its ``differences`` or ``missing_items``) and toolgym's
             stepwise view: ``turn`` (from 1), ``step`` (the model step of that turn at
             fault, from 1, or ``None``), ``call`` (the call at fault over the trajectory,
