@@ -652,7 +652,7 @@ class Judgement:
 
 
 _JUDGED: dict[tuple[str, str], Judgement] = {}
-_JUDGED_MAX = 2048
+_JUDGED_MAX = 512  # a long-context judgement holds its states: a bounded memory
 
 
 def judge(entry: dict[str, Any], result: Any, ground_truth: list[list[str]]) -> Judgement:
