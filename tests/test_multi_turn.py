@@ -316,3 +316,40 @@ def test_single_turn_trajectories_record_no_user_step():
     assert [len(g) for g in traj.turns()] == [len(traj.steps)]
     assert "turn_states" not in traj.model_dump(exclude_none=True)
 
+
+
+BUILT_IN = [("typewriter_1", "multi_turn"), ("typewriter_26", "multi_turn"), ("relational_data", "multi_turn"),
+            ("multiverse_math", "multi_turn")]
+
+
+@pytest.mark.parametrize(("env", "dataset"), BUILT_IN)
+def test_the_oracle_solves_every_built_in_multi_turn_set(env, dataset):
+    result = run(RunConfig(env=env, agent="oracle", dataset=dataset), progress=False)
+    assert {t.status for t in result.trajectories} == {"completed"}
+    for traj in result.trajectories:
+        assert len(traj.user_steps) >= 2 and traj.turn_states is not None
+    failed = [(s.example_id, s.grader, s.explanation) for s in result.scores
+              if result.record.measures[s.grader].passed(s.value) is False]
+    assert failed == []
+    graders = {s.grader for s in result.scores}
+    assert ("turn_state" in graders) == (env != "relational_data")
+
+
+def test_check_catches_a_wrong_state_after_a_user_turn():
+    from toolgym.data import check_dataset
+    from toolgym.runner import resolve_benchmark
+
+    benchmark, _ = resolve_benchmark("typewriter_1")
+    bad = Example.model_validate({**ADD_C, "expected_states": [{"paper": "a"}, {"paper": "abc"}]})
+    assert check_dataset(benchmark, [bad]) == [
+        "add-c: replay reaches {'paper': 'ab'} after user turn 1, expected_states[0] is {'paper': 'a'}"]
+    assert check_dataset(benchmark, [Example.model_validate(ADD_C)]) == []
+
+
+def test_evaluate_takes_a_user_model():
+    import toolgym
+
+    user = ScriptedChatModel(by_input={"typed ab": ["now add c"], "typed abc": [STOP]})
+    result = toolgym.evaluate("typewriter_1", model=ScriptedChatModel(**AGENT), user_model=user, dataset=[SIMULATED])
+    assert [s.text for s in result.trajectories[0].user_steps] == ["type ab", "now add c", ""]
+    assert result.record.agent["user_model"] == "object:ScriptedChatModel"

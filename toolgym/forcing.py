@@ -451,6 +451,7 @@ class ForkAgent(Agent):
         self.inner = inner
         self.name = inner.name  # type: ignore[misc]
         self.needs_model = inner.needs_model  # type: ignore[misc]
+        self.multi_turn = inner.multi_turn  # type: ignore[misc]
         self.prefix = list(prefix)
         self.parent = dict(parent)
         self.states = states
@@ -458,9 +459,12 @@ class ForkAgent(Agent):
 
     def describe(self) -> dict[str, Any]:
         return {**self.inner.describe(), "protocol": self.protocol, "parent": self.parent,
-                **({"inject": str(self.injection)} if self.injection else {})}
+                **({"inject": str(self.injection)} if self.injection else {}),
+                **({"user_model": self.user_model_spec} if self.user_model_spec else {})}
 
     async def arun(self, env: Environment, example: Example, trial: int = 0) -> Trajectory:
+        if self.user_model is not None:  # the simulated user the run was given plays on
+            self.inner.user_model, self.inner.user_model_spec = self.user_model, self.user_model_spec
         traj = await _play_from(self.inner, env, example, trial, self.prefix, self.injection, self.states)
         traj.parent = dict(self.parent)
         return traj

@@ -214,9 +214,14 @@ class Example(BaseModel):
             elif n != most:
                 raise ValueError(f"field expected_states: {n} state(s) for {most} user turn(s) (input and "
                                  f"{most - 1} in turns); give one per user turn")
+        last = 1
         for i, call in enumerate(self.expected_calls or []):
             if call.turn is not None and call.turn > most:
                 raise ValueError(f"field expected_calls.{i}.turn: turn {call.turn} of an example with {most} user turn(s)")
+            if (call.turn or 1) < last:
+                raise ValueError(f"field expected_calls.{i}.turn: turn {call.turn or 1} after a call of turn {last} "
+                                 "(the calls are listed in the order played)")
+            last = call.turn or 1
         for i, milestone in enumerate(self.milestones or []):
             turn = milestone.get("turn") if isinstance(milestone, dict) else None
             if isinstance(turn, int) and turn > most:

@@ -59,7 +59,7 @@ def _as_call(call: Any, k: int) -> ToolCallSpec:
     if isinstance(call, dict) and isinstance(call.get("name"), str):
         arguments = call.get("arguments", call.get("args", {}))
         if isinstance(arguments, dict):
-            return ToolCallSpec(name=call["name"], arguments=arguments)
+            return ToolCallSpec(name=call["name"], arguments=arguments, turn=call.get("turn"))
     raise ReplayError(f"replay: call {k + 1} is not a {{'name': str, 'arguments': object}}: {call!r}")
 
 
@@ -79,6 +79,11 @@ def replay_calls(
     and ``state_patch``; ``initial_state`` is the state after reset and ``final_state`` the
     state after the last call. A call that fails (a tool error, an unknown tool, a bad
     argument) is recorded like a model's and the replay goes on.
+
+    ``Environment.begin_turn(1)`` is called before the first call. For a multi-turn example
+    the calls are played turn by turn (``ToolCallSpec.turn``; none is turn 1), ``begin_turn(k)``
+    before turn ``k``'s, and ``turn_states`` holds the state after each of the reference's user
+    turns (:func:`reference_turns`), as an episode records it.
 
     Args:
         benchmark: A :class:`toolgym.Benchmark` (its name goes in ``env``) or an
@@ -114,7 +119,14 @@ def replay_calls(
             error = f"{type(exc).__name__} in reset: {exc}"
         else:
             recorder.start()
-            for call in tool_calls:
+            env.begin_turn(1)
+            turn, turn_states = 1, [] if example.multi_turn else None
+            for call, spec in zip(tool_calls, specs, strict=True):
+                call_turn = getattr(spec, "turn", None) or 1
+                while turn_states is not None and turn < call_turn:  # the reference's next user turn
+                    turn_states.append(without_surrogates(env.read_state()))
+                    turn += 1
+                    env.begin_turn(turn)
                 try:
                     result = env.call(call.name, call.arguments)
                 except ToolBug as exc:
@@ -128,6 +140,13 @@ def replay_calls(
                 ))
             try:
                 state = env.read_state()
+                if turn_states is not None and error is None:
+                    turn_states.append(without_surrogates(state))
+                    while turn < reference_turns(example):  # the turns after its last call
+                        turn += 1
+                        env.begin_turn(turn)
+                        state = env.read_state()
+                        turn_states.append(without_surrogates(state))
             except Exception as exc:  # noqa: BLE001 - recorded, as a run does
                 error = error or f"{type(exc).__name__} in read_state of {env_name!r}: {exc}"
     finally:
@@ -137,7 +156,18 @@ def replay_calls(
         error=without_surrogates(error), steps=steps, final_state=without_surrogates(state),
         duration_s=time.perf_counter() - started,
         initial_state=without_surrogates(recorder.initial_state), state_note=recorder.note,
+        turn_states=turn_states if example.multi_turn and not error else None,
     )
+
+
+def reference_turns(example: Example) -> int:
+    """The user turns the reference solution of ``example`` plays: ``1 + len(turns)`` with
+    scripted turns; with a simulated user, as many as ``expected_states`` names or the last
+    expected call's ``turn`` needs; 1 for a single-turn example."""
+    if example.turns is not None:
+        return 1 + len(example.turns)
+    calls = max((c.turn or 1 for c in example.expected_calls or []), default=1)
+    return max(len(example.expected_states or []), calls, 1)
 
 
 _CACHE: OrderedDict[tuple[int, int], tuple[Any, Example, Any, Trajectory]] = OrderedDict()

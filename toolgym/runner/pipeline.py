@@ -127,10 +127,10 @@ def _examples(config: RunConfig, benchmark: Benchmark, agent_obj: Any) -> tuple[
         raise ValueError(f"{benchmark.name} allows at most {benchmark.max_trials} trial(s) per example, got --trials {config.trials}")
     dataset_path, examples = load_run_examples(benchmark, config.dataset, config.limit, config.env_options)
     multi = [ex.id for ex in examples if ex.multi_turn]
-    if multi and not agent_cls.multi_turn:
+    if multi and not getattr(agent_obj, "multi_turn", False):  # an instance (a fork) answers for its inner agent
         raise DatasetError(
             f"{dataset_path or 'the dataset'}: {len(multi)} example(s) are multi-turn (first: {multi[0]!r}), and the "
-            f"{agent_cls.name} agent plays single-turn episodes only; use tool_calling, react_json, xml_prompting "
+            f"{getattr(agent_obj, 'name', '') or agent_cls.__name__} agent plays single-turn episodes only; use tool_calling, react_json, xml_prompting "
             "or oracle")
     simulated = [ex.id for ex in examples if ex.user is not None]
     if simulated and config.user_model is None:
