@@ -455,3 +455,18 @@ def test_a_model_gets_withheld_functions_at_their_turn_and_is_graded_turn_by_tur
     # diff changes no state: every turn's state is right, and only the response check fails
     assert official.details["error_type"] == "multi_turn:execution_response_mismatch"
     assert official.details["turn_states"] == [True] * 5 and scores["turn_state"].value == 1.0
+
+
+def test_a_conversation_cut_short_names_the_error_it_made_first():
+    """The official verdict of a result with turns missing is force_terminated; the stepwise
+    view names the first failure in the turns played (a model looping until its step limit),
+    else the first turn missing."""
+    entry = rows("multi_turn_base")[0]
+    truth = rows("multi_turn_base", answers=True)[0]["ground_truth"]
+    looping = [[["mkdir(dir_name='temp')", "mv(source='final_report.pdf', destination='temp')"]] * 3]
+    judged = mt.judge(entry, looping, truth)
+    assert judged.official["error_type"] == "multi_turn:force_terminated"
+    assert (judged.view.turn, judged.view.step, judged.view.call) == (1, 1, 0)
+    assert judged.view.error_type == "multi_turn:instance_state_mismatch"
+    short = mt.judge(entry, _gt_result(truth)[:2], truth).view
+    assert (short.turn, short.step, short.error_type) == (3, None, "multi_turn:force_terminated")

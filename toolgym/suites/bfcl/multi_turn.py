@@ -449,8 +449,10 @@ def stepwise(entry: dict[str, Any], result: Any, ground_truth: list[list[str]]) 
     whose state is wrong is the first call after which the state of a mismatching class is
     none of the states the ground truth passes through in that turn (a call that did what
     the ground truth never does); when every call stays on that path the turn stopped short,
-    and no single step is at fault. A result with the wrong number of turns fails at the
-    first turn it lacks (or the first extra one).
+    and no single step is at fault. A result with the wrong number of turns (which the
+    official checker fails as ``multi_turn:force_terminated`` without looking further) fails
+    at the first played turn that fails, else at the first turn it lacks (or the first extra
+    one): for a conversation cut short by a step limit, the error it made first.
 
     Args:
         entry (dict): ``{"id", "initial_config", "involved_classes"}``.
@@ -473,8 +475,9 @@ def stepwise(entry: dict[str, Any], result: Any, ground_truth: list[list[str]]) 
     calls_before = 0
     for index, expected in enumerate(ground_truth):
         if index >= len(turns):
-            view.turn, view.call, view.error_type = index + 1, calls_before, "multi_turn:force_terminated"
-            view.reason = f"the result ends after {len(turns)} of {len(ground_truth)} turns"
+            if view.turn is None:  # a failure in a turn played comes first
+                view.turn, view.call, view.error_type = index + 1, calls_before, "multi_turn:force_terminated"
+                view.reason = f"the result ends after {len(turns)} of {len(ground_truth)} turns"
             return view
         truth_path = [truth.state()]
         truth_results = []
