@@ -140,3 +140,40 @@ def test_export_leaves_a_bare_stop_out(tmp_path):
     (record,) = [json.loads(line) for line in target.read_text().splitlines()]
     assert [m["content"] for m in record["messages"] if m["role"] == "user"] == ["type ab", "now add c"]
     assert record["messages"][-1] == {"role": "assistant", "content": "typed abc"}
+
+
+def test_the_web_view_serves_user_steps_and_finds_a_later_user_message(multi_run, tmp_path):
+    pytest.importorskip("starlette", reason="toolgym view needs starlette (pip install -e '.[view]')")
+    from test_view_api import api, wait_indexed
+    from view_runs import view_server
+
+    with view_server([multi_run.parent], tmp_path / "cache") as (url, _proc):
+        (listed,) = [r for r in wait_indexed(url) if r["name"].endswith("run")]
+        name = listed["name"]
+        detail = api(url, f"/api/runs/{name}/trajectories/add-c/0")
+        steps = detail["trajectory"]["steps"]
+        assert [(s["kind"], s.get("turn")) for s in steps if s["kind"] == "user"] == [("user", 1), ("user", 2)]
+        assert [s.get("tool_index") for s in steps if s["kind"] == "tool"] == [0, 1, 2]
+        found = api(url, f"/api/runs/{name}/trajectories", q="now add c")["rows"]
+        assert [r["example_id"] for r in found] == ["add-c"]
+
+
+def test_a_fork_shows_the_simulated_user_the_replayed_conversation_once(tmp_path):
+    from test_multi_turn import Listening
+
+    data = tmp_path / "sim.jsonl"
+    data.write_text(json.dumps(SIMULATED) + "\n")
+    out = tmp_path / "run"
+    user = ScriptedChatModel(by_input={"typed ab": ["now add c"], "typed abc": [STOP]})
+    run(RunConfig(env="typewriter_1", model=ScriptedChatModel(**AGENT), user_model=user, dataset=data, out=out),
+        progress=False)
+    Listening.heard = []
+    listening = Listening(by_input={"done with ab": [STOP]})
+    # fork at tool step 3: turn 1's calls replayed, then the new agent answers turn 1 (its script
+    # counts the replayed model turn)
+    agent = ScriptedChatModel(by_input={"type ab": ["(replayed)", "done with ab"]})
+    result = fork(out, "sim", 3, tmp_path / "fork", model=agent, user_model=listening)
+    (traj,) = result.trajectories
+    assert [(s.turn, s.stop, s.text) for s in traj.user_steps] == [(1, False, "type ab"), (1, True, "")]
+    (seen,) = Listening.heard
+    assert [(m.type, m.content) for m in seen[1:]] == [("ai", "type ab"), ("human", "done with ab")]

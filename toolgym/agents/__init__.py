@@ -128,7 +128,7 @@ class Episode:
             if last is not None and not last.tool_calls:
                 out.append({"role": "assistant", "content": last.text})
 
-        for step in [*self.prefix, *self.steps]:
+        for step in self.steps:  # a replayed prefix is part of the steps
             if step.kind == "user":
                 answer()
                 last = None
