@@ -56,7 +56,8 @@ MAX_LISTED = 50
 
 
 def resolve_dataset(benchmark: Benchmark | None, dataset: str | None) -> Path:
-    """Turn ``--dataset`` (a path, a built-in name, or ``None`` for ``test``) into a file path.
+    """Turn ``--dataset`` (a path, a built-in name, a name the benchmark's ``dataset_by_name``
+    knows, or ``None`` for ``test``) into a file path.
 
     Raises:
         DatasetError: if it is neither an existing file nor a built-in dataset of the
@@ -70,6 +71,9 @@ def resolve_dataset(benchmark: Benchmark | None, dataset: str | None) -> Path:
     folder = benchmark.datasets if benchmark is not None else None
     if folder is not None and (folder / f"{name}.jsonl").exists():
         return folder / f"{name}.jsonl"
+    by_name = benchmark.dataset_by_name if benchmark is not None else None
+    if by_name is not None and dataset and (found := by_name(dataset)) is not None:
+        return found
     known = benchmark.builtin_datasets() if benchmark is not None else []
     env = benchmark.name if benchmark is not None else "?"
     if not known and benchmark is not None:
