@@ -106,7 +106,8 @@ def printed_summary(text: str) -> list[list[str]]:
     """The rows of the summary the README says the first command printed: the first bare
     ``` block, its grader rows split into cells."""
     body = next(body for kind, body, _ in readme_blocks(text) if kind == "")
-    return [line.split() for line in body.splitlines() if re.search(r"\b(final_state|steps_exact|step_ratio)\b", line)]
+    return [line.split() for line in body.splitlines()
+            if line.startswith("│") and re.search(r"\b(final_state|steps_exact|step_ratio)\b", line)]
 
 
 @pytest.mark.slow
