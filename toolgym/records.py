@@ -86,6 +86,9 @@ class Example(BaseModel):
         read_only: Glob patterns of the tools that only read.
         extra_calls: ``forbid`` (default), ``allow_read_only`` or ``allow``: whether calls
             matched to no milestone are errors.
+        allowed_changes: JSON Pointer patterns (``fnmatch`` globs, ``*`` also crossing ``/``)
+            of state paths the task may change beyond what its reference changes (a draft, a
+            log line): ``collateral_damage`` counts no change there, nor below it.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -103,6 +106,7 @@ class Example(BaseModel):
     minefields: list[JSONValue] | None = None
     read_only: list[str] | None = None
     extra_calls: Literal["forbid", "allow_read_only", "allow"] | None = None
+    allowed_changes: list[str] | None = None
 
     @property
     def plan(self) -> Plan | None:
@@ -126,6 +130,16 @@ class Example(BaseModel):
         if id(self) not in _PLANS:
             weakref.finalize(self, _PLANS.pop, id(self), None)
         _PLANS[id(self)] = (self.milestones, plan)
+
+    @field_validator("allowed_changes")
+    @classmethod
+    def _pointer_patterns(cls, value: list[str] | None) -> list[str] | None:
+        for i, pattern in enumerate(value or ()):
+            if pattern and not pattern.startswith("/"):
+                raise ValueError(
+                    f"field allowed_changes[{i}]: {pattern!r} is not a JSON Pointer pattern (RFC 6901: it starts "
+                    "with '/', e.g. '/users/*/last_login'; '' is the whole state)")
+        return value
 
     @field_validator("id", mode="before")
     @classmethod
