@@ -51,7 +51,13 @@ from toolgym.environments import Environment, ToolBug
 from toolgym.graders import grader_name
 from toolgym.graders.alignment import align, diagnose
 from toolgym.graders.steps import first_divergence, step_names
-from toolgym.graders.trajectory import plan_reads_states, recorded_states, step_views
+from toolgym.graders.trajectory import (
+    observations,
+    plan_reads_states,
+    recorded_states,
+    results_seen,
+    step_views,
+)
 from toolgym.openai_format import assistant_message, prompt_messages, step_messages, tool_schemas
 from toolgym.parsing import hermes_message, model_step, openai_assistant_message
 from toolgym.plugins import registries
@@ -219,8 +225,10 @@ def milestone_potential(example: Example, steps: list[Any], initial_state: dict[
     so_far = Trajectory.model_construct(steps=steps, initial_state=initial_state)
     views = step_views(so_far, results=any(m.refs for m in plan.milestones))
     states = recorded_states(so_far) if initial_state is not None and plan_reads_states(plan) else {}
-    alignment = align(plan, views, states)
-    if diagnose(plan, views, alignment, states=states).mines:
+    observed = observations(so_far) if plan.observes or plan.reads_tools else None
+    seen = results_seen(so_far) if plan.reads_tools else None
+    alignment = align(plan, views, states, observed=observed, seen=seen)
+    if diagnose(plan, views, alignment, states=states, observed=observed, seen=seen).mines:
         return 0.0
     return alignment.required_matched / required if required else 1.0
 

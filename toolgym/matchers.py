@@ -17,8 +17,10 @@ JSON value (and, for ``$from`` and ``$judge``, a :class:`MatchContext`). The ope
 ``{"$regex": p}``                        a string that ``p`` matches whole (``re.fullmatch``)
 ``{"$in": [v, ...]}``                    any one of the values (each may be an operator)
 ``{"$any": true}``                       any value at all
-``{"$contains": s}``                     a string holding ``s``, or a list with an element
-                                        that matches ``s``
+``{"$contains": s}``                     a string holding ``s`` (``{"$lenient": t}`` as ``s``:
+                                        holding ``t`` once both are normalised as
+                                        ``$lenient`` does), or a list with an element that
+                                        matches ``s``
 ``{"$prefix": s}``                       a string starting with ``s``
 ``{"$unordered": [v, ...]}``             a list equal as a multiset (elements may be
                                         operators; the pairing is a maximum matching)
@@ -26,6 +28,9 @@ JSON value (and, for ``$from`` and ``$judge``, a :class:`MatchContext`). The ope
 ``{"$from": id, "path": p}``             equal to the part at JSON pointer ``p`` (RFC 6901;
                                         default ``""``, the whole) of the result of the step
                                         that matched milestone ``id``
+``{"$from": {"tool": t}, "path": p}``    equal to the part at ``p`` of the result of any tool
+                                        step of tool ``t`` that the model had seen
+                                        (:attr:`MatchContext.tool_results`)
 ``{"$judge": criterion}``                an LLM judge decides (needs a judge:
                                         :class:`MatchContext.judge`)
 ``{"$literal": v}``                      ``v`` by plain equality, never read as an operator
@@ -37,7 +42,7 @@ from __future__ import annotations
 import math
 import re
 import unicodedata
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -167,10 +172,14 @@ class MatchContext:
             its text) of the step that matched it; read by ``$from``.
         judge: ``judge(criterion, value) -> bool`` deciding ``$judge``; ``None`` when no judge
             is configured (a ``$judge`` then raises :class:`JudgeRequired`).
+        tool_results: Tool name → the results (JSON values) of its steps that ran without
+            error and that the model had seen when it made the call being matched; read by
+            ``{"$from": {"tool": name}}``.
     """
 
     results: Mapping[str, Any] = field(default_factory=dict)
     judge: Callable[[str, Any], bool] | None = None
+    tool_results: Mapping[str, Sequence[Any]] = field(default_factory=dict)
 
 
 EMPTY_CONTEXT = MatchContext()
@@ -179,10 +188,12 @@ EMPTY_CONTEXT = MatchContext()
 class Matcher:
     """A compiled matcher. ``match(actual, context)`` → bool; ``expected()`` a JSON value
     describing what was expected (for explanations); ``refs`` the milestone ids that ``$from``
-    inside it reads."""
+    inside it reads; ``reads_tools`` the tool names that ``{"$from": {"tool": ...}}`` inside it
+    reads."""
 
     refs: frozenset[str] = frozenset()
     needs_judge: bool = False
+    reads_tools: frozenset[str] = frozenset()
 
     def match(self, actual: Any, context: MatchContext = EMPTY_CONTEXT) -> bool:  # pragma: no cover
         raise NotImplementedError
@@ -306,7 +317,11 @@ class Contains(Matcher):
 
     def match(self, actual: Any, context: MatchContext = EMPTY_CONTEXT) -> bool:
         if isinstance(actual, str):
-            return isinstance(self.part, str) and self.part in actual
+            if isinstance(self.part, str):
+                return self.part in actual
+            if type(self.element) is Lenient:  # a lenient substring
+                return lenient_text(self.element.text) in lenient_text(actual)
+            return False
         if isinstance(actual, list):
             return any(self.element.match(a, context) for a in actual)
         return False
@@ -363,25 +378,48 @@ _MISSING = object()
 
 @dataclass(eq=False)
 class From(Matcher):
+    """``$from``: the part at ``path`` of the result of the step that matched ``milestone``,
+    or, with ``tool`` set (``milestone`` then ``""``), of any seen result of that tool."""
+
     milestone: str
     path: str
+    tool: str | None = None
 
     @property
     def refs(self) -> frozenset[str]:  # type: ignore[override]
-        return frozenset({self.milestone})
+        return frozenset({self.milestone}) if self.tool is None else frozenset()
+
+    @property
+    def reads_tools(self) -> frozenset[str]:  # type: ignore[override]
+        return frozenset({self.tool}) if self.tool is not None else frozenset()
 
     def resolve(self, context: MatchContext) -> Any:
         """The value this ``$from`` names, or a sentinel when the milestone has no result or
-        the pointer does not resolve."""
+        the pointer does not resolve (for the tool form: the value in its first seen result
+        where the pointer resolves)."""
+        if self.tool is not None:
+            for result in context.tool_results.get(self.tool, ()):
+                value = jsonpointer.resolve_pointer(result, self.path, _MISSING)
+                if value is not _MISSING:
+                    return value
+            return _MISSING
         if self.milestone not in context.results:
             return _MISSING
         return jsonpointer.resolve_pointer(context.results[self.milestone], self.path, _MISSING)
 
     def match(self, actual: Any, context: MatchContext = EMPTY_CONTEXT) -> bool:
+        if self.tool is not None:  # any seen result of the tool may hold it
+            return any(
+                (value := jsonpointer.resolve_pointer(result, self.path, _MISSING)) is not _MISSING
+                and json_equal(value, actual)
+                for result in context.tool_results.get(self.tool, ())
+            )
         value = self.resolve(context)
         return value is not _MISSING and json_equal(value, actual)
 
     def expected(self) -> Any:
+        if self.tool is not None:
+            return {"$from": {"tool": self.tool}, "path": self.path}
         return {"$from": self.milestone, "path": self.path}
 
 
@@ -490,7 +528,13 @@ def _compile_subset(spec: dict[str, Any], where: str) -> Matcher:
 
 def _compile_from(spec: dict[str, Any], where: str) -> Matcher:
     _check_keys(spec, "$from", ("path",), where)
-    milestone = _string(spec, "$from", where)
+    source, tool = spec["$from"], None
+    if isinstance(source, dict):
+        if set(source) != {"tool"} or not isinstance(source["tool"], str) or not source["tool"]:
+            raise SpecError(where, f'$from takes a milestone id or {{"tool": name}}, got {_short(source)}')
+        milestone, tool = "", source["tool"]
+    else:
+        milestone = _string(spec, "$from", where)
     path = spec.get("path", "")
     if not isinstance(path, str):
         raise SpecError(where, f"path takes a JSON pointer string, got {_short(path)}")
@@ -498,7 +542,7 @@ def _compile_from(spec: dict[str, Any], where: str) -> Matcher:
         jsonpointer.JsonPointer(path)
     except jsonpointer.JsonPointerException as exc:
         raise SpecError(where, f"path {path!r} is not a JSON pointer (RFC 6901): {exc}") from None
-    return From(milestone, path)
+    return From(milestone, path, tool)
 
 
 def _compile_judge(spec: dict[str, Any], where: str) -> Matcher:
@@ -592,8 +636,11 @@ def _with_refs(m: Matcher) -> Matcher:
     if children and not isinstance(m, From):
         refs = frozenset().union(*(c.refs for c in children))
         judge = any(c.needs_judge for c in children)
+        tools = frozenset().union(*(c.reads_tools for c in children))
         if refs:
             object.__setattr__(m, "refs", refs)
         if judge:
             object.__setattr__(m, "needs_judge", True)
+        if tools:
+            object.__setattr__(m, "reads_tools", tools)
     return m

@@ -23,6 +23,11 @@ An example may carry (beside ``expected_calls``, which keeps its meaning)::
 * ``after`` names the milestones that must be matched earlier (a partial order); a milestone
   whose ``after`` milestones are not all matched earlier is not matched. ``optional``
   milestones never count against a trajectory.
+* A milestone may also be ``message`` (a matcher over what the agent says: the text of each
+  model step and the final answer), ``answer`` (a matcher over the final answer only) or
+  ``result`` (``{"name": tool, "value": matcher}``: some tool step that ran without error
+  returned a matching result, BFCL's response check). Like a state, these are observed after
+  a step (a text said after ``k`` tool steps, the result of tool step ``k``) and use no step.
 * ``minefields``: a call or state that fails the trajectory whatever else it did.
 * ``read_only`` (``fnmatch`` globs of tool names) and ``extra_calls`` (``forbid``, the default,
   ``allow_read_only`` or ``allow``) decide whether a call matched to no milestone is an error.
@@ -37,7 +42,7 @@ pointing at a milestone that is not always matched earlier (not an ancestor thro
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from functools import cached_property
@@ -58,8 +63,10 @@ __all__ = [
     "ARGS_MODES",
     "EXTRA_CALLS",
     "CallPattern",
+    "MessagePattern",
     "Milestone",
     "Plan",
+    "ResultPattern",
     "StatePattern",
     "calls_plan",
     "compile_plan",
@@ -208,7 +215,54 @@ class StatePattern:
         return {"state": {k: m.expected() for k, m in self.items}}
 
 
-Pattern = CallPattern | StatePattern
+@dataclass(eq=False, slots=True)
+class MessagePattern:
+    """What the agent says: ``matcher`` against each text the agent said at one point (the text
+    of a model step, the final answer), or only the final answer when ``final``."""
+
+    matcher: Matcher
+    final: bool = False
+    refs: frozenset[str] = frozenset()
+
+    kind: Literal["message"] = "message"
+
+    def match(self, texts: Sequence[str], context: MatchContext = EMPTY_CONTEXT) -> bool:
+        """Whether one of ``texts`` matches."""
+        return any(self.matcher.match(t, context) for t in texts)
+
+    def expected(self) -> dict[str, Any]:
+        return {"answer" if self.final else "message": self.matcher.expected()}
+
+
+@dataclass(eq=False, slots=True)
+class ResultPattern:
+    """What a tool step returned (its output parsed as JSON, else its text), for a step that
+    ran without error: of tool ``name`` (``None``: any tool), matching ``value`` (``None``: any
+    result)."""
+
+    name: str | None = None
+    value: Matcher | None = None
+    refs: frozenset[str] = frozenset()
+
+    kind: Literal["result"] = "result"
+
+    def match(self, name: str, result: Any, context: MatchContext = EMPTY_CONTEXT) -> bool:
+        """Whether the result ``result`` of a step of tool ``name`` matches."""
+        return (self.name is None or name == self.name) and (self.value is None or self.value.match(result, context))
+
+    def expected(self) -> dict[str, Any]:
+        body: dict[str, Any] = {}
+        if self.name is not None:
+            body["name"] = self.name
+        if self.value is not None:
+            body["value"] = self.value.expected()
+        return {"result": body}
+
+
+Pattern = CallPattern | StatePattern | MessagePattern | ResultPattern
+OBSERVED_KINDS = ("state", "message", "answer", "result")
+"""The milestone kinds matched by what is observed after a step (a state, a text, a result),
+not by a step."""
 
 
 @dataclass(eq=False, slots=True)
@@ -227,14 +281,19 @@ class Milestone:
     """The call alternatives."""
     states: tuple[StatePattern, ...] = field(init=False, repr=False)
     """The state alternatives."""
+    observed: tuple[Pattern, ...] = field(init=False, repr=False)
+    """The alternatives matched by what is observed after a step: states, messages, results."""
 
     def __post_init__(self) -> None:
         if len(self.alternatives) == 1:
             only = self.alternatives
-            self.calls, self.states = (only, ()) if only[0].kind == "call" else ((), only)  # type: ignore[assignment]
+            kind = only[0].kind
+            self.calls, self.states = (only, ()) if kind == "call" else ((), only) if kind == "state" else ((), ())  # type: ignore[assignment]
+            self.observed = () if kind == "call" else only
         else:
             self.calls = tuple(a for a in self.alternatives if isinstance(a, CallPattern))
             self.states = tuple(a for a in self.alternatives if isinstance(a, StatePattern))
+            self.observed = tuple(a for a in self.alternatives if not isinstance(a, CallPattern))
 
 
 @dataclass(eq=False)
@@ -295,8 +354,20 @@ class Plan:
             m.needs_judge
             for milestone in self.milestones
             for pattern in milestone.alternatives
-            for _, m in (pattern.arguments or () if isinstance(pattern, CallPattern) else pattern.items)
+            for m in pattern_matchers(pattern)
         )
+
+    @cached_property
+    def observes(self) -> bool:
+        """Whether a milestone is a ``message``, ``answer`` or ``result`` (the alignment must be
+        given what the agent said and what the tools returned)."""
+        return any(p.kind in ("message", "result") for m in self.milestones for p in m.observed)
+
+    @cached_property
+    def reads_tools(self) -> bool:
+        """Whether a call milestone reads ``{"$from": {"tool": ...}}`` (the alignment must be
+        given the results each call could have seen)."""
+        return any(m.reads_tools for milestone in self.milestones for c in milestone.calls for _, m in c.arguments or ())
 
     def is_read_only(self, name: str) -> bool:
         """Whether tool ``name`` matches a ``read_only`` pattern."""
@@ -308,7 +379,19 @@ class Plan:
         return names | {p.name for p in self.minefields if isinstance(p, CallPattern)}
 
 
-_MILESTONE_KEYS = {"id", "after", "optional", "call", "state", "any_of"}
+def pattern_matchers(pattern: Pattern) -> tuple[Matcher, ...]:
+    """The compiled matchers of a pattern (arguments, state keys, a message, a result)."""
+    if isinstance(pattern, CallPattern):
+        return tuple(m for _, m in pattern.arguments or ())
+    if isinstance(pattern, StatePattern):
+        return tuple(m for _, m in pattern.items)
+    if isinstance(pattern, MessagePattern):
+        return (pattern.matcher,)
+    return (pattern.value,) if pattern.value is not None else ()
+
+
+_MILESTONE_KEYS = {"id", "after", "optional", "call", "state", "any_of", "message", "answer", "result"}
+_RESULT_KEYS = {"name", "value"}
 _CALL_KEYS = {"name", "arguments", "args"}
 
 
@@ -323,11 +406,12 @@ def _pattern(spec: Any, where: str, *, allow_any_of: bool = False) -> tuple[Patt
     allowed, ``any_of``)."""
     if not isinstance(spec, dict):
         raise SpecError(where, f"expected an object with 'call' or 'state', got {_type_name(spec)}")
-    kinds = [k for k in ("call", "state", "any_of") if k in spec]
+    kinds = [k for k in ("call", "state", "message", "answer", "result", "any_of") if k in spec]
     if not allow_any_of and "any_of" in spec:
         raise SpecError(f"{where}.any_of", "any_of is not allowed here (only 'call' or 'state')")
     if len(kinds) != 1:
-        wanted = "'call', 'state' or 'any_of'" if allow_any_of else "'call' or 'state'"
+        wanted = ("'call', 'state', 'message', 'answer', 'result' or 'any_of'" if allow_any_of
+                  else "'call', 'state', 'message', 'answer' or 'result'")
         got = f"got {', '.join(kinds)}" if kinds else "got neither"
         raise SpecError(where, f"expected exactly one of {wanted}, {got}")
     kind = kinds[0]
@@ -335,6 +419,11 @@ def _pattern(spec: Any, where: str, *, allow_any_of: bool = False) -> tuple[Patt
         return (_call(spec["call"], f"{where}.call"),)
     if kind == "state":
         return (_state(spec["state"], f"{where}.state"),)
+    if kind in ("message", "answer"):
+        matcher = compile_matcher(spec[kind], f"{where}.{kind}")
+        return (MessagePattern(matcher, kind == "answer", matcher.refs),)
+    if kind == "result":
+        return (_result(spec["result"], f"{where}.result"),)
     options = spec["any_of"]
     if not isinstance(options, list) or not options:
         got = "an empty list" if options == [] else _type_name(options)
@@ -343,9 +432,10 @@ def _pattern(spec: Any, where: str, *, allow_any_of: bool = False) -> tuple[Patt
     for i, option in enumerate(options):
         here = f"{where}.any_of[{i}]"
         if isinstance(option, dict):
-            extra = sorted(set(option) - {"call", "state"})
+            extra = sorted(set(option) - {"call", "state", "message", "answer", "result"})
             if extra:
-                raise SpecError(here, f"unknown field {extra[0]!r} (an alternative has 'call' or 'state')")
+                raise SpecError(
+                    here, f"unknown field {extra[0]!r} (an alternative has 'call', 'state', 'message', 'answer' or 'result')")
         out.extend(_pattern(option, here))
     return tuple(out)
 
@@ -370,6 +460,19 @@ def _call(spec: Any, where: str) -> CallPattern:
     items = tuple((k, compile_matcher(v, f"{where}.arguments.{k}")) for k, v in arguments.items())
     refs = frozenset().union(*(m.refs for _, m in items)) if items else frozenset()
     return CallPattern(name=name, arguments=items, args=args, refs=refs)
+
+
+def _result(spec: Any, where: str) -> ResultPattern:
+    if not isinstance(spec, dict) or not spec:
+        raise SpecError(where, f"expected an object with 'name' and/or 'value', got {_type_name(spec)}")
+    extra = sorted(set(spec) - _RESULT_KEYS)
+    if extra:
+        raise SpecError(f"{where}.{extra[0]}", "unknown field (a result has name, value)")
+    name = spec.get("name")
+    if name is not None and (not isinstance(name, str) or not name):
+        raise SpecError(f"{where}.name", f"expected a tool name (a non-empty string), got {_type_name(name)}")
+    value = compile_matcher(spec["value"], f"{where}.value") if "value" in spec else None
+    return ResultPattern(name, value, value.refs if value is not None else frozenset())
 
 
 def _state(spec: Any, where: str) -> StatePattern:
@@ -483,6 +586,9 @@ def compile_plan(
                 )
             if by_id[ref].states:
                 raise SpecError(where, f"$from {ref!r}: a state milestone has no result to read")
+            if by_id[ref].observed:
+                raise SpecError(where, f"$from {ref!r}: a {by_id[ref].observed[0].kind} milestone matches no step, "
+                                "so it has no result to read (read a tool's results with {\"$from\": {\"tool\": name}})")
     mines: list[Pattern] = []
     if minefields is not None:
         if not isinstance(minefields, list):

@@ -2,8 +2,11 @@
 diagnosis of every step that matched none.
 
 Nothing here knows an environment: the inputs are a :class:`~toolgym.milestones.Plan`, the tool
-steps as :class:`StepView` (name, arguments, result, whether it was executed) and the states
-known after some steps.
+steps as :class:`StepView` (name, arguments, result, whether it was executed), the states
+known after some steps and, for ``message``, ``answer`` and ``result`` milestones, what was
+observed after some steps (:class:`Observation`: the texts the agent said, the final answer,
+the result of the step just made). A milestone matched by what is observed (a state, a text,
+a result) is matched as a state milestone is: after the step it follows, using no step.
 
 **What is optimal.** An alignment assigns each milestone at most one tool step (a call
 milestone) or one known state (a state milestone), each tool step to at most one milestone, so
@@ -29,14 +32,19 @@ search cannot.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, NamedTuple
 
 from toolgym.matchers import EMPTY_CONTEXT, MatchContext
-from toolgym.milestones import CallPattern, Milestone, Plan, StatePattern, call_key
+from toolgym.milestones import CallPattern, Milestone, Pattern, Plan, StatePattern, call_key
 
-__all__ = ["EXACT_LIMIT", "Alignment", "StepLabel", "StepView", "align", "diagnose"]
+__all__ = ["EXACT_LIMIT", "Alignment", "Observation", "StepLabel", "StepView", "align", "diagnose"]
+
+_EITHER_LIMIT = 8
+"""Milestones matched by a step or by what is observed that one position may leave for later,
+all subsets tried (beyond it the search is no longer exact, and says so)."""
 
 EXACT_LIMIT = 1 << 16
 """States kept per step before the search becomes a beam search (2^16: every set of 16
@@ -68,14 +76,78 @@ class StepView(NamedTuple):
     rejected: bool = False
 
 
+class Observation(NamedTuple):
+    """What is observed after ``k`` tool steps, beside the state: what ``message``, ``answer``
+    and ``result`` milestones and ``{"$from": {"tool": ...}}`` read.
+
+    Attributes:
+        texts: The texts the agent said after ``k`` tool steps and before the next one (the
+            text of each model step there, and, after the last tool step, the final answer).
+        answer: The final answer (only after the last tool step), else ``None``.
+        result: ``(tool name, result)`` of tool step ``k`` (1-based) when it ran without error
+            (the result as :class:`StepView` holds it), else ``None``.
+    """
+
+    texts: tuple[str, ...] = ()
+    answer: str | None = None
+    result: tuple[str, Any] | None = None
+
+
+def observe(
+    pattern: Pattern,
+    state: Mapping[str, Any] | None,
+    seen: Observation | None,
+    context: MatchContext = EMPTY_CONTEXT,
+) -> bool:
+    """Whether an observed alternative (a state, a message, a result) holds at one point, given
+    the state there (``None``: not known) and what was observed there (``None``: nothing)."""
+    kind = pattern.kind
+    if kind == "state":
+        return state is not None and pattern.wrong_key(state, context) is None  # type: ignore[union-attr]
+    if seen is None:
+        return False
+    if kind == "message":
+        if pattern.final:  # type: ignore[union-attr]
+            return seen.answer is not None and pattern.match((seen.answer,), context)  # type: ignore[union-attr, call-arg]
+        return pattern.match(seen.texts, context)  # type: ignore[union-attr, call-arg]
+    return seen.result is not None and pattern.match(seen.result[0], seen.result[1], context)  # type: ignore[union-attr, call-arg]
+
+
+def seen_results(
+    observed: Mapping[int, Observation] | None,
+    seen: Sequence[int] | None,
+    judge: Callable[[str, Any], bool] | None = None,
+) -> Callable[[int], MatchContext]:
+    """For tool step ``i`` (0-based), the context whose ``tool_results`` hold the results of
+    the tool steps the model had seen when it made that call: tool steps ``1..seen[i]``
+    (1-based; ``seen`` default: every step before ``i``), those that ran without error."""
+    produced = sorted((k, o.result) for k, o in (observed or {}).items() if o.result is not None)
+    cache: dict[int, MatchContext] = {}
+
+    def context(i: int) -> MatchContext:
+        upto = seen[i] if seen is not None else i
+        found = cache.get(upto)
+        if found is None:
+            by_tool: dict[str, list[Any]] = {}
+            for k, (name, value) in produced:
+                if k > upto:
+                    break
+                by_tool.setdefault(name, []).append(value)
+            found = cache[upto] = MatchContext(judge=judge, tool_results=by_tool)
+        return found
+
+    return context
+
+
 @dataclass
 class Alignment:
     """The optimal alignment.
 
     Attributes:
         step_milestone: For each tool step (0-based), the id of its milestone or ``None``.
-        matched: Milestone id → ``("step", i)`` (0-based tool step) or ``("state", k)`` (the
-            state after ``k`` tool steps).
+        matched: Milestone id → ``("step", i)`` (0-based tool step), or ``("state", k)``,
+            ``("message", k)``, ``("answer", k)``, ``("result", k)``: what was observed after
+            ``k`` tool steps matched it.
         required_matched / optional_matched: Counts.
         forbidden_unmatched / unmatched: Unmatched steps that the policy forbids / all.
         exact: Whether the search was exhaustive.
@@ -144,7 +216,7 @@ class _Layout:
             self.root = tuple(range(len(ms)))
             self.groups = {j: (j,) for j in range(len(ms))}
         # a milestone that can be solved alone when no step may match another one with it
-        self.simple = tuple([not (m.after or m.refs or m.states) for m in ms])
+        self.simple = tuple([not (m.after or m.refs or m.observed) for m in ms])
         exact, self.by_name = plan.call_index
         self.exact = {key: row if len(row) < 2 else _merged(row) for key, row in exact.items()}
 
@@ -193,6 +265,8 @@ def align(
     states: Mapping[int, Mapping[str, Any]] | None = None,
     judge: Callable[[str, Any], bool] | None = None,
     limit: int = EXACT_LIMIT,
+    observed: Mapping[int, Observation] | None = None,
+    seen: Sequence[int] | None = None,
 ) -> Alignment:
     """The optimal alignment of ``steps`` with ``plan`` (see the module docstring).
 
@@ -209,6 +283,12 @@ def align(
             stored trajectory: only the final state, at ``len(steps)``).
         judge: Decides ``$judge`` matchers (``criterion, value -> bool``), or ``None``.
         limit: States kept per step before the search becomes a beam search.
+        observed: What was observed after ``k`` tool steps (texts, the final answer, the
+            result of step ``k``), for the ``k`` where something was; read by ``message``,
+            ``answer`` and ``result`` milestones and ``{"$from": {"tool": ...}}``.
+        seen: For each tool step, how many tool steps' results the model had seen when it
+            made the call (default: all the steps before it); bounds what
+            ``{"$from": {"tool": ...}}`` may read.
 
     Returns:
         Alignment: The assignment, its counts, and whether it is exact.
@@ -244,11 +324,12 @@ def align(
     penalty = [1 if ok else 1 + w_f for ok in allowed]
     exact_index, by_name = layout.exact, layout.by_name
     context = MatchContext(judge=judge) if by_name else EMPTY_CONTEXT
+    tool_context = seen_results(observed, seen, judge) if plan.reads_tools else None
     # candidates[i]: the milestones step i may match (the name fits; the arguments fit, unless
     # they read $from and are checked during the search)
     candidates: list[list[tuple[int, tuple[CallPattern, ...]]]] = []
     shared = False  # whether some step may match two milestones (which joins their parts)
-    for s in steps:
+    for i_s, s in enumerate(steps):
         row = _NO_CANDIDATES
         if s.executed:
             if exact_index:
@@ -264,6 +345,8 @@ def align(
                     row = exact_index.get((s.name, tuple(sorted(arguments.items()))), _NO_CANDIDATES)
             named = by_name.get(s.name) if by_name else None
             if named:
+                if tool_context is not None:  # what this call could have read
+                    context = tool_context(i_s)
                 row = list(row)
                 for j, calls in named:
                     if ms[j].refs or calls[0].wrong_argument(s.arguments, context) is None:
@@ -302,7 +385,7 @@ def align(
     exact, explored = True, 0
     for r, members in groups.items():
         part_steps = group_steps.get(r)
-        if not part_steps and not any(ms[j].states for j in members):
+        if not part_steps and not any(ms[j].observed for j in members):
             # nothing can be matched (a state milestone may be matched by a state); the search
             # would have counted its start state
             if not (len(members) == 1 and layout.simple[members[0]]) and not _is_chain(ms, members, index):
@@ -325,7 +408,7 @@ def align(
             ok = True
         else:
             found, work, ok = _search(ms, members, part_steps or [], candidates, weight, penalty, steps, states,
-                                      index, judge, limit)
+                                      index, judge, limit, observed or {}, tool_context)
         exact &= ok
         explored += work
         for mid, where in found.items():
@@ -359,7 +442,7 @@ def _is_chain(ms: tuple[Milestone, ...], members: Sequence[int], index: Mapping[
     the one before it, no ``$from``, no state alternative."""
     for k, j in enumerate(members):
         m = ms[j]
-        if m.refs or m.states:
+        if m.refs or m.observed:
             return False
         if k == 0 and m.after:
             return False
@@ -428,6 +511,8 @@ def _search(
     index: Mapping[str, int],
     judge: Callable[[str, Any], bool] | None,
     limit: int,
+    observed: Mapping[int, Observation] | None = None,
+    tool_context: Callable[[int], MatchContext] | None = None,
 ) -> tuple[dict[str, tuple[str, int]], int, bool]:
     """The search over matched sets for one part (see the module docstring). Returns the
     matches, the states created and whether it stayed exact."""
@@ -436,7 +521,8 @@ def _search(
     refs = tuple(sorted({r for j in members for r in ms[j].refs}))
     ref_slot = {r: k for k, r in enumerate(refs)}
     own_refs = {j: tuple(ref_slot[r] for r in sorted(ms[j].refs)) for j in members}
-    state_milestones = [j for j in members if ms[j].states]
+    state_milestones = [j for j in members if ms[j].observed]
+    observed = observed or {}
     dynamic: dict[tuple[int, int, tuple[int, ...]], bool] = {}
 
     def results(ref_steps: tuple[int, ...]) -> dict[str, Any]:
@@ -448,34 +534,41 @@ def _search(
         mine = tuple(ref_steps[k] for k in own_refs[j])
         key = (i, j, mine)
         if key not in dynamic:
-            context = MatchContext(results=results(ref_steps), judge=judge)
+            context = MatchContext(results=results(ref_steps), judge=judge,
+                                   tool_results=tool_context(i).tool_results if tool_context else {})
             dynamic[key] = any(c.wrong_argument(steps[i].arguments, context) is None for c in calls)
         return dynamic[key]
 
-    def close(mask: int, ref_steps: tuple[int, ...], position: int) -> tuple[int, int, tuple[int, ...]]:
+    def close(
+        mask: int, ref_steps: tuple[int, ...], position: int, skip: frozenset[int] = frozenset()
+    ) -> tuple[int, int, tuple[int, ...]]:
         """Match every state milestone the state after ``position`` steps satisfies, repeatedly
-        (one may make another ready). Returns the new mask, the value gained, the ones added."""
-        state = states[position]
+        (one may make another ready), but those in ``skip``. Returns the new mask, the value
+        gained, the ones added."""
+        state = states.get(position)
+        seen = observed.get(position)
         gained, added = 0, []
         changed = True
         while changed:
             changed = False
             for j in state_milestones:
                 bit = 1 << local[j]
-                if mask & bit or after_mask[j] & ~mask:
+                if mask & bit or after_mask[j] & ~mask or j in skip:
                     continue
                 context = MatchContext(results=results(ref_steps), judge=judge)
-                if any(p.wrong_key(state, context) is None for p in ms[j].states):
+                kind = next((("answer" if getattr(p, "final", False) else p.kind)
+                             for p in ms[j].observed if observe(p, state, seen, context)), None)
+                if kind is not None:
                     mask |= bit
                     gained += weight[j]
-                    added.append(j)
+                    added.append((j, kind))
                     changed = True
         return mask, gained, tuple(added)
 
     # events in time order: step i at 2i + 1, the state after k steps at 2k
     events = [(2 * i + 1, i) for i in part_steps]
     if state_milestones:
-        events += [(2 * k, -1 - k) for k in states]
+        events += [(2 * k, -1 - k) for k in {*states, *observed}]
     events.sort()
     # a node: (parent node, step index or -1, milestone or -1, state milestones added, position)
     start = tuple(-1 for _ in refs)
@@ -487,10 +580,23 @@ def _search(
             position = -1 - event
             for (mask, ref_steps), (score, node) in layer.items():
                 new_mask, gained, added = close(mask, ref_steps, position)
-                new_node = (node, -1, -1, added, position) if added else node
-                key = (new_mask, ref_steps)
-                if key not in nxt or nxt[key][0] < score + gained:
-                    nxt[key] = (score + gained, new_node)
+                variants = [(new_mask, gained, added)]
+                # a milestone that a step may also match (any_of a call and a state, a message or
+                # a result) is not always best matched here: the step it could take may
+                # otherwise be an unmatched extra. Each subset of those left for later is tried.
+                either = [j for j, _ in added if ms[j].calls]
+                if either:
+                    if len(either) > _EITHER_LIMIT:
+                        exact = False
+                        either = either[:_EITHER_LIMIT]
+                    for size in range(1, len(either) + 1):
+                        for skip in itertools.combinations(either, size):
+                            variants.append(close(mask, ref_steps, position, frozenset(skip)))
+                for new_mask, gained, added in variants:
+                    new_node = (node, -1, -1, added, position) if added else node
+                    key = (new_mask, ref_steps)
+                    if key not in nxt or nxt[key][0] < score + gained:
+                        nxt[key] = (score + gained, new_node)
             layer = nxt
             continue
         i = event
@@ -522,8 +628,8 @@ def _search(
         parent, i, j, added, position = node
         if j >= 0:
             found[ms[j].id] = ("step", i)
-        for a in added:
-            found[ms[a].id] = ("state", position)
+        for a, kind in added:
+            found[ms[a].id] = (kind, position)
         node = parent
     return found, explored, exact
 
@@ -632,6 +738,8 @@ def diagnose(
     final_state: Mapping[str, Any] | None = None,
     judge: Callable[[str, Any], bool] | None = None,
     states: Mapping[int, Mapping[str, Any]] | None = None,
+    observed: Mapping[int, Observation] | None = None,
+    seen: Sequence[int] | None = None,
 ) -> Diagnosis:
     """Label every tool step and find the first error.
 
@@ -674,6 +782,10 @@ def diagnose(
     step_milestone = alignment.step_milestone
     allowed_of = alignment.allowed
     explain = _Explainer(plan, alignment, context, times, missing, absent)
+    if plan.reads_tools:  # a call reading {"$from": {"tool": ...}} is explained with what it could have read
+        tool_context = seen_results(observed, seen, judge)
+        explain.step_context = lambda i: MatchContext(results=results, judge=judge,
+                                                      tool_results=tool_context(i).tool_results)
     labels: list[StepLabel] = []
     for i, s in enumerate(steps):
         mid = step_milestone[i]
@@ -713,7 +825,8 @@ def diagnose(
 class _Explainer:
     """Why an executed tool step matched no milestone (the checks :func:`diagnose` lists)."""
 
-    __slots__ = ("ms", "names", "by_id", "matched", "candidates", "context", "times", "missing", "absent", "pools")
+    __slots__ = ("ms", "names", "by_id", "matched", "candidates", "context", "times", "missing", "absent", "pools",
+                 "step_context")
 
     def __init__(
         self,
@@ -731,6 +844,7 @@ class _Explainer:
         self.candidates = alignment.candidates
         self.context, self.times, self.missing, self.absent = context, times, missing, absent
         self.pools: dict[str, tuple[list[Milestone], list[Milestone]]] = {}
+        self.step_context: Callable[[int], MatchContext] | None = None
 
     def pool(self, name: str, named_ids: Sequence[int]) -> tuple[list[Milestone], list[Milestone]]:
         """The milestones calling tool ``name``, and those of them a step most likely meant:
@@ -756,6 +870,8 @@ class _Explainer:
 
     def __call__(self, label: StepLabel, s: StepView, i: int) -> None:
         ms, context = self.ms, self.context
+        if self.step_context is not None:
+            context = self.step_context(i)
         named_ids = self.names.get(s.name, ())
 
         def fits_call(m: Milestone) -> bool:
@@ -799,7 +915,7 @@ class _Explainer:
             m = self.by_id[mid]
             if self.ready(m, i):
                 label.type, label.milestone = "wrong_tool", mid
-                label.expected = m.calls[0].expected() if m.calls else m.states[0].expected()
+                label.expected = m.calls[0].expected() if m.calls else m.alternatives[0].expected()
                 label.note = f"expected {mid}"
                 return
         label.type = "extra_call"

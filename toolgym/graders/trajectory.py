@@ -20,7 +20,15 @@ from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 from toolgym.graders import make_score, register_grader
-from toolgym.graders.alignment import Alignment, Diagnosis, StepView, align, diagnose, step_allowed
+from toolgym.graders.alignment import (
+    Alignment,
+    Diagnosis,
+    Observation,
+    StepView,
+    align,
+    diagnose,
+    step_allowed,
+)
 from toolgym.milestones import ARGS_MODES, Plan, StatePattern, calls_plan
 from toolgym.records import BINARY, Example, Measure, Score, ToolCallSpec, Trajectory, states_after
 
@@ -33,6 +41,8 @@ __all__ = [
     "agentevals_plan",
     "analyse",
     "milestone_problems",
+    "observations",
+    "results_seen",
     "step_views",
 ]
 
@@ -68,6 +78,52 @@ def step_views(trajectory: Trajectory, results: bool = True) -> list[StepView]:
         StepView(s.name, s.arguments, None, not (s.malformed or s.rejected), s.malformed, s.rejected)
         for s in trajectory.tool_steps
     ]
+
+
+def observations(trajectory: Trajectory, results: bool = True) -> dict[int, Observation]:
+    """What was observed after ``k`` tool steps, for the ``k`` where something was
+    (:class:`~toolgym.graders.alignment.Observation`): the non-empty text of each model step made
+    after ``k`` tool steps (before the next), the final answer after the last tool step (also
+    among its texts, once), and the result of tool step ``k`` (its output parsed as JSON, else
+    the text) when it ran without error (not malformed, not rejected, no tool error). Results
+    are left out when not ``results``."""
+    texts: dict[int, list[str]] = {}
+    produced: dict[int, tuple[str, Any]] = {}
+    k = 0
+    for step in trajectory.steps:
+        if step.kind == "model":
+            if step.text:
+                texts.setdefault(k, []).append(step.text)
+        else:
+            k += 1
+            if results and not (step.error or step.malformed or step.rejected):
+                produced[k] = (step.name, _result(step.output))
+    answer = trajectory.final_answer
+    if answer:
+        said = texts.setdefault(k, [])
+        if answer not in said:
+            said.append(answer)
+    out: dict[int, Observation] = {}
+    for position in sorted({*texts, *produced}):
+        out[position] = Observation(tuple(texts.get(position, ())), answer if position == k and answer else None,
+                                    produced.get(position))
+    return out
+
+
+def results_seen(trajectory: Trajectory) -> list[int]:
+    """For each tool step, the tool steps whose results the model had seen when it made the
+    call: those before the model turn that made it (a call made in the same turn as another
+    cannot read that one's result). A tool step before any model turn (a replayed prefix)
+    has seen every step before it."""
+    out: list[int] = []
+    k, turn = 0, None
+    for step in trajectory.steps:
+        if step.kind == "model":
+            turn = k
+        else:
+            out.append(turn if turn is not None else k)
+            k += 1
+    return out
 
 
 def agentevals_plan(calls: list[ToolCallSpec], trajectory_mode: str, args_mode: str = "exact") -> Plan:
@@ -158,8 +214,12 @@ def analyse(
     # the states after recorded steps, and the final state after the last one: what the
     # environment held at the end, whatever was recorded
     recorded = recorded_states(trajectory) if plan_reads_states(plan) else {}
-    alignment = align(plan, steps, {**recorded, len(steps): trajectory.final_state}, judge=judge)
-    diagnosis = diagnose(plan, steps, alignment, trajectory.final_state, judge=judge, states=recorded)
+    observed = observations(trajectory) if plan.observes or plan.reads_tools else None
+    seen = results_seen(trajectory) if plan.reads_tools else None
+    alignment = align(plan, steps, {**recorded, len(steps): trajectory.final_state}, judge=judge,
+                      observed=observed, seen=seen)
+    diagnosis = diagnose(plan, steps, alignment, trajectory.final_state, judge=judge, states=recorded,
+                         observed=observed, seen=seen)
     result = Analysis(plan, steps, alignment, diagnosis)
     _LAST[:1] = [(example, trajectory, plan, judge, result)]
     return result

@@ -524,6 +524,7 @@ def _load(files: DataFiles, tools_path: str, options: dict[str, Any]) -> list[Ex
                 "minefields": None,
                 "read_only": None,
                 "extra_calls": None,
+                "allowed_changes": None,
             })
         )
     only_gold = [i for i in gold if i not in seen]
