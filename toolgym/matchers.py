@@ -35,6 +35,10 @@ JSON value (and, for ``$from`` and ``$judge``, a :class:`MatchContext`). The ope
                                         :class:`MatchContext.judge`)
 ``{"$literal": v}``                      ``v`` by plain equality, never read as an operator
 ======================================  =====================================================
+
+Partial credit (:class:`Similarity`, compiled by :func:`compile_similarity`) is apart from
+matching: a number in [0, 1] saying how close an actual value is to a reference, by ROUGE-L
+(:func:`rouge_l`) for text or by numeric closeness (:func:`closeness`).
 """
 
 from __future__ import annotations
@@ -53,8 +57,13 @@ __all__ = [
     "JudgeRequired",
     "MatchContext",
     "Matcher",
+    "Similarity",
     "SpecError",
+    "closeness",
     "compile_matcher",
+    "compile_similarity",
+    "rouge_l",
+    "text_tokens",
     "json_equal",
     "json_key",
     "literal",
@@ -644,3 +653,147 @@ def _with_refs(m: Matcher) -> Matcher:
         if tools:
             object.__setattr__(m, "reads_tools", tools)
     return m
+
+
+# ---- partial credit ---------------------------------------------------------------------------
+
+_TOKEN = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]|[^\W_]+")
+
+
+def text_tokens(text: str) -> list[str]:
+    """The tokens ROUGE-L compares: ``text`` normalised with Unicode NFKC and case folding,
+    then each run of letters and digits one token, except that each Chinese character, kana or
+    kanji is a token of its own (those scripts do not separate words with spaces)."""
+    return _TOKEN.findall(unicodedata.normalize("NFKC", text).casefold())
+
+
+def _lcs_length(a: Sequence[str], b: Sequence[str]) -> int:
+    """The length of a longest common subsequence of ``a`` and ``b`` (dynamic programme over
+    one row, O(len(a) * len(b)) time)."""
+    if len(a) < len(b):
+        a, b = b, a
+    row = [0] * (len(b) + 1)
+    for x in a:
+        previous = 0  # row[j - 1] of the row before
+        for j, y in enumerate(b, 1):
+            here = row[j]
+            row[j] = previous + 1 if x == y else max(row[j], row[j - 1])
+            previous = here
+    return row[-1]
+
+
+def rouge_l(reference: str, candidate: str) -> float:
+    """ROUGE-L between two texts: the F-measure of the longest common subsequence of their
+    tokens (Lin 2004, "ROUGE: A Package for Automatic Evaluation of Summaries", section 3.1):
+    with ``LCS`` its length, ``R = LCS / len(reference)``, ``P = LCS / len(candidate)`` and
+    ``F = 2PR / (P + R)`` (``beta = 1``, as the ``rouge-score`` package reports ``fmeasure``).
+    Tokens are :func:`text_tokens` (no stemming). 0.0 when either text has no token.
+
+    Returns:
+        float: In [0, 1]; 1.0 for the same tokens in the same order.
+    """
+    ref, cand = text_tokens(reference), text_tokens(candidate)
+    if not ref or not cand:
+        return 0.0
+    lcs = _lcs_length(ref, cand)
+    if lcs == 0:
+        return 0.0
+    recall, precision = lcs / len(ref), lcs / len(cand)
+    return 2 * precision * recall / (precision + recall)
+
+
+def closeness(actual: Any, target: float, scale: float) -> float:
+    """Numeric closeness: ``max(0, 1 - |actual - target| / scale)``, 1.0 at the target and 0.0
+    from ``scale`` away; 0.0 for a value that is not a number (a boolean is not one).
+
+    Args:
+        actual: The value given.
+        target: The reference number.
+        scale: The distance at which closeness reaches 0 (positive).
+    """
+    if not _is_number(actual) or not math.isfinite(actual):
+        return 0.0
+    return max(0.0, 1.0 - abs(actual - target) / scale)
+
+
+@dataclass(frozen=True)
+class Similarity:
+    """A partial-credit measure of one value against a reference.
+
+    Attributes:
+        kind: ``rouge_l`` (:func:`rouge_l` of a text with ``reference``, a string) or ``num``
+            (:func:`closeness` of a number to ``reference`` with ``scale``).
+        reference: The reference text or number.
+        scale: For ``num``: the distance at which closeness reaches 0.
+    """
+
+    kind: str
+    reference: Any
+    scale: float = 1.0
+
+    def score(self, actual: Any) -> float:
+        """The similarity of ``actual``, in [0, 1] (0.0 for a value of the wrong type)."""
+        if self.kind == "rouge_l":
+            return rouge_l(self.reference, actual) if isinstance(actual, str) else 0.0
+        return closeness(actual, self.reference, self.scale)
+
+    def expected(self) -> Any:
+        if self.kind == "rouge_l":
+            return {"rouge_l": self.reference}
+        return {"num": self.reference, "scale": self.scale}
+
+
+def _reference_of(matcher: Matcher | None) -> Any:
+    """The plain value a matcher compares with, when it has one (for a measure written without
+    its reference): a plain value, ``$literal``, ``$lenient``, ``$contains`` of a string, ``$num``."""
+    if isinstance(matcher, Equal):
+        return matcher.value
+    if isinstance(matcher, Lenient):
+        return matcher.text
+    if isinstance(matcher, Contains) and isinstance(matcher.part, str):
+        return matcher.part
+    if isinstance(matcher, Num):
+        return matcher.target
+    return None
+
+
+def compile_similarity(spec: Any, matcher: Matcher | None, where: str) -> Similarity:
+    """Compile a partial-credit measure: ``"rouge_l"``, ``{"rouge_l": text}``, ``"num"``,
+    ``{"num": x}``, ``{"num": x, "scale": s}`` (``x`` ``null``: the matcher's number). Without
+    its reference, a measure takes the value ``matcher`` compares with (a plain value,
+    ``$literal``, ``$lenient``, ``$contains`` of a string, ``$num``'s number); ``num``'s scale
+    defaults to ``|x|`` (closeness is then one minus the relative error), 1 when ``x`` is 0.
+
+    Raises:
+        SpecError: naming ``where``: an unknown measure, a reference of the wrong type, a
+            measure whose reference cannot be read from the matcher, a scale that is not
+            positive.
+    """
+    if isinstance(spec, str):
+        kind, given, scale = spec, None, None
+    elif isinstance(spec, dict) and len(spec) >= 1 and next(iter(spec)) in ("rouge_l", "num"):
+        kind = next(iter(spec))
+        allowed = {"rouge_l"} if kind == "rouge_l" else {"num", "scale"}
+        extra = sorted(set(spec) - allowed)
+        if extra:
+            raise SpecError(where, f"{kind} does not take {extra[0]!r}")
+        given, scale = spec[kind], spec.get("scale")
+    else:
+        raise SpecError(where, f'expected a measure ("rouge_l", "num", {{"rouge_l": text}}, {{"num": x, "scale": s}}), '
+                               f"got {_short(spec)}")
+    if kind not in ("rouge_l", "num"):
+        raise SpecError(where, f"unknown measure {kind!r} (known: rouge_l, num)")
+    reference = given if given is not None else _reference_of(matcher)
+    if kind == "rouge_l":
+        if not isinstance(reference, str):
+            raise SpecError(where, "rouge_l needs a reference text: write {\"rouge_l\": \"...\"}"
+                            if given is None else f"rouge_l takes a string, got {_short(given)}")
+        return Similarity("rouge_l", reference)
+    if not _is_number(reference) or not math.isfinite(reference):
+        raise SpecError(where, "num needs a reference number: write {\"num\": x}"
+                        if given is None else f"num takes a finite number, got {_short(given)}")
+    if scale is None:
+        scale = abs(reference) or 1.0
+    if not _is_number(scale) or not math.isfinite(scale) or scale <= 0:
+        raise SpecError(where, f"scale takes a positive number, got {_short(scale)}")
+    return Similarity("num", float(reference), float(scale))

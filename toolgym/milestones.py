@@ -53,8 +53,10 @@ from toolgym.matchers import (
     Equal,
     MatchContext,
     Matcher,
+    Similarity,
     SpecError,
     compile_matcher,
+    compile_similarity,
     json_key,
 )
 from toolgym.matchers import Literal as LiteralValue
@@ -276,6 +278,9 @@ class Milestone:
     after: tuple[str, ...] = ()
     optional: bool = False
     refs: frozenset[str] = frozenset()
+    similarity: tuple[tuple[str, Similarity], ...] = ()
+    """Partial credit when unmatched (``milestone_similarity``): argument name or state key →
+    its measure; for a message or answer, one measure keyed ``""`` (the text)."""
 
     calls: tuple[CallPattern, ...] = field(init=False, repr=False)
     """The call alternatives."""
@@ -358,6 +363,11 @@ class Plan:
         )
 
     @cached_property
+    def has_similarity(self) -> bool:
+        """Whether a milestone declares partial credit (``similarity``)."""
+        return any(m.similarity for m in self.milestones)
+
+    @cached_property
     def observes(self) -> bool:
         """Whether a milestone is a ``message``, ``answer`` or ``result`` (the alignment must be
         given what the agent said and what the tools returned)."""
@@ -390,7 +400,7 @@ def pattern_matchers(pattern: Pattern) -> tuple[Matcher, ...]:
     return (pattern.value,) if pattern.value is not None else ()
 
 
-_MILESTONE_KEYS = {"id", "after", "optional", "call", "state", "any_of", "message", "answer", "result"}
+_MILESTONE_KEYS = {"id", "after", "optional", "call", "state", "any_of", "message", "answer", "result", "similarity"}
 _RESULT_KEYS = {"name", "value"}
 _CALL_KEYS = {"name", "arguments", "args"}
 
@@ -502,7 +512,35 @@ def _milestone(spec: Any, index: int) -> Milestone:
         raise SpecError(f"{where}.optional", f"expected true or false, got {_type_name(optional)}")
     alternatives = _pattern(spec, where, allow_any_of=True)
     refs = frozenset().union(*(a.refs for a in alternatives))
-    return Milestone(mid, index, alternatives, tuple(dict.fromkeys(after)), optional, refs)
+    similarity = _similarity(spec["similarity"], alternatives, f"{where}.similarity") if "similarity" in spec else ()
+    return Milestone(mid, index, alternatives, tuple(dict.fromkeys(after)), optional, refs, similarity)
+
+
+def _similarity(spec: Any, alternatives: tuple[Pattern, ...], where: str) -> tuple[tuple[str, Similarity], ...]:
+    """A milestone's ``similarity``: for a message or answer milestone, one measure of the text;
+    else an object of argument names (of its calls) and state keys (of its states), each a
+    measure (:func:`~toolgym.matchers.compile_similarity`)."""
+    messages = [p for p in alternatives if isinstance(p, MessagePattern)]
+    if messages:
+        if len(messages) != len(alternatives):
+            raise SpecError(where, "similarity of a message is given on a milestone that is only messages or answers")
+        return (("", compile_similarity(spec, messages[0].matcher, where)),)
+    if any(isinstance(p, ResultPattern) for p in alternatives):
+        raise SpecError(where, "similarity applies to call, state, message and answer milestones, not to a result")
+    if not isinstance(spec, dict) or not spec:
+        raise SpecError(where, f"expected an object of argument names or state keys, each a measure, got {_type_name(spec)}")
+    out = []
+    for key, measure in spec.items():
+        matcher = None
+        for p in alternatives:
+            items = p.arguments or () if isinstance(p, CallPattern) else p.items  # type: ignore[union-attr]
+            matcher = next((m for k, m in items if k == key), None)
+            if matcher is not None:
+                break
+        if matcher is None:
+            raise SpecError(f"{where}.{key}", "names no argument of the milestone's calls and no key of its states")
+        out.append((key, compile_similarity(measure, matcher, f"{where}.{key}")))
+    return tuple(out)
 
 
 def _ancestors(milestones: list[Milestone]) -> dict[str, frozenset[str]]:
