@@ -120,15 +120,10 @@ def phases(dataset: str, result: Path, out: Path) -> dict[str, float]:
     (the passes of :func:`toolgym.runner.import_results`, without ``run.json``)."""
     import gc
 
+    from toolgym.data import load_examples
+    from toolgym.graders import grader_name
     from toolgym.runio import Run, RunRecord, write_jsonl_atomic
-    from toolgym.runner import (
-        export,
-        grade_trajectories,
-        grader_name,
-        load_examples,
-        make_graders,
-        resolve_benchmark,
-    )
+    from toolgym.runner import export, grade_trajectories, make_graders, resolve_benchmark
     from toolgym.stats import summarize
 
     benchmark, _ = resolve_benchmark("jmultiwoz_tc")
@@ -136,7 +131,7 @@ def phases(dataset: str, result: Path, out: Path) -> dict[str, float]:
     out.mkdir(parents=True, exist_ok=True)
     times: dict[str, float] = {}
     gc.collect()
-    gc.disable()  # as import_results grades (runner._grading_gc)
+    gc.disable()  # as import_results grades (toolgym.runner.grading._grading_gc)
     try:
         start = time.perf_counter()
         examples = load_examples(Path(dataset), benchmark, {})

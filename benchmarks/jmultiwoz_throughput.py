@@ -173,9 +173,9 @@ def run_harness(
     dataset: str, port: int, concurrency: int, limit: int | None, out: Path, workers: int = 1, stock: bool = False
 ) -> dict[str, Any]:
     """One real run through ``toolgym.runner.run``; returns timings and the five rows."""
-    from toolgym import runner
     from toolgym.providers import ModelSettings
     from toolgym.runner import RunConfig, run
+    from toolgym.runner import play as runner  # where the local executor finds play_all
 
     settings = ModelSettings(timeout_s=60, max_retries=2)
     settings.extra["base_url"] = f"http://127.0.0.1:{port}/v1"

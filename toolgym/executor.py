@@ -7,7 +7,7 @@ the progress bar, the summary and ``--resume`` are the same for every executor.
 
 Two executors are built in:
 
-- ``local`` (:class:`toolgym.runner.LocalExecutor`): asyncio concurrency in this process, or
+- ``local`` (:class:`toolgym.runner.play.LocalExecutor`): asyncio concurrency in this process, or
   ``--workers`` forked processes.
 - ``ray`` (:class:`toolgym.ray_executor.RayExecutor`): Ray actors across a cluster; the
   optional extra ``toolgym[ray]``, imported only when named.
@@ -115,7 +115,7 @@ def _as_executor_class(obj: Any, name: str) -> Callable[..., Executor]:
 
 
 EXECUTORS: Registry[Callable[..., Executor]] = Registry(
-    "executor", "toolgym.executors", {"local": "toolgym.runner", "ray": "toolgym.ray_executor"}, _as_executor_class
+    "executor", "toolgym.executors", {"local": "toolgym.runner.play", "ray": "toolgym.ray_executor"}, _as_executor_class
 )
 """Executor classes by name (``local``, ``ray``) and the ``toolgym.executors`` entry points;
 a module is imported only when its name is looked up."""
