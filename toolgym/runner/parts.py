@@ -144,7 +144,8 @@ def make_graders(
             ``benchmark`` field (``final_state``, ``collateral_damage``: they replay the
             reference on a fresh environment) receives ``benchmark``.
         examples: The dataset; without ``names``, :data:`MILESTONE_GRADERS` join the
-            defaults when one of its examples has ``milestones``.
+            defaults when one of its examples has ``milestones``, and
+            ``milestone_similarity`` when one of its milestones declares ``similarity``.
 
     Raises:
         UnknownNameError / ExtensionError: for an unknown grader.
@@ -157,6 +158,9 @@ def make_graders(
             names += [n for n in benchmark.judge_graders if n not in names]
         if examples is not None and any(ex.milestones is not None for ex in examples):
             names += [n for n in MILESTONE_GRADERS if n not in names]
+            if "milestone_similarity" not in names and any(
+                    ex.plan is not None and ex.plan.has_similarity for ex in examples):
+                names.append("milestone_similarity")  # partial credit, reported beside the binary graders
         if (settings.get("trajectory_mode") or settings.get("args_mode")) and "trajectory_match" not in names:
             names.append("trajectory_match")  # the modes are its settings: asking for one asks for it
     graders = []
