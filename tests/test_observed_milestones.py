@@ -194,3 +194,30 @@ def test_bad_specs_are_refused_naming_the_field(spec, where, message):
     with pytest.raises(ValueError, match="field " + where.replace("[", r"\[").replace("]", r"\]") + ": .*" +
                        message.replace("$", r"\$")):
         Example(id="e", input="x", **spec)
+
+
+def test_a_result_of_a_tool_the_environment_lacks_is_refused():
+    from toolgym.data import DatasetError, check_tools
+    from toolgym.plugins import get_benchmark
+
+    examples = [Example(id="1", input="x", milestones=[
+        {"id": "a", "call": {"name": "find_users_by_name"}},
+        {"id": "b", "result": {"name": "get_user_phone", "value": {"$any": True}}},
+    ])]
+    with pytest.raises(DatasetError, match=r"milestones\[1\]\.result\.name: relational_data has no tool 'get_user_phone'"):
+        check_tools(get_benchmark("relational_data"), examples, "d.jsonl")
+
+
+def test_check_does_not_blame_the_reference_for_saying_nothing():
+    from toolgym.benchmark import as_benchmark
+    from toolgym.graders.trajectory import milestone_problems
+
+    calls = [{"name": "find_users_by_name", "arguments": {"name": "Kwame"}},
+             {"name": "get_user_email", "arguments": {"user_id": 21}}]
+    said = {"id": "said", "after": ["email"], "message": {"$contains": "kwame@example.org"}}
+    bench = as_benchmark(People)
+    ok = Example(id="ok", input="x", expected_calls=calls, milestones=[FIND, EMAIL, said])
+    assert milestone_problems(bench, ok) == []  # the replay says nothing: no defect of its calls
+    wrong = Example(id="wrong", input="x", expected_calls=calls[:1], milestones=[FIND, EMAIL, said])
+    (problem,) = milestone_problems(bench, wrong)
+    assert "do not satisfy its milestones (missing (email)" in problem

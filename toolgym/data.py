@@ -348,6 +348,13 @@ def check_tools(benchmark: Benchmark, examples: list[Example], where: str | Path
                         f"{where}: example {ex.id!r}: field milestones[{milestone.index}]{field}.name: "
                         f"{benchmark.name} has no tool {call.name!r} (tools: {', '.join(sorted(tools))})"
                     )
+                named = call.name if getattr(call, "kind", "") == "result" else None
+                if named is not None and named not in tools:  # a result of a tool that does not exist
+                    field = ".result" if len(milestone.alternatives) == 1 else f".any_of[{alt}].result"
+                    raise DatasetError(
+                        f"{where}: example {ex.id!r}: field milestones[{milestone.index}]{field}.name: "
+                        f"{benchmark.name} has no tool {named!r} (tools: {', '.join(sorted(tools))})"
+                    )
     _warn_unknown_state_keys(benchmark, examples, where)
 
 

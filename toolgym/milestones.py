@@ -730,7 +730,8 @@ def calls_plan(
     plan = Plan(tuple(milestones), (), (), extra_calls, {}, source=source)
     # the cached properties, filled in as they would be computed
     plan.__dict__.update(
-        call_index=(exact, by_name), names={k: tuple(v) for k, v in names.items()}, needs_judge=False
+        call_index=(exact, by_name), names={k: tuple(v) for k, v in names.items()}, needs_judge=False,
+        observes=False, reads_tools=False, has_similarity=False,
     )
     return plan
 
