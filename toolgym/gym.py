@@ -218,7 +218,9 @@ def milestone_potential(example: Example, steps: list[Any], initial_state: dict[
     milestones (1.0 when all are optional), 0.0 once a call or a state hits a minefield. State
     milestones and minefields are checked against the state after each tool step, rebuilt from
     the steps' recorded patches and ``initial_state`` (the state after reset); without them they
-    count only at the end (the final grader's value)."""
+    count only at the end (the final grader's value). ``message`` and ``result`` milestones count
+    from the turn that says the text or the step that returns the result; ``answer`` ones only
+    at the end, when the final answer is known."""
     plan = example.plan
     assert plan is not None
     required = sum(1 for m in plan.milestones if not m.optional)

@@ -2,8 +2,9 @@
 binary ``trajectory_match`` with its alignment and first error, and ``milestone_progress``,
 ``step_precision`` and ``step_recall``.
 
-They read the finished trajectory only: each tool step (name, arguments, output, state patch)
-and the final state. A ``state`` milestone or minefield is checked against the state after
+They read the finished trajectory only: each tool step (name, arguments, output, state patch),
+the final state and, for ``message``, ``answer`` and ``result`` milestones, the text of each
+model step, the final answer and the tools' results (:func:`observations`). A ``state`` milestone or minefield is checked against the state after
 every tool step, rebuilt from the recorded patches (:func:`toolgym.states_after`); where the
 trajectory records none (an older run, an imported file, the environment's cap reached), only
 the final state is known, after the last tool step. All apply only to examples with
