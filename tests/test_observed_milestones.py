@@ -188,6 +188,9 @@ def test_what_is_observed_after_each_step():
     ({"milestones": [{"id": "a", "call": {"name": "f", "arguments": {"x": {"$from": {"tol": "f"}}}}}]},
      "milestones[0].call.arguments.x", "$from takes a milestone id or"),
     ({"milestones": [{"id": "a", "result": {"tool": "f"}}]}, "milestones[0].result.tool", "unknown field"),
+    ({"milestones": [{"id": "a", "message": {"$from": {"tool": "f"}}}]}, "milestones[0]", "read by call arguments only"),
+    ({"milestones": [], "minefields": [{"call": {"name": "f", "arguments": {"x": {"$from": {"tool": "f"}}}}}]},
+     "minefields[0]", "$from is not allowed in a minefield"),
     ({"milestones": [{"id": "a", "message": "hi", "answer": "hi"}]}, "milestones[0]", "exactly one of"),
 ])
 def test_bad_specs_are_refused_naming_the_field(spec, where, message):

@@ -627,6 +627,10 @@ def compile_plan(
             if by_id[ref].observed:
                 raise SpecError(where, f"$from {ref!r}: a {by_id[ref].observed[0].kind} milestone matches no step, "
                                 "so it has no result to read (read a tool's results with {\"$from\": {\"tool\": name}})")
+    for m in parsed:
+        if any(matcher.reads_tools for p in m.observed for matcher in pattern_matchers(p)):
+            raise SpecError(f"milestones[{m.index}]", '{"$from": {"tool": ...}} is read by call arguments only '
+                            "(a state, a message or a result has no call that saw the results)")
     mines: list[Pattern] = []
     if minefields is not None:
         if not isinstance(minefields, list):
@@ -638,7 +642,7 @@ def compile_plan(
                 if extra:
                     raise SpecError(f"{here}.{extra[0]}", "unknown field (a minefield has 'call' or 'state')")
             found = _pattern(spec, here)
-            if any(p.refs for p in found):
+            if any(p.refs or any(matcher.reads_tools for matcher in pattern_matchers(p)) for p in found):
                 raise SpecError(here, "$from is not allowed in a minefield (it has no earlier milestone)")
             mines.extend(found)
     if read_only is None:
