@@ -12,6 +12,11 @@ from toolgym.matchers import MatchContext, json_equal
 from toolgym.milestones import call_key, calls_plan, compile_plan
 
 
+def core(first):
+    """A first error's step, type, milestone and argument (its tool and note left out)."""
+    return {k: first[k] for k in ("step", "type", "milestone", "argument")}
+
+
 def call(name, **arguments):
     return StepView(name, arguments, result=None)
 
@@ -40,7 +45,7 @@ def test_two_valid_orders_and_an_optional_step():
     result = align(plan, [call("a"), call("find"), call("b")])
     assert result.required_matched == 2 and result.step_milestone == [None, "find", "b"]
     d = diagnose(plan, [call("a"), call("find"), call("b")], result)
-    assert d.first_error == {"step": 1, "type": "out_of_order", "milestone": "a", "argument": None}
+    assert core(d.first_error) == {"step": 1, "type": "out_of_order", "milestone": "a", "argument": None}
 
 
 def test_from_uses_the_result_of_the_step_that_matched():
@@ -54,7 +59,7 @@ def test_from_uses_the_result_of_the_step_that_matched():
     steps = [StepView("find", {}, [7]), StepView("email", {"id": 8})]
     result = align(plan, steps)
     d = diagnose(plan, steps, result)
-    assert d.first_error == {"step": 2, "type": "wrong_arguments", "milestone": "email", "argument": "id"}
+    assert core(d.first_error) == {"step": 2, "type": "wrong_arguments", "milestone": "email", "argument": "id"}
 
 
 def test_state_milestone_against_the_final_state():
@@ -109,7 +114,7 @@ def problems(draw):
             if a not in ancestors:
                 ancestors.add(a)
                 stack.extend(milestones[a]["_after"])
-        kind = draw(st.sampled_from(["call", "call", "call", "state", "any_of"]))
+        kind = draw(st.sampled_from(["call", "call", "call", "state", "any_of", "any_of"]))
 
         def a_call(ancestors=ancestors):
             spec = {"name": draw(st.sampled_from(NAMES))}
@@ -117,7 +122,8 @@ def problems(draw):
             if how == "value":
                 spec["arguments"] = {"x": draw(st.integers(0, 1))}
             elif how == "from":
-                calls = [a for a in ancestors if "state" not in milestones[a]]
+                calls = [a for a in ancestors if "state" not in milestones[a]
+                         and not any("state" in o for o in milestones[a].get("any_of", []))]
                 if calls:
                     spec["arguments"] = {"x": {"$from": f"m{draw(st.sampled_from(sorted(calls)))}", "path": "/v"}}
             return spec
@@ -125,46 +131,64 @@ def problems(draw):
         m = {"id": f"m{j}", "_after": after}
         if after:
             m["after"] = [f"m{a}" for a in after]
-        if draw(st.booleans()) and draw(st.booleans()):
+        if draw(st.booleans()):
             m["optional"] = True
         if kind == "call":
             m["call"] = a_call()
         elif kind == "state":
             m["state"] = {"k": draw(st.integers(0, 1))}
-        else:
-            m["any_of"] = [{"call": a_call()}, {"call": a_call()}]
+        else:  # two calls, or a call and a state
+            second = {"state": {"k": draw(st.integers(0, 1))}} if draw(st.booleans()) else {"call": a_call()}
+            m["any_of"] = [{"call": a_call()}, second]
+        if ("state" in m or any("state" in o for o in m.get("any_of", []))) and draw(st.booleans()):
+            m["transient"] = True
         milestones.append(m)
     for m in milestones:
         del m["_after"]
+    n = draw(st.integers(0, 6))
+    turns = sorted(draw(st.lists(st.integers(0, 3), min_size=n, max_size=n)))
     steps = [
         StepView(
             draw(st.sampled_from(NAMES)),
             draw(st.sampled_from([{}, {"x": 0}, {"x": 1}])),
             {"v": draw(st.integers(0, 1))},
             executed=draw(st.integers(0, 5)) > 0,
+            turn=turns[i],
         )
-        for _ in range(draw(st.integers(0, 6)))
+        for i in range(n)
     ]
     policy = draw(st.sampled_from(["forbid", "allow_read_only", "allow"]))
-    final = {"k": draw(st.integers(0, 1))}
-    return milestones, steps, policy, final
+    # the state after some steps (always after the last one: the final state)
+    states = {k: {"k": draw(st.integers(0, 1))} for k in range(1, n) if draw(st.booleans())}
+    states[n] = {"k": draw(st.integers(0, 1))}
+    return milestones, steps, policy, states
 
 
-def brute_force(plan, steps, final):
+def weights(n_steps, n_milestones):
+    """The objective's weights: required matched > forbidden unmatched > optional matched >
+    unmatched (docs/stepwise-grader.md, "The alignment")."""
+    w_o = n_steps + 1
+    w_f = w_o * (n_milestones + 1)
+    w_r = (w_f + 1) * (n_steps + 1)
+    return w_r, w_f, w_o
+
+
+def brute_force(plan, steps, states):
     """The best score over every assignment, checked against the rules directly."""
     ms = plan.milestones
     n = len(steps)
-    states = {n: final}
-    w_f = n + 1
-    w_o = w_f * (n + 1)
-    w_r = w_o * (len(ms) + 1)
+    w_r, w_f, w_o = weights(n, len(ms))
+    later = {a for m in ms for a in m.after}
     best = None
     # each milestone: None, a step index (call) or a known position (state)
     options = []
     for m in ms:
         opts = [None]
         opts += [("step", i) for i in range(n) if steps[i].executed and any(c.name == steps[i].name for c in m.calls)]
-        opts += [("state", k) for k in states if m.states]
+        if m.states:
+            # a state milestone no other comes after must hold at the end, unless transient
+            last_only = m.id not in later and not m.transient
+            opts += [("state", k) for k in states if not last_only or k == n]
         options.append(opts)
     for choice in itertools.product(*options):
         used = [c[1] for c in choice if c and c[0] == "step"]
@@ -188,6 +212,8 @@ def brute_force(plan, steps, final):
             if c[0] == "step":
                 s = steps[c[1]]
                 valid &= any(cp.name == s.name and cp.wrong_argument(s.arguments, context) is None for cp in m.calls)
+                # $from reads a result returned in an earlier model turn
+                valid &= all(r in where and steps[where[r][1]].turn < s.turn for r in m.refs)
             else:
                 valid &= any(sp.wrong_key(states[c[1]], context) is None for sp in m.states)
         if not valid:
@@ -203,18 +229,19 @@ def brute_force(plan, steps, final):
     return best
 
 
-@settings(max_examples=300, deadline=None)
+def score_of(result, n_steps, n_milestones):
+    w_r, w_f, w_o = weights(n_steps, n_milestones)
+    return (result.required_matched * w_r + result.optional_matched * w_o - result.forbidden_unmatched * w_f
+            - result.unmatched)
+
+
+@settings(max_examples=400, deadline=None)
 @given(problems())
 def test_the_search_equals_brute_force(problem):
-    milestones, steps, policy, final = problem
+    milestones, steps, policy, states = problem
     plan = compile_plan(milestones, read_only=["a"], extra_calls=policy)
-    result = align(plan, steps, states={len(steps): final})
-    n = len(steps)
-    w_f = n + 1
-    w_o = w_f * (n + 1)
-    w_r = w_o * (len(plan.milestones) + 1)
-    score = result.required_matched * w_r + result.optional_matched * w_o - result.forbidden_unmatched * w_f - result.unmatched
-    assert score == brute_force(plan, steps, final)
+    result = align(plan, steps, states=states)
+    assert score_of(result, len(steps), len(plan.milestones)) == brute_force(plan, steps, states)
     # the alignment it returns is itself valid: each step at most once, `after` respected
     steps_used = [pos for kind, pos in result.matched.values() if kind == "step"]
     assert len(steps_used) == len(set(steps_used))
@@ -226,7 +253,10 @@ def test_the_search_equals_brute_force(problem):
                 here = 2 * pos + 1 if kind == "step" else 2 * pos
                 there = 2 * pp + 1 if pk == "step" else 2 * pp
                 assert there < here or (pk == kind == "state" and there == here)
-    d = diagnose(plan, steps, result, final_state=final)
+            if kind == "step":
+                for r in m.refs:
+                    assert steps[result.matched[r][1]].turn < steps[pos].turn
+    d = diagnose(plan, steps, result, final_state=states[len(steps)])
     assert d.passed == (not d.missing and result.forbidden_unmatched == 0)
 
 
@@ -254,12 +284,7 @@ def test_the_chain_programme_equals_brute_force(problem):
     milestones, steps, policy = problem
     plan = compile_plan(milestones, read_only=["a"], extra_calls=policy)
     result = align(plan, steps)
-    n = len(steps)
-    w_f = n + 1
-    w_o = w_f * (n + 1)
-    w_r = w_o * (len(plan.milestones) + 1)
-    score = result.required_matched * w_r + result.optional_matched * w_o - result.forbidden_unmatched * w_f - result.unmatched
-    assert score == brute_force(plan, steps, {})
+    assert score_of(result, len(steps), len(plan.milestones)) == brute_force(plan, steps, {})
 
 
 JSON_VALUES = st.recursive(

@@ -50,3 +50,32 @@ def test_each_worked_example_is_true(row):
     if bad.startswith("`"):
         wrong, _ = json_cell(bad)
         assert not matcher.match(wrong, context), row
+
+
+TEXT = DOC.read_text(encoding="utf-8")
+RULES = TEXT[TEXT.index("## The rules, each with a worked example"):TEXT.index("## The graders")]
+WORKED = [json.loads(block) for block in re.findall(r"```json\n(.*?)\n```", RULES, re.S)]
+
+
+def test_every_rule_has_its_worked_example():
+    assert len(WORKED) >= 5
+
+
+@pytest.mark.parametrize("example", WORKED, ids=lambda e: e["milestones"][0]["id"])
+def test_each_worked_rule_gives_the_verdict_it_states(example):
+    from toolgym.graders.alignment import StepView, align, diagnose
+    from toolgym.milestones import compile_plan
+
+    plan = compile_plan(example["milestones"], read_only=example.get("read_only"), extra_calls=example.get("extra_calls"))
+    steps = [
+        StepView(s["call"][0], s["call"][1], s.get("result"), executed=not s.get("rejected"), rejected=bool(s.get("rejected")),
+                 turn=s["turn"], changes=frozenset(s["changes"]) if "changes" in s else frozenset())
+        for s in example["steps"]
+    ]
+    states = {int(k): v for k, v in example.get("states", {}).items()}
+    final = states.get(len(steps), {})
+    alignment = align(plan, steps, {**states, len(steps): final})
+    diagnosis = diagnose(plan, steps, alignment, final, states={k: v for k, v in states.items() if k > 0})
+    assert diagnosis.passed == example["passes"], diagnosis.first_error
+    for key, value in example.get("first_error", {}).items():
+        assert diagnosis.first_error[key] == value, (key, diagnosis.first_error)

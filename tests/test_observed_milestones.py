@@ -70,7 +70,8 @@ def test_a_right_sequence_of_calls_with_a_wrong_answer_fails():
     assert scores["trajectory_match", "right"].details["matched"]["said"] == {"kind": "message", "at": 2}
     wrong = scores["trajectory_match", "wrong"]
     assert wrong.value == 0.0
-    assert wrong.details["first_error"] == {"step": None, "type": "missing", "milestone": "said", "argument": None}
+    first = wrong.details["first_error"]
+    assert (first["step"], first["type"], first["milestone"]) == (None, "missing", "said")
     assert scores["milestone_progress", "wrong"].value == pytest.approx(2 / 3)
     assert scores["trajectory_match", "silent"].value == 0.0
 
@@ -128,13 +129,17 @@ def test_a_result_milestone_credits_any_route_to_the_result():
         "wrong_user": [c("find_users_by_name", name="Ada"), c("get_user_email", user_id=22), "ok"],
         "error": [c("get_user_email", user_id=99), "ok"],
     }
-    dataset = [{"id": k, "input": k, "milestones": milestones, "extra_calls": "allow"} for k in scripts]
+    # extra calls forbidden: the steps that returned the results brought those milestones about
+    dataset = [{"id": k, "input": k, "milestones": milestones} for k in scripts]
     result = toolgym.evaluate(People, model=ScriptedChatModel(by_input=scripts), dataset=dataset,
                               graders=["trajectory_match", "milestone_progress"])
     scores = {(s.grader, s.example_id): s for s in result.scores}
     assert scores["trajectory_match", "near_miss"].value == 1.0
     assert scores["trajectory_match", "near_miss"].details["matched"] == {
         "found": {"kind": "result", "at": 1}, "emailed": {"kind": "result", "at": 2}}
+    rows = scores["trajectory_match", "near_miss"].details["alignment"]
+    assert [(r["milestone"], r.get("allowed"), r["error"]) for r in rows] == [
+        ("found", "brings about", False), ("emailed", "brings about", False)]
     assert scores["milestone_progress", "wrong_user"].value == 0.0
     # a tool error is no result
     assert scores["milestone_progress", "error"].value == 0.0
@@ -223,4 +228,4 @@ def test_check_does_not_blame_the_reference_for_saying_nothing():
     assert milestone_problems(bench, ok) == []  # the replay says nothing: no defect of its calls
     wrong = Example(id="wrong", input="x", expected_calls=calls[:1], milestones=[FIND, EMAIL, said])
     (problem,) = milestone_problems(bench, wrong)
-    assert "do not satisfy its milestones (missing (email)" in problem
+    assert "do not satisfy its milestones" in problem and "missing (email)" in problem

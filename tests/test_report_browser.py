@@ -156,7 +156,7 @@ def test_trace_draws_the_alignment_and_the_state_change_of_each_step(browser, mi
     assert "minefield 0 hit" in forbidden.inner_text()
     assert trace.locator(".missing-milestones").inner_text() == "milestones never reached: c"
     # z at step 3 is where c was due: the first error, even though extra calls are allowed
-    assert trace.locator(".first-error").inner_text() == "first error: step 3: wrong tool (c)"
+    assert trace.locator(".first-error").inner_text() == "first error: step 3 (z): wrong tool (c)"
     assert "error" in labels[2].get_attribute("class") and labels[2].inner_text().startswith("✗ wrong tool (c)")
     assert "collateral_damage = 0" in trace.locator("ul.scores").inner_text()
     assert errors == []

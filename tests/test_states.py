@@ -14,6 +14,11 @@ from toolgym.providers.scripted import ScriptedChatModel
 from toolgym.records import Example, Trajectory
 
 
+def core(first):
+    """A first error's step, type, milestone and argument (its tool and note left out)."""
+    return {k: first[k] for k in ("step", "type", "milestone", "argument")}
+
+
 def typed(*letters: str, extra: list[dict] | None = None) -> list[dict]:
     """A script typing ``letters`` one call per turn (then ``extra`` calls), then stopping."""
     turns = [{"content": "", "tool_calls": [{"name": c, "args": {}, "id": f"c{k}"}]} for k, c in enumerate(letters)]
@@ -204,7 +209,7 @@ def test_a_state_milestone_passed_through_mid_trajectory_is_matched_from_the_pat
     t = typewriter_run(example, "a", "b", "c")
     scores = grade(example, t)
     assert scores["trajectory_match"].value == 1.0
-    assert scores["trajectory_match"].details["matched"]["ab"] == {"kind": "state", "at": 2}
+    assert scores["trajectory_match"].details["matched"]["ab"] == {"kind": "state", "at": 2, "met": 2}
     old = grade(example, without_states(t))  # only the final state "abc" is known: "ab" is never seen
     assert old["trajectory_match"].value == 0.0 and old["milestone_progress"].value == 0.0
     assert old["trajectory_match"].details["missing"] == ["ab", "c"]  # c waits for ab
@@ -216,7 +221,7 @@ def test_a_state_minefield_that_held_for_one_step_fails_the_trajectory_at_that_s
     t = typewriter_run(example, "a", "b", "c")
     scores = grade(example, t)
     assert scores["trajectory_match"].value == 0.0 and scores["milestone_progress"].value == 0.0
-    assert scores["trajectory_match"].details["first_error"] == {
+    assert core(scores["trajectory_match"].details["first_error"]) == {
         "step": 2, "type": "forbidden", "milestone": None, "argument": None}
     assert scores["trajectory_match"].details["minefields_hit"][0]["step"] == 2
     old = grade(example, without_states(t))  # the final state "abc" is no minefield
@@ -228,12 +233,12 @@ def test_a_state_minefield_seen_only_in_the_final_state_names_no_step_as_before(
                       extra_calls="allow")
     t = without_states(typewriter_run(example, "a", "b"))
     first = grade(example, t)["trajectory_match"].details["first_error"]
-    assert first == {"step": None, "type": "forbidden", "milestone": None, "argument": None}
+    assert core(first) == {"step": None, "type": "forbidden", "milestone": None, "argument": None}
 
 
 def test_multiverse_math_counts_calls_in_its_state_and_a_milestone_reads_the_count_after_each_step():
     example = Example(id="m", input="x", milestones=[
-        {"id": "two", "state": {"calls": 2}},
+        {"id": "two", "state": {"calls": 2}, "transient": True},
         {"id": "mul", "call": {"name": "multiply", "arguments": {"a": 2, "b": 3}}},
     ], extra_calls="allow")
     script = [{"content": "", "tool_calls": [{"name": "add", "args": {"a": 1, "b": 1}, "id": "1"}]},
@@ -244,7 +249,14 @@ def test_multiverse_math_counts_calls_in_its_state_and_a_milestone_reads_the_cou
                          graders=["trajectory_match"]).trajectories[0]
     assert [s["calls"] for s in toolgym.states_after(t)] == [1, 2, 3]
     score = grade(example, t)["trajectory_match"]
-    assert score.value == 1.0 and score.details["matched"]["two"] == {"kind": "state", "at": 2}
+    assert score.value == 1.0 and score.details["matched"]["two"] == {"kind": "state", "at": 2, "met": 2}
+    # not transient, the state milestone must still hold at the end: step 3 undid it
+    lasting = example.model_copy(update={"milestones": [{"id": "two", "state": {"calls": 2}}, example.milestones[1]]})
+    score = grade(Example.model_validate(lasting.model_dump()), t)["trajectory_match"]
+    assert score.value == 0.0
+    assert core(score.details["first_error"]) == {"step": 3, "type": "undone", "milestone": "two", "argument": None}
+    assert score.explanation.startswith("step 3 (add): undone (two): state milestone two held after tool step 2 and no "
+                                        "longer after tool step 3; it must hold at the end")
 
 
 # --- collateral_damage and final_state from the reference replay ----------------------------
@@ -439,7 +451,7 @@ def test_check_reports_a_reference_whose_replay_errors_or_misses_its_own_milesto
     rows[0]["minefields"] = [{"state": {"n": 1}}]
     dataset.write_text(json.dumps(rows[0]) + "\n", encoding="utf-8")
     assert main(["check", "--env", env, "--dataset", str(dataset)]) == 1
-    assert "good: its expected calls do not satisfy its milestones (step 1: forbidden" in capsys.readouterr().err
+    assert "good: its expected calls do not satisfy its milestones (step 1 (bump): forbidden: the state after bump matches minefield 0" in capsys.readouterr().err
 
 
 # --- show draws each tool step's state change ------------------------------------------------

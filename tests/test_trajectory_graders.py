@@ -15,6 +15,11 @@ from toolgym.records import Example, Score, ToolStep, Trajectory
 USERS = [{"id": 21, "name": "Kwame"}, {"id": 22, "name": "Ada"}]
 
 
+def core(first):
+    """A first error's step, type, milestone and argument (its tool and note left out)."""
+    return {k: first[k] for k in ("step", "type", "milestone", "argument")}
+
+
 class Directory(toolgym.Environment):
     """Users with emails, places with weather, and a sheet of paper."""
 
@@ -153,16 +158,16 @@ def scores(result, grader):
 def test_verdicts_and_first_errors(result):
     match = scores(result, "trajectory_match")
     assert {k: s.value for k, s in match.items()} == {
-        "pass": 1.0, "extra_read": 1.0, "wrong_id": 0.0, "memory": 0.0, "mine": 0.0, "stopped": 0.0, "extra_write": 0.0,
+        "pass": 1.0, "extra_read": 1.0, "wrong_id": 0.0, "memory": 0.0, "mine": 0.0, "stopped": 0.0, "extra_write": 1.0,
     }  # "plain" has no milestones: trajectory_match does not apply
     first = {k: s.details["first_error"] for k, s in match.items()}
     assert first["pass"] is None and first["extra_read"] is None
-    assert first["wrong_id"] == {"step": 2, "type": "wrong_arguments", "milestone": "email", "argument": "user_id"}
-    assert first["memory"] == {"step": 1, "type": "out_of_order", "milestone": "email", "argument": None}
-    assert first["mine"] == {"step": 3, "type": "forbidden", "milestone": None, "argument": None}
-    assert first["stopped"] == {"step": None, "type": "missing", "milestone": "email", "argument": None}
-    # "ab" is on the paper, but the second write is an extra call that changes state
-    assert first["extra_write"]["type"] == "extra_call" and first["extra_write"]["step"] in (4, 5)
+    assert core(first["wrong_id"]) == {"step": 2, "type": "wrong_arguments", "milestone": "email", "argument": "user_id"}
+    assert core(first["memory"]) == {"step": 1, "type": "out_of_order", "milestone": "email", "argument": None}
+    assert core(first["mine"]) == {"step": 3, "type": "forbidden", "milestone": None, "argument": None}
+    assert core(first["stopped"]) == {"step": None, "type": "missing", "milestone": "email", "argument": None}
+    # two writes put "ab" on the paper: the one not matched to `write` brought `typed` about
+    assert first["extra_write"] is None
     assert "wrong arguments (email, argument 'user_id')" in match["wrong_id"].explanation
 
 
@@ -177,7 +182,7 @@ def test_the_alignment_names_each_step(result):
         ("write", "write", None, None),
     ]
     details = scores(result, "trajectory_match")["extra_read"].details
-    assert details["matched"]["typed"] == {"kind": "state", "at": 6} and details["exact"] is True
+    assert details["matched"]["typed"] == {"kind": "state", "at": 6, "met": 6} and details["exact"] is True
 
 
 def test_progress_precision_recall(result):
@@ -189,7 +194,7 @@ def test_progress_precision_recall(result):
     precision = {k: s.value for k, s in scores(result, "step_precision").items()}
     # extra_read: 6 steps, 5 matched, the repeated read is allowed and left out
     assert precision["pass"] == 1.0 and precision["extra_read"] == 1.0
-    assert precision["extra_write"] == pytest.approx(4 / 5)  # the second write matches nothing
+    assert precision["extra_write"] == 1.0  # the second write brought the state milestone about
     assert "plain" not in precision
 
 
@@ -289,14 +294,14 @@ def test_show_draws_the_alignment(tmp_path):
     assert "✓ milestone find" in wrong
     assert "✗ wrong arguments (email, argument user_id)" in wrong and '"$from": "find"' in wrong
     assert "milestones never reached: email, city, typed" in wrong
-    first = re.search(r"first error: tool step 2 \(row (\d+)\): wrong arguments \(email, argument user_id\)", wrong)
+    first = re.search(r"first error: tool step 2 \(row (\d+)\): wrong arguments \(email, argument 'user_id'\)", wrong)
     assert first is not None and f"\n{int(first.group(1)):>3} tool  get_user_email" in wrong  # the row named is that step
     assert wrong.index("✓ milestone find") < wrong.index("✗ wrong arguments") < wrong.index("milestones never reached")
     extra = text["extra_read"]
     assert "· extra call (email): repeats email (matched at another step) [allowed extra: read-only]" in extra
     assert "first error" not in extra
     assert "never reached" not in extra
-    assert "✗ forbidden: minefield 0 hit" in text["mine"] and re.search(r"first error: tool step 3 \(row \d+\): forbidden", text["mine"])
+    assert "✗ forbidden: the call delete_user matches minefield 0" in text["mine"] and re.search(r"first error: tool step 3 \(row \d+\): forbidden", text["mine"])
 
 
 def test_run_and_grade_from_the_command_line_add_the_milestone_graders(tmp_path):
@@ -326,7 +331,7 @@ def test_run_and_grade_from_the_command_line_add_the_milestone_graders(tmp_path)
                  "--out", str(out), "--no-progress"]) == 0
     scores = {json.loads(line)["grader"]: json.loads(line) for line in (out / "scores.jsonl").read_text().splitlines()}
     assert scores["trajectory_match"]["value"] == 1.0 and scores["milestone_progress"]["value"] == 1.0
-    assert scores["trajectory_match"]["details"]["matched"]["paper"] == {"kind": "state", "at": 2}
+    assert scores["trajectory_match"]["details"]["matched"]["paper"] == {"kind": "state", "at": 2, "met": 2}
     (out / "scores.jsonl").unlink()
     assert main(["grade", str(out)]) == 0
     again = {json.loads(line)["grader"]: json.loads(line) for line in (out / "scores.jsonl").read_text().splitlines()}
@@ -383,7 +388,7 @@ def test_check_reports_an_example_whose_reference_misses_its_milestones(tmp_path
     assert main(["check", "--env", "typewriter_1", "--dataset", str(dataset)]) == 1
     err = capsys.readouterr().err
     assert ("problem: broken: its expected calls do not satisfy its milestones "
-            "(step 1: wrong arguments (a, argument 'letter'); 0/1 required milestones matched)") in err
+            "(step 1 (type_letter): wrong arguments (a, argument 'letter'); 0/1 required milestones matched)") in err
     assert "good" not in err
 
 
@@ -432,10 +437,15 @@ def test_summary_counts_first_errors_and_progress_by_depth(tmp_path, capsys):
     assert main(["summary", str(out)]) == 0
     text = capsys.readouterr().out
     assert "┃ first error " in text and "┃ reached / required ┃" in text
-    rows = {line.split("│")[1].strip(): line for line in text.splitlines() if line.count("│") >= 3}
-    # pass, extra_read pass; wrong_id, memory (out of order), mine, stopped, extra_write fail
-    assert "2" in rows["(none: passed)"] and "1" in rows["wrong_arguments"] and "1" in rows["forbidden"]
-    assert "1" in rows["missing"] and "1" in rows["out_of_order"] and "1" in rows["extra_call"]
+    rows = {line.split("│")[1].strip(): [c.strip() for c in line.split("│")[1:-1]]
+            for line in text.splitlines() if line.count("│") >= 3}
+    # pass, extra_read, extra_write pass; wrong_id, memory (out of order), mine, stopped fail;
+    # each row names its milestone and its examples
+    assert rows["(none: passed)"][2] == "3"
+    assert rows["wrong_arguments"] == ["wrong_arguments", "email", "1", "0.143", "wrong_id"]
+    assert rows["out_of_order"] == ["out_of_order", "email", "1", "0.143", "memory"]
+    assert rows["missing"] == ["missing", "email", "1", "0.143", "stopped"]
+    assert rows["forbidden"] == ["forbidden", "", "1", "0.143", "mine"]
     # depth 0 (find) is reached by all 7; email and what comes after it by 4
     assert "7 / 7" in rows["0"] and "4 / 7" in rows["1"] and "4 / 7" in rows["3"]
 

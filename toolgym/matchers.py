@@ -383,6 +383,9 @@ def _perfect_matching(fits: list[list[int]], n: int) -> bool:
 
 
 _MISSING = object()
+NO_VALUE = _MISSING
+"""What :meth:`From.resolve` gives when the milestone has no result or the pointer does not
+resolve."""
 
 
 @dataclass(eq=False)

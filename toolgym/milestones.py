@@ -23,6 +23,8 @@ An example may carry (beside ``expected_calls``, which keeps its meaning)::
 * ``after`` names the milestones that must be matched earlier (a partial order); a milestone
   whose ``after`` milestones are not all matched earlier is not matched. ``optional``
   milestones never count against a trajectory.
+* A ``state`` milestone that no other milestone comes after must hold in the final state (a
+  state met on the way and undone by the end is not met), unless it sets ``"transient": true``.
 * A milestone may also be ``message`` (a matcher over what the agent says: the text of each
   model step and the final answer), ``answer`` (a matcher over the final answer only) or
   ``result`` (``{"name": tool, "value": matcher}``: some tool step that ran without error
@@ -278,6 +280,10 @@ class Milestone:
     after: tuple[str, ...] = ()
     optional: bool = False
     refs: frozenset[str] = frozenset()
+    transient: bool = False
+    """For a milestone with a state alternative: whether a state met on the way counts even
+    when it no longer holds at the end. A state milestone that no other milestone comes after
+    must hold in the final state unless it is transient."""
     similarity: tuple[tuple[str, Similarity], ...] = ()
     """Partial credit when unmatched (``milestone_similarity``): argument name or state key →
     its measure; for a message or answer, one measure keyed ``""`` (the text)."""
@@ -314,6 +320,8 @@ class Plan:
             ``$from`` is checked against; a plan built without ``$from`` may leave it empty).
         source: A note on where the plan comes from (``"milestones"``, or an agentevals mode
             built from ``expected_calls``).
+        unordered_within_turn: The calls of one model turn may match the chain's next calls in
+            any order (agentevals' strict mode).
     """
 
     milestones: tuple[Milestone, ...]
@@ -322,6 +330,10 @@ class Plan:
     extra_calls: ExtraCalls = "forbid"
     ancestors: Mapping[str, frozenset[str]] = field(default_factory=dict)
     source: str = "milestones"
+    unordered_within_turn: bool = False
+    """For a chain of reference calls (agentevals' strict mode): the calls one model turn
+    made may match the next calls of the chain in any order, as agentevals pairs the calls
+    inside one assistant message."""
 
     @cached_property
     def call_index(self) -> tuple[dict[Any, list[tuple[int, tuple[CallPattern, ...]]]], dict[str, list[tuple[int, tuple[CallPattern, ...]]]]]:
@@ -363,6 +375,19 @@ class Plan:
         )
 
     @cached_property
+    def has_refs(self) -> bool:
+        """Whether a milestone reads another's result with ``$from``."""
+        return any(m.refs for m in self.milestones)
+
+    @cached_property
+    def final_only(self) -> frozenset[str]:
+        """The milestones whose state alternatives only the final state can match: those with
+        a state alternative that no other milestone comes after and that are not
+        ``transient`` (a state reached and undone by the end was not reached)."""
+        later = {a for m in self.milestones for a in m.after}
+        return frozenset(m.id for m in self.milestones if m.states and not m.transient and m.id not in later)
+
+    @cached_property
     def has_similarity(self) -> bool:
         """Whether a milestone declares partial credit (``similarity``)."""
         return any(m.similarity for m in self.milestones)
@@ -400,7 +425,8 @@ def pattern_matchers(pattern: Pattern) -> tuple[Matcher, ...]:
     return (pattern.value,) if pattern.value is not None else ()
 
 
-_MILESTONE_KEYS = {"id", "after", "optional", "call", "state", "any_of", "message", "answer", "result", "similarity"}
+_MILESTONE_KEYS = {"id", "after", "optional", "transient", "call", "state", "any_of", "message", "answer", "result",
+                   "similarity"}
 _RESULT_KEYS = {"name", "value"}
 _CALL_KEYS = {"name", "arguments", "args"}
 
@@ -513,7 +539,12 @@ def _milestone(spec: Any, index: int) -> Milestone:
     alternatives = _pattern(spec, where, allow_any_of=True)
     refs = frozenset().union(*(a.refs for a in alternatives))
     similarity = _similarity(spec["similarity"], alternatives, f"{where}.similarity") if "similarity" in spec else ()
-    return Milestone(mid, index, alternatives, tuple(dict.fromkeys(after)), optional, refs, similarity)
+    transient = spec.get("transient", False)
+    if not isinstance(transient, bool):
+        raise SpecError(f"{where}.transient", f"expected true or false, got {_type_name(transient)}")
+    if transient and not any(a.kind == "state" for a in alternatives):
+        raise SpecError(f"{where}.transient", "only a state milestone (or an any_of with a state) can be transient")
+    return Milestone(mid, index, alternatives, tuple(dict.fromkeys(after)), optional, refs, transient, similarity)
 
 
 def _similarity(spec: Any, alternatives: tuple[Pattern, ...], where: str) -> tuple[tuple[str, Similarity], ...]:

@@ -63,6 +63,22 @@ def _as_call(call: Any, k: int) -> ToolCallSpec:
     raise ReplayError(f"replay: call {k + 1} is not a {{'name': str, 'arguments': object}}: {call!r}")
 
 
+def reference_turns(example: Example, calls: Sequence[Any]) -> list[list[Any]]:
+    """How a reference solution's ``calls`` are grouped into model turns: all in one turn (as
+    parallel calls), unless the example's milestones read results with ``$from``; then one
+    call per turn, since a value read from a result can only be written in a later turn.
+
+    Returns:
+        A list of turns, each a non-empty list of the calls in order (``[]`` for no calls).
+    """
+    if not calls:
+        return []
+    plan = example.plan
+    if plan is not None and plan.has_refs:
+        return [[c] for c in calls]
+    return [list(calls)]
+
+
 def replay_calls(
     benchmark: Benchmark | type[Environment],
     example: Example,
@@ -75,7 +91,8 @@ def replay_calls(
     a run records a trajectory.
 
     The trajectory holds one model step carrying the calls (as the ``oracle`` agent's first
-    turn does), then one tool step per call with its output, ``error`` and ``rejected`` flags
+    turn does; one model step per call when the example's milestones read results with
+    ``$from``: :func:`reference_turns`), then one tool step per call with its output, ``error`` and ``rejected`` flags
     and ``state_patch``; ``initial_state`` is the state after reset and ``final_state`` the
     state after the last call. A call that fails (a tool error, an unknown tool, a bad
     argument) is recorded like a model's and the replay goes on.
@@ -102,7 +119,9 @@ def replay_calls(
     specs = [_as_call(c, k) for k, c in enumerate(calls)]
     started = time.perf_counter()
     tool_calls = [ToolCall(id=f"replay_{k}", name=c.name, arguments=c.arguments) for k, c in enumerate(specs)]
-    steps: list[ModelStep | ToolStep] = [ModelStep(tool_calls=tool_calls)] if tool_calls else []
+    turns = reference_turns(example, tool_calls)
+    steps: list[ModelStep | ToolStep] = [ModelStep(tool_calls=turns[0])] if tool_calls else []
+    turn_of_call = [t for t, turn in enumerate(turns) for _ in turn]
     error = None
     state: dict[str, Any] = {}
     env = env_cls()
@@ -114,7 +133,9 @@ def replay_calls(
             error = f"{type(exc).__name__} in reset: {exc}"
         else:
             recorder.start()
-            for call in tool_calls:
+            for k, call in enumerate(tool_calls):
+                if k and turn_of_call[k] != turn_of_call[k - 1]:
+                    steps.append(ModelStep(tool_calls=turns[turn_of_call[k]]))
                 try:
                     result = env.call(call.name, call.arguments)
                 except ToolBug as exc:

@@ -7,11 +7,13 @@ from typing import Any
 from toolgym.agents import Episode, register_agent
 from toolgym.agents.tool_calling import ToolCallingAgent
 from toolgym.providers.scripted import ScriptedChatModel
+from toolgym.replay import reference_turns
 
 
 def oracle_script(example) -> list[dict[str, Any]]:
-    """Two turns: all expected calls at once (as parallel tool calls), then the reference
-    answer as text.
+    """The expected calls, all at once as parallel tool calls (one per turn when the
+    example's milestones read results with ``$from``: :func:`toolgym.replay.reference_turns`),
+    then the reference answer as text.
 
     Raises:
         ValueError: if the example expects steps but has no ``expected_calls`` to replay.
@@ -23,7 +25,7 @@ def oracle_script(example) -> list[dict[str, Any]]:
         for i, c in enumerate(example.expected_calls or [])
     ]
     answer = "" if example.reference is None else str(example.reference)
-    return ([{"content": "", "tool_calls": calls}] if calls else []) + [{"content": answer}]
+    return [{"content": "", "tool_calls": turn} for turn in reference_turns(example, calls)] + [{"content": answer}]
 
 
 @register_agent("oracle")

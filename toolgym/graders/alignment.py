@@ -13,9 +13,13 @@ milestone) or one known state (a state milestone), each tool step to at most one
 that a milestone is matched only when every milestone of its ``after`` is matched strictly
 earlier (a state checked after step *k* is later than step *k* and earlier than step *k + 1*;
 two state milestones may share a state). Among those it maximises, in this order: matched
-required milestones, matched optional milestones, then minimises the unmatched steps that the
-extra-call policy forbids, then all unmatched steps. ``$from`` arguments are compared with the
-result of the step the alignment gives the milestone they name.
+required milestones, then minimises the unmatched steps that the extra-call policy forbids, then
+maximises the matched optional milestones, then minimises all unmatched steps (an optional
+milestone is never matched at the price of a forbidden extra call). ``$from`` arguments are
+compared with the result of the step the alignment gives the milestone they name, and only
+when that step was made in an earlier model turn than the step reading it (a model cannot copy
+a result it has not seen). A state milestone that no other milestone comes after, unless
+``transient``, is matched only by the final state.
 
 **How.** A dynamic programme over the tool steps in order whose state is the set of matched
 milestones (and, for milestones read by ``$from``, the step each was matched to); one step either
@@ -32,19 +36,15 @@ search cannot.
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, NamedTuple
 
-from toolgym.matchers import EMPTY_CONTEXT, MatchContext
+from toolgym.matchers import EMPTY_CONTEXT, NO_VALUE, Equal, From, MatchContext
 from toolgym.milestones import CallPattern, Milestone, Pattern, Plan, StatePattern, call_key
 
-__all__ = ["EXACT_LIMIT", "Alignment", "Observation", "StepLabel", "StepView", "align", "diagnose"]
-
-_EITHER_LIMIT = 8
-"""Milestones matched by a step or by what is observed that one position may leave for later,
-all subsets tried (beyond it the search is no longer exact, and says so)."""
+__all__ = ["EXACT_LIMIT", "Alignment", "Observation", "StepLabel", "StepView", "align", "diagnose", "first_error_text",
+           "first_error_what"]
 
 EXACT_LIMIT = 1 << 16
 """States kept per step before the search becomes a beam search (2^16: every set of 16
@@ -66,6 +66,14 @@ class StepView(NamedTuple):
             milestone.
         malformed: The call could not be parsed.
         rejected: The environment refused it before running the tool.
+        turn: The model turn that made the call (0-based count of model steps before it), or
+            ``None`` when not known (then each step counts as its own turn). A ``$from`` value
+            must come from a result returned in an earlier model turn: a model cannot copy a
+            result it has not seen.
+        changes: The top-level keys of the environment's state that the step changed (from its
+            ``state_patch``), or ``None`` when not recorded. A step matched to no milestone that
+            changed a key of a state milestone before that milestone was met brought it about
+            and is no extra call.
     """
 
     name: str
@@ -74,6 +82,8 @@ class StepView(NamedTuple):
     executed: bool = True
     malformed: bool = False
     rejected: bool = False
+    turn: int | None = None
+    changes: frozenset[str] | None = None
 
 
 class Observation(NamedTuple):
@@ -111,6 +121,12 @@ def observe(
             return seen.answer is not None and pattern.match((seen.answer,), context)  # type: ignore[union-attr, call-arg]
         return pattern.match(seen.texts, context)  # type: ignore[union-attr, call-arg]
     return seen.result is not None and pattern.match(seen.result[0], seen.result[1], context)  # type: ignore[union-attr, call-arg]
+
+
+def observed_kind(pattern: Pattern) -> str:
+    """What an observed alternative is matched by: ``state``, ``message``, ``answer`` or
+    ``result`` (the kind :attr:`Alignment.matched` records)."""
+    return "answer" if getattr(pattern, "final", False) else pattern.kind
 
 
 def seen_results(
@@ -169,6 +185,10 @@ class Alignment:
     ``$from`` by name only)."""
     allowed: list[bool] = field(default_factory=list)
     """For each step, whether the policy allows it unmatched (:func:`step_allowed`)."""
+    brought_about: dict[int, str] = field(default_factory=dict)
+    """Unmatched steps (0-based) that brought a matched state milestone about (they changed a
+    key it names before it was met) → that milestone: no extra calls, left out of
+    ``unmatched`` and ``forbidden_unmatched``."""
 
 
 def step_allowed(plan: Plan, step: StepView) -> bool:
@@ -259,6 +279,13 @@ _PLAIN = frozenset({str, int, float, type(None)})
 repeated inline where every tool step is looked up)."""
 
 
+def step_turns(steps: Sequence[StepView]) -> list[int]:
+    """The model turn of each step (:attr:`StepView.turn`); when some step's turn is not known,
+    every step counts as a turn of its own (its index)."""
+    turns = [s.turn for s in steps]
+    return turns if None not in turns else list(range(len(steps)))  # type: ignore[return-value]
+
+
 def align(
     plan: Plan,
     steps: list[StepView],
@@ -296,14 +323,20 @@ def align(
     Raises:
         JudgeRequired: a ``$judge`` matcher had to be decided and ``judge`` is ``None``.
     """
+    if plan.unordered_within_turn and steps:
+        found = _within_turns(plan, steps)
+        if found is not None:
+            return found
     states = states or {}
     layout = _layout(plan)
     ms = plan.milestones
     n, m_count = len(steps), len(ms)
     index = layout.index
-    w_f = n + 1
-    w_o = w_f * (n + 1)
-    w_r = w_o * (m_count + 1)
+    # the objective's order by weights: required matched > forbidden unmatched > optional
+    # matched > unmatched (each weight more than the most the ones below can add up to)
+    w_o = n + 1
+    w_f = w_o * (m_count + 1)
+    w_r = (w_f + 1) * (n + 1)
     weight = [w_o if optional else w_r for optional in layout.optional]
     policy = plan.extra_calls
     if policy == "allow":
@@ -408,7 +441,7 @@ def align(
             ok = True
         else:
             found, work, ok = _search(ms, members, part_steps or [], candidates, weight, penalty, steps, states,
-                                      index, judge, limit, observed or {}, tool_context)
+                                      index, judge, limit, plan.final_only, observed or {}, tool_context)
         exact &= ok
         explored += work
         for mid, where in found.items():
@@ -416,9 +449,10 @@ def align(
             if where[0] == "step":
                 step_milestone[where[1]] = mid
     optional_matched = sum(1 for mid in matched if layout.optional[index[mid]])
+    brought = _brought_about(ms, index, steps, step_milestone, matched) if matched else {}
     unmatched = forbidden = 0
     for i in range(n):
-        if step_milestone[i] is None:
+        if step_milestone[i] is None and i not in brought:
             unmatched += 1
             if not allowed[i]:
                 forbidden += 1
@@ -434,7 +468,83 @@ def align(
         states_explored=explored,
         candidates=[[j for j, _ in row] for row in candidates],
         allowed=allowed,
+        brought_about=brought,
     )
+
+
+def _within_turns(plan: Plan, steps: list[StepView]) -> Alignment | None:
+    """For a chain whose calls one model turn may make in any order: the alignment that
+    matches every milestone and every step, each turn's ``k`` calls paired with the chain's
+    next ``k`` milestones by a perfect bipartite matching; ``None`` when there is none (the
+    ordinary search then diagnoses the trajectory)."""
+    ms = plan.milestones
+    if len(steps) != len(ms) or not all(s.executed for s in steps):
+        return None
+    turns = step_turns(steps)
+    plan_index = {m.id: j for j, m in enumerate(ms)}
+    step_milestone: list[str | None] = [None] * len(steps)
+    start = 0
+    while start < len(steps):
+        end = start
+        while end < len(steps) and turns[end] == turns[start]:
+            end += 1
+        segment = range(start, end)  # these steps, and the milestones at the same positions
+        fits = {i: [j for j in segment if any(c.name == steps[i].name and c.wrong_argument(steps[i].arguments) is None
+                                              for c in ms[j].calls)] for i in segment}
+        owner: dict[int, int] = {}  # milestone -> step
+
+        def augment(i: int, seen: set[int], fits: dict[int, list[int]] = fits, owner: dict[int, int] = owner) -> bool:
+            for j in fits[i]:
+                if j not in seen:
+                    seen.add(j)
+                    if j not in owner or augment(owner[j], seen):
+                        owner[j] = i
+                        return True
+            return False
+
+        if not all(augment(i, set()) for i in segment):
+            return None
+        for j, i in owner.items():
+            step_milestone[i] = ms[j].id
+        start = end
+    matched = {mid: ("step", i) for i, mid in sorted(enumerate(step_milestone), key=lambda im: plan_index[im[1]])}
+    optional = sum(1 for m in ms if m.optional)
+    return Alignment(step_milestone, matched, len(ms) - optional, optional, 0, 0,
+                     method="exact search (the calls of one model turn in any order)", states_explored=len(steps),
+                     allowed=[False] * len(steps))
+
+
+def _brought_about(
+    ms: tuple[Milestone, ...],
+    index: Mapping[str, int],
+    steps: Sequence[StepView],
+    step_milestone: list[str | None],
+    matched: Mapping[str, tuple[str, int]],
+) -> dict[int, str]:
+    """The unmatched executed steps that brought a matched state milestone about: step ``i``
+    changed a key that the milestone names, and the milestone was met after it (by the state
+    after ``k > i`` steps). Each is given the first such milestone. A step whose changes were
+    not recorded brings nothing about. The step whose result matched a ``result`` milestone
+    brought that one about."""
+    out: dict[int, str] = {}
+    for mid, (kind, pos) in matched.items():
+        if kind == "result" and 0 < pos <= len(steps) and step_milestone[pos - 1] is None and steps[pos - 1].executed:
+            if pos - 1 not in out or index[mid] < index[out[pos - 1]]:
+                out[pos - 1] = mid
+    met = sorted(
+        (pos, index[mid], mid) for mid, (kind, pos) in matched.items() if kind == "state"
+    )
+    if not met:
+        return out
+    keys = {mid: {k for p in ms[j].states for k, _ in p.items} for _, j, mid in met}
+    for i, s in enumerate(steps):
+        if step_milestone[i] is not None or i in out or not s.executed or not s.changes:
+            continue
+        for pos, _, mid in met:
+            if pos > i and keys[mid] & s.changes:
+                out[i] = mid
+                break
+    return out
 
 
 def _is_chain(ms: tuple[Milestone, ...], members: Sequence[int], index: Mapping[str, int]) -> bool:
@@ -511,18 +621,23 @@ def _search(
     index: Mapping[str, int],
     judge: Callable[[str, Any], bool] | None,
     limit: int,
+    final_only: frozenset[str] = frozenset(),
     observed: Mapping[int, Observation] | None = None,
     tool_context: Callable[[int], MatchContext] | None = None,
 ) -> tuple[dict[str, tuple[str, int]], int, bool]:
     """The search over matched sets for one part (see the module docstring). Returns the
     matches, the states created and whether it stayed exact."""
+    last = len(steps)  # the final state's position
+    turns = step_turns(steps)
     local = {j: b for b, j in enumerate(members)}
     after_mask = {j: sum(1 << local[index[a]] for a in ms[j].after) for j in members}
     refs = tuple(sorted({r for j in members for r in ms[j].refs}))
     ref_slot = {r: k for k, r in enumerate(refs)}
     own_refs = {j: tuple(ref_slot[r] for r in sorted(ms[j].refs)) for j in members}
-    state_milestones = [j for j in members if ms[j].observed]
+    state_milestones = [j for j in members if ms[j].observed]  # states, messages, results
     observed = observed or {}
+    pure_states = [j for j in state_milestones if not ms[j].calls]
+    mixed_states = [j for j in state_milestones if ms[j].calls]
     dynamic: dict[tuple[int, int, tuple[int, ...]], bool] = {}
 
     def results(ref_steps: tuple[int, ...]) -> dict[str, Any]:
@@ -532,6 +647,8 @@ def _search(
         if not ms[j].refs:
             return True  # checked when the candidates were listed
         mine = tuple(ref_steps[k] for k in own_refs[j])
+        if any(r >= 0 and turns[r] >= turns[i] for r in mine):
+            return False  # a result returned in the same model turn (or later) was not yet seen
         key = (i, j, mine)
         if key not in dynamic:
             context = MatchContext(results=results(ref_steps), judge=judge,
@@ -540,30 +657,48 @@ def _search(
         return dynamic[key]
 
     def close(
-        mask: int, ref_steps: tuple[int, ...], position: int, skip: frozenset[int] = frozenset()
-    ) -> tuple[int, int, tuple[int, ...]]:
-        """Match every state milestone the state after ``position`` steps satisfies, repeatedly
-        (one may make another ready), but those in ``skip``. Returns the new mask, the value
-        gained, the ones added."""
+        mask: int, ref_steps: tuple[int, ...], position: int
+    ) -> list[tuple[int, int, tuple[tuple[int, str], ...]]]:
+        """The ways to match state milestones by the state after ``position`` steps. A
+        milestone with only state alternatives is matched as soon as the state satisfies it
+        (it uses no step, so earlier is never worse), repeatedly (one may make another ready);
+        one that a call could match too (an ``any_of`` mixing both) may be left for a later
+        step, so each choice of those is a way. Returns ``(new mask, value gained, milestones
+        added)`` per way, the way matching none of the mixed ones first; each milestone added
+        with the kind of what matched it (:func:`observed_kind`)."""
         state = states.get(position)
-        seen = observed.get(position)
-        gained, added = 0, []
-        changed = True
-        while changed:
-            changed = False
-            for j in state_milestones:
-                bit = 1 << local[j]
-                if mask & bit or after_mask[j] & ~mask or j in skip:
-                    continue
-                context = MatchContext(results=results(ref_steps), judge=judge)
-                kind = next((("answer" if getattr(p, "final", False) else p.kind)
-                             for p in ms[j].observed if observe(p, state, seen, context)), None)
+        said = observed.get(position)
+        context = MatchContext(results=results(ref_steps), judge=judge) if refs else MatchContext(judge=judge)
+
+        def fits(j: int, mask: int) -> str | None:
+            if mask & (1 << local[j]) or after_mask[j] & ~mask or (position != last and ms[j].id in final_only):
+                return None
+            return next((observed_kind(p) for p in ms[j].observed if observe(p, state, said, context)), None)
+
+        ways: list[tuple[int, int, tuple[tuple[int, str], ...]]] = []
+        seen: set[int] = set()
+        frontier = [(mask, 0, ())]
+        while frontier:
+            mask, gained, added = frontier.pop(0)
+            changed = True
+            while changed:
+                changed = False
+                for j in pure_states:
+                    kind = fits(j, mask)
+                    if kind is not None:
+                        mask |= 1 << local[j]
+                        gained += weight[j]
+                        added += ((j, kind),)
+                        changed = True
+            if mask in seen:
+                continue
+            seen.add(mask)
+            ways.append((mask, gained, added))
+            for j in mixed_states:
+                kind = fits(j, mask)
                 if kind is not None:
-                    mask |= bit
-                    gained += weight[j]
-                    added.append((j, kind))
-                    changed = True
-        return mask, gained, tuple(added)
+                    frontier.append((mask | 1 << local[j], gained + weight[j], added + ((j, kind),)))
+        return ways
 
     # events in time order: step i at 2i + 1, the state after k steps at 2k
     events = [(2 * i + 1, i) for i in part_steps]
@@ -579,24 +714,15 @@ def _search(
         if event < 0:  # a known state
             position = -1 - event
             for (mask, ref_steps), (score, node) in layer.items():
-                new_mask, gained, added = close(mask, ref_steps, position)
-                variants = [(new_mask, gained, added)]
-                # a milestone that a step may also match (any_of a call and a state, a message or
-                # a result) is not always best matched here: the step it could take may
-                # otherwise be an unmatched extra. Each subset of those left for later is tried.
-                either = [j for j, _ in added if ms[j].calls]
-                if either:
-                    if len(either) > _EITHER_LIMIT:
-                        exact = False
-                        either = either[:_EITHER_LIMIT]
-                    for size in range(1, len(either) + 1):
-                        for skip in itertools.combinations(either, size):
-                            variants.append(close(mask, ref_steps, position, frozenset(skip)))
-                for new_mask, gained, added in variants:
+                for new_mask, gained, added in close(mask, ref_steps, position):
                     new_node = (node, -1, -1, added, position) if added else node
                     key = (new_mask, ref_steps)
                     if key not in nxt or nxt[key][0] < score + gained:
                         nxt[key] = (score + gained, new_node)
+            explored += len(nxt)
+            if len(nxt) > limit:
+                exact = False
+                nxt = dict(sorted(nxt.items(), key=lambda kv: -kv[1][0])[:limit])
             layer = nxt
             continue
         i = event
@@ -716,7 +842,7 @@ def _mine_hits(
             continue
         for k, p in enumerate(plan.minefields):
             if isinstance(p, CallPattern) and p.name == s.name and p.wrong_argument(s.arguments) is None:
-                hits.append({"step": i + 1, "minefield": k, "expected": p.expected()})
+                hits.append({"step": i + 1, "minefield": k, "kind": "call", "expected": p.expected()})
                 break
     recorded = sorted(k for k in (states or {}) if k > 0)
     for k, p in enumerate(plan.minefields):
@@ -725,9 +851,9 @@ def _mine_hits(
         # the first state after a step that holds it names that step; only a final state: no step
         at = next((j for j in recorded if p.wrong_key(states[j]) is None), None) if states else None
         if at is not None:
-            hits.append({"step": at, "minefield": k, "expected": p.expected()})
+            hits.append({"step": at, "minefield": k, "kind": "state", "expected": p.expected()})
         elif final_state is not None and p.wrong_key(final_state) is None:
-            hits.append({"step": None, "minefield": k, "expected": p.expected()})
+            hits.append({"step": None, "minefield": k, "kind": "state", "expected": p.expected()})
     return hits
 
 
@@ -749,17 +875,23 @@ def diagnose(
     ``final_state`` is checked and a hit names no step.
 
     A step matched to no milestone is, in this order of checks: ``malformed`` or ``rejected``
-    (never executed); ``out_of_order`` when its call fits a milestone whose ``after`` milestones
-    were not all matched before it; ``extra_call`` when it repeats a call that matched a
-    milestone; ``wrong_arguments`` when its tool is a call of a milestone it could have matched
-    (the first argument that does not fit is named); ``wrong_tool`` when a required milestone
-    that was ready then is never matched; else ``extra_call``. A step matching a minefield is
-    ``forbidden`` whatever it matched.
+    (never executed; the milestone it most likely meant is named); brought about a state
+    milestone (it changed a key the milestone names before it was met: no error);
+    ``out_of_order`` when its call fits a milestone whose ``after`` milestones were not all
+    matched before it, or whose ``$from`` value comes from a result returned in the same model
+    turn; ``extra_call`` when it repeats a call that matched a milestone; ``wrong_arguments``
+    when its tool is a call of a milestone it could have matched (the first argument that does
+    not fit is named, with the value given and the value expected); ``wrong_tool`` when a
+    required milestone that was ready then is never matched; else ``extra_call``. A step
+    matching a minefield is ``forbidden`` whatever it matched.
 
-    The first error is the earliest step that counts against the trajectory (a minefield, an
-    unmatched step the policy forbids) or that names a required milestone the alignment misses;
-    else ``missing`` (step ``None``) for the first missing required milestone; else
-    ``forbidden`` (step ``None``) for a minefield state in the final state; else ``None``.
+    The first error is the earliest of: a step that counts against the trajectory (a
+    minefield, an unmatched step the policy forbids), a step that names a required milestone
+    the alignment misses, and the step that undid a required state milestone met before it
+    (``undone``: the state milestone must hold at the end); else ``missing`` (step ``None``)
+    for the first missing required milestone; else ``forbidden`` (step ``None``) for a
+    minefield state in the final state; else ``None``. It holds ``step`` (1-based tool step or
+    ``None``), ``tool``, ``type``, ``milestone``, ``argument`` and ``note``.
     """
     ms = plan.milestones
     matched = alignment.matched
@@ -781,7 +913,8 @@ def diagnose(
             mine_steps.setdefault(h["step"], h)
     step_milestone = alignment.step_milestone
     allowed_of = alignment.allowed
-    explain = _Explainer(plan, alignment, context, times, missing, absent)
+    brought = alignment.brought_about
+    explain = _Explainer(plan, alignment, context, times, missing, absent, step_turns(steps) if plan.has_refs else None)
     if plan.reads_tools:  # a call reading {"$from": {"tool": ...}} is explained with what it could have read
         tool_context = seen_results(observed, seen, judge)
         explain.step_context = lambda i: MatchContext(results=results, judge=judge,
@@ -791,11 +924,15 @@ def diagnose(
         mid = step_milestone[i]
         if mid is not None:
             label = StepLabel(i + 1, mid, note="matched " + mid)
+        elif i in brought:
+            label = StepLabel(i + 1, brought[i], allowed="brings about",
+                              note=f"brings about {matched[brought[i]][0]} milestone {brought[i]}")
         else:
             label = StepLabel(i + 1)
             if s.malformed or s.rejected or not s.executed:
                 label.type = "malformed" if s.malformed else "rejected"
                 label.note = "malformed call, never executed" if s.malformed else "rejected by the environment, never executed"
+                explain.attempt(label, s, i)
             else:
                 explain(label, s, i)
             allowed = allowed_of[i] if allowed_of else step_allowed(plan, s)
@@ -805,28 +942,92 @@ def diagnose(
                     "not executed" if not s.executed else "read-only" if plan.is_read_only(s.name) else "allowed"
                 )
         if mine_steps and i + 1 in mine_steps:  # the minefield names the step, not a milestone it resembles
+            hit = mine_steps[i + 1]
             also = f" (it also matched milestone {mid})" if mid is not None else ""
             label.type, label.error, label.milestone, label.argument = "forbidden", True, None, None
-            label.expected = mine_steps[i + 1]["expected"]
-            label.note = f"minefield {mine_steps[i + 1]['minefield']} hit{also}"
+            label.allowed = None
+            label.expected = hit["expected"]
+            what = f"the call {s.name}" if hit["kind"] == "call" else f"the state after {s.name}"
+            label.note = f"{what} matches minefield {hit['minefield']}{also}"
         labels.append(label)
+    undone = _undone(plan, missing, times, states) if states and plan.final_only & absent else {}
     first: dict[str, Any] | None = None
     for label in labels:
         if label.error or (label.type is not None and label.milestone in absent):
-            first = {"step": label.step, "type": label.type, "milestone": label.milestone, "argument": label.argument}
+            first = {"step": label.step, "tool": steps[label.step - 1].name, "type": label.type,
+                     "milestone": label.milestone, "argument": label.argument, "note": label.note}
             break
+    for mid, (met, undid) in undone.items():
+        if first is None or first["step"] > undid:
+            first = {"step": undid, "tool": steps[undid - 1].name, "type": "undone", "milestone": mid,
+                     "argument": None, "note": f"state milestone {mid} held after tool step {met} and no longer "
+                                               f"after tool step {undid}; it must hold at the end"}
     if first is None and missing:
-        first = {"step": None, "type": "missing", "milestone": missing[0], "argument": None}
+        first = {"step": None, "tool": None, "type": "missing", "milestone": missing[0], "argument": None,
+                 "note": f"milestone {missing[0]} never reached"}
     if first is None and any(h["step"] is None for h in mines):
-        first = {"step": None, "type": "forbidden", "milestone": None, "argument": None}
+        hit = next(h for h in mines if h["step"] is None)
+        first = {"step": None, "tool": None, "type": "forbidden", "milestone": None, "argument": None,
+                 "note": f"the final state matches minefield {hit['minefield']}"}
     return Diagnosis(labels, missing, missing_optional, mines, first)
+
+
+def _undone(
+    plan: Plan,
+    missing: Sequence[str],
+    times: Mapping[str, float],
+    states: Mapping[int, Mapping[str, Any]],
+) -> dict[str, tuple[int, int]]:
+    """The missing required state milestones that must hold at the end and held on the way:
+    milestone id → (the tool step after which it first held once its ``after`` milestones were
+    matched, the first later tool step after which it no longer held), both 1-based."""
+    by_id = {m.id: m for m in plan.milestones}
+    out: dict[str, tuple[int, int]] = {}
+    positions = sorted(states)
+    for mid in missing:
+        m = by_id[mid]
+        if mid not in plan.final_only or not m.states:
+            continue
+        ready = max((times.get(a, float("inf")) for a in m.after), default=-1.0)
+        met = None
+        for k in positions:
+            holds = k > ready and any(p.wrong_key(states[k]) is None for p in m.states)
+            if met is None and holds:
+                met = k
+            elif met is not None and not holds:
+                out[mid] = (met, k)
+                break
+    return out
+
+
+def first_error_what(first: Mapping[str, Any]) -> str:
+    """What a first error (``trajectory_match``'s ``details.first_error``) is, in words: its
+    type, the milestone and argument it names, and for a minefield or an undone state
+    milestone the note saying which (``forbidden: the call delete_user matches minefield 0``,
+    ``wrong arguments (email, argument 'user_id')``)."""
+    what = str(first.get("type", "")).replace("_", " ")
+    if first.get("milestone"):
+        what += f" ({first['milestone']}"
+        what += f", argument {first['argument']!r})" if first.get("argument") else ")"
+    if first.get("note") and first.get("type") in ("forbidden", "undone"):
+        what += f": {first['note']}"
+    return what
+
+
+def first_error_text(first: Mapping[str, Any]) -> str:
+    """A first error in words, where first: ``step 3 (delete_user): forbidden: the call
+    delete_user matches minefield 0``; ``end of trajectory: missing (email)`` without a step."""
+    step = first.get("step")
+    if step is None:
+        return "end of trajectory: " + first_error_what(first)
+    return f"step {step}" + (f" ({first['tool']})" if first.get("tool") else "") + ": " + first_error_what(first)
 
 
 class _Explainer:
     """Why an executed tool step matched no milestone (the checks :func:`diagnose` lists)."""
 
     __slots__ = ("ms", "names", "by_id", "matched", "candidates", "context", "times", "missing", "absent", "pools",
-                 "step_context")
+                 "turns", "step_context")
 
     def __init__(
         self,
@@ -836,6 +1037,7 @@ class _Explainer:
         times: Mapping[str, float],
         missing: list[str],
         absent: set[str],
+        turns: list[int] | None = None,
     ) -> None:
         self.ms = plan.milestones
         self.names = plan.names
@@ -844,6 +1046,7 @@ class _Explainer:
         self.candidates = alignment.candidates
         self.context, self.times, self.missing, self.absent = context, times, missing, absent
         self.pools: dict[str, tuple[list[Milestone], list[Milestone]]] = {}
+        self.turns = turns
         self.step_context: Callable[[int], MatchContext] | None = None
 
     def pool(self, name: str, named_ids: Sequence[int]) -> tuple[list[Milestone], list[Milestone]]:
@@ -868,6 +1071,44 @@ class _Explainer:
                 return False
         return True
 
+    def meant(self, name: str, i: int) -> Milestone | None:
+        """The milestone a call of tool ``name`` at step ``i`` most likely meant: a missing one
+        first, one ready at that point first; ``None`` when no milestone calls ``name``."""
+        named_ids = self.names.get(name, ())
+        if not named_ids:
+            return None
+        pool = self.pool(name, named_ids)[1]
+        for candidate in pool:
+            if self.ready(candidate, i):
+                return candidate
+        return pool[0]
+
+    def unseen(self, m: Milestone, i: int) -> list[str]:
+        """The milestones whose results ``m`` reads with ``$from`` and that were matched at a
+        step of the same model turn as step ``i`` or later: results the model had not seen."""
+        turns = self.turns
+        if turns is None or not m.refs:
+            return []
+        out = []
+        for ref in sorted(m.refs):
+            where = self.matched.get(ref)
+            if where is not None and where[0] == "step" and turns[where[1]] >= turns[i]:
+                out.append(ref)
+        return out
+
+    def attempt(self, label: StepLabel, s: StepView, i: int) -> None:
+        """Link a call that was never executed (malformed or rejected) to the milestone it
+        most likely meant, naming the argument that does not fit it."""
+        m = self.meant(s.name, i)
+        if m is None:
+            return
+        call = next(c for c in m.calls if c.name == s.name)
+        label.milestone = m.id
+        argument = call.wrong_argument(s.arguments, self.context) if s.arguments else None
+        label.argument = argument or None
+        label.expected = call.expected()
+        label.note += f"; it meant {m.id}" + (f" (argument {argument!r})" if argument else "")
+
     def __call__(self, label: StepLabel, s: StepView, i: int) -> None:
         ms, context = self.ms, self.context
         if self.step_context is not None:
@@ -890,33 +1131,75 @@ class _Explainer:
                 label.note = f"fits {m.id}, but {', '.join(waiting)} not matched before it"
                 label.expected = {"after": list(m.after)}
                 return
+            unseen = self.unseen(m, i)
+            if unseen and m.id not in matched:
+                label.type, label.milestone = "out_of_order", m.id
+                label.note = (f"fits {m.id}, but uses the result of {', '.join(unseen)} before it was returned "
+                              "(made in the same model turn)")
+                label.expected = {"after": list(m.after)}
+                return
         for m in fits:
             if m.id in matched:
                 label.type, label.milestone = "extra_call", m.id
                 label.note = f"repeats {m.id} (matched at another step)"
                 return
         if named_ids:
-            # the milestone it most likely meant: a missing one first, then one ready at that point
-            found = self.pools.get(s.name)
-            pool = (found or self.pool(s.name, named_ids))[1]
-            m = pool[0]
-            for candidate in pool:
-                if self.ready(candidate, i):
-                    m = candidate
-                    break
-            calls = m.calls
-            call = calls[0] if calls[0].name == s.name else next(c for c in calls if c.name == s.name)
+            m = self.meant(s.name, i)
+            assert m is not None
+            call = next(c for c in m.calls if c.name == s.name)
             argument = call.wrong_argument(s.arguments, context)
             label.type, label.milestone, label.argument = "wrong_arguments", m.id, argument or None
             label.expected = call.expected()
-            label.note = f"argument {argument!r} does not match {m.id}" if argument else f"arguments do not match {m.id}"
+            label.note = _argument_text(call, argument, s.arguments, context) if argument else f"arguments do not match {m.id}"
             return
         for mid in self.missing:
             m = self.by_id[mid]
-            if self.ready(m, i):
+            if m.calls and self.ready(m, i):  # a state milestone is no call: any tool may bring it about
                 label.type, label.milestone = "wrong_tool", mid
                 label.expected = m.calls[0].expected() if m.calls else m.alternatives[0].expected()
                 label.note = f"expected {mid}"
                 return
         label.type = "extra_call"
         label.note = "matches no milestone"
+
+
+def _json_type(value: Any) -> str:
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int | float):
+        return "number" if isinstance(value, float) else "integer"
+    return {str: "string", list: "list", dict: "object", type(None): "null"}.get(type(value), type(value).__name__)
+
+
+def _shown(value: Any) -> str:
+    import json
+
+    text = json.dumps(value, ensure_ascii=False, default=str)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _argument_text(call: CallPattern, argument: str, arguments: Mapping[str, Any], context: MatchContext) -> str:
+    """Why argument ``argument`` of a call does not fit ``call``: not given, not expected, or
+    the value given beside the value expected (a ``$from`` resolved to the value it names),
+    with their types when only the type differs (``'158'`` (string) vs ``158`` (integer))."""
+    matcher = dict(call.arguments or ()).get(argument)
+    if argument not in arguments:
+        return f"argument {argument!r} missing"
+    given = arguments[argument]
+    if matcher is None:
+        return f"argument {argument!r} = {_shown(given)} not expected"
+    if isinstance(matcher, From):
+        wanted = matcher.resolve(context)
+        source = f"{matcher.milestone}'s result" + (f" at {matcher.path}" if matcher.path else "")
+        if wanted is NO_VALUE:
+            return f"argument {argument!r} = {_shown(given)}; expected a value from {source}, which has none there"
+        expected_text = f"{_shown(wanted)} (from {source})"
+    elif isinstance(matcher, Equal):
+        wanted = matcher.value
+        expected_text = _shown(wanted)
+    else:
+        return f"argument {argument!r} = {_shown(given)} does not match {_shown(matcher.expected())}"
+    if _json_type(given) != _json_type(wanted) and str(given) == str(wanted):
+        return (f"argument {argument!r}: type differs: {_shown(given)} ({_json_type(given)}) vs "
+                f"{_shown(wanted)} ({_json_type(wanted)})")
+    return f"argument {argument!r} = {_shown(given)}, expected {expected_text}"

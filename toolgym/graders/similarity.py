@@ -76,7 +76,7 @@ def milestone_similarities(analysis: Analysis, trajectory: Trajectory, judge: An
         isinstance(p, MessagePattern) for m in needs for p in m.alternatives) else {}
     states: dict[int, Any] = {}
     if any(m.states for m in needs):
-        states = {**recorded_states(trajectory), len(steps): trajectory.final_state}
+        states = dict(analysis.states) or {**recorded_states(trajectory), len(steps): trajectory.final_state}
     tool_context = seen_results(observations(trajectory), results_seen(trajectory), judge) if plan.reads_tools else None
     context = MatchContext(results=results, judge=judge)
 

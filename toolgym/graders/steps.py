@@ -41,14 +41,19 @@ class StepsExact:
     ``order_matters`` (the default), as multisets otherwise. Every attempted tool call counts,
     including those whose tool reported an error; a malformed call (never executed) counts as
     ``"(malformed)"`` and a call refused for its arguments as ``"NAME (rejected)"``, so neither
-    matches."""
+    matches. Compares tool names only, never arguments (``trajectory_match`` compares
+    arguments). Does not apply to an example with ``milestones`` and no ``expected_steps``
+    (its task is given by the milestones), as ``step_ratio`` does not apply without expected
+    steps."""
 
     name = "steps_exact"
     kept_details: ClassVar[tuple[str, ...]] = ("expected",)  # the views read the expected names
 
     def grade(self, example: Example, trajectory: Trajectory) -> Score | None:
-        actual = step_names(trajectory)
         expected = example.expected_steps
+        if not expected and example.milestones is not None:
+            return None  # the task is given by its milestones, not by a list of steps
+        actual = step_names(trajectory)
         if example.order_matters:
             ok = actual == expected
             diverge = first_divergence(expected, actual)

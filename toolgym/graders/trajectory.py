@@ -28,7 +28,7 @@ from toolgym.graders.alignment import (
     StepView,
     align,
     diagnose,
-    step_allowed,
+    first_error_text,
 )
 from toolgym.milestones import ARGS_MODES, Plan, StatePattern, calls_plan
 from toolgym.records import BINARY, Example, Measure, Score, ToolCallSpec, Trajectory, states_after
@@ -66,19 +66,40 @@ def _result(output: str) -> Any:
         return output
 
 
+def _changed_keys(patch: list[dict[str, Any]] | None) -> frozenset[str] | None:
+    """The top-level state keys an RFC 6902 patch touches; ``None`` when it was not recorded
+    or replaces the whole state."""
+    if patch is None:
+        return None
+    keys = set()
+    for op in patch:
+        for where in (op.get("path"), op.get("from")):
+            if isinstance(where, str):
+                if where == "":
+                    return None
+                keys.add(where[1:].split("/", 1)[0].replace("~1", "/").replace("~0", "~"))
+    return frozenset(keys)
+
+
 def step_views(trajectory: Trajectory, results: bool = True) -> list[StepView]:
     """The trajectory's tool steps as the alignment reads them: the output parsed as JSON
     (else kept as text) is the result ``$from`` reads (parsed only when ``results``); a
-    malformed or rejected call was never executed."""
-    if results:
-        return [
-            StepView(s.name, s.arguments, _result(s.output), not (s.malformed or s.rejected), s.malformed, s.rejected)
-            for s in trajectory.tool_steps
-        ]
-    return [
-        StepView(s.name, s.arguments, None, not (s.malformed or s.rejected), s.malformed, s.rejected)
-        for s in trajectory.tool_steps
-    ]
+    malformed or rejected call was never executed; ``turn`` is the model turn that made the
+    call (0-based; ``None`` for a step before any model step: a hand-built trajectory) and
+    ``changes`` the state keys its ``state_patch`` touched."""
+    views = []
+    turn = -1
+    for s in trajectory.steps:
+        if s.kind == "model":
+            turn += 1
+            continue
+        if s.kind != "tool":
+            continue
+        views.append(StepView(
+            s.name, s.arguments, _result(s.output) if results else None, not (s.malformed or s.rejected),
+            s.malformed, s.rejected, turn if turn >= 0 else None, _changed_keys(s.state_patch),
+        ))
+    return views
 
 
 def observations(trajectory: Trajectory, results: bool = True) -> dict[int, Observation]:
@@ -95,7 +116,7 @@ def observations(trajectory: Trajectory, results: bool = True) -> dict[int, Obse
         if step.kind == "model":
             if step.text:
                 texts.setdefault(k, []).append(step.text)
-        else:
+        elif step.kind == "tool":
             k += 1
             if results and not (step.error or step.malformed or step.rejected):
                 produced[k] = (step.name, _result(step.output))
@@ -121,7 +142,7 @@ def results_seen(trajectory: Trajectory) -> list[int]:
     for step in trajectory.steps:
         if step.kind == "model":
             turn = k
-        else:
+        elif step.kind == "tool":
             out.append(turn if turn is not None else k)
             k += 1
     return out
@@ -132,8 +153,9 @@ def agentevals_plan(calls: list[ToolCallSpec], trajectory_mode: str, args_mode: 
     modes defines it (agentevals README, "Trajectory match"):
 
     * ``strict``: "the same messages in the same order, with the same tool calls": a chain of
-      the reference calls, no other call allowed (the tool calls only; how they are grouped in
-      messages is not compared);
+      the reference calls, no other call allowed; the calls of one model turn may match the
+      chain's next calls in any order (agentevals pairs the calls inside one assistant message
+      in any order); how the reference's calls are grouped in messages is not compared;
     * ``unordered``: "the same tool calls in any order": every reference call, no other call;
     * ``superset``: the trajectory holds at least the reference calls, extra calls allowed;
     * ``subset``: every call of the trajectory is one of the reference calls ("did not call
@@ -152,11 +174,13 @@ def agentevals_plan(calls: list[ToolCallSpec], trajectory_mode: str, args_mode: 
     if args_mode not in ARGS_MODES:
         raise ValueError(f"args_mode {args_mode!r}: expected one of {', '.join(ARGS_MODES)}")
     # no $from here, so no ancestor sets are needed (a chain's would be quadratic in its length)
-    return calls_plan(
+    plan = calls_plan(
         calls, chain=trajectory_mode == "strict", optional=trajectory_mode == "subset",
         extra_calls="allow" if trajectory_mode == "superset" else "forbid", args_mode=args_mode,  # type: ignore[arg-type]
         source=f"agentevals {trajectory_mode} match, arguments {args_mode}",
     )
+    plan.unordered_within_turn = trajectory_mode == "strict"
+    return plan
 
 
 @dataclass
@@ -167,6 +191,35 @@ class Analysis:
     steps: list[StepView]
     alignment: Alignment
     diagnosis: Diagnosis
+    states: dict[int, dict[str, Any]] = field(default_factory=dict)
+    """The state after each tool step ``k`` known (the recorded ones, and the final state
+    after the last step)."""
+
+    def matched_details(self) -> dict[str, dict[str, Any]]:
+        """``trajectory_match``'s ``details.matched``: milestone → ``{"kind": "step", "at":
+        1-based tool step}``, ``{"kind": "message" | "answer" | "result", "at": tool steps
+        before it}`` or ``{"kind": "state", "at": tool steps before the state that
+        matched it, "met": tool steps after which it held from then on}`` (for a state
+        milestone matched by the final state, where it was first met and never undone;
+        ``met`` equals ``at`` otherwise)."""
+        out: dict[str, dict[str, Any]] = {}
+        by_id = {m.id: m for m in self.plan.milestones}
+        for mid, (kind, pos) in self.alignment.matched.items():
+            if kind == "step":
+                out[mid] = {"kind": "step", "at": pos + 1}
+                continue
+            if kind != "state":  # a message, an answer, a result: said or returned after `pos` tool steps
+                out[mid] = {"kind": kind, "at": pos}
+                continue
+            met = pos
+            if mid in self.plan.final_only:
+                for k in sorted((k for k in self.states if k < pos), reverse=True):
+                    if any(p.wrong_key(self.states[k]) is None for p in by_id[mid].states):
+                        met = k
+                    else:
+                        break
+            out[mid] = {"kind": "state", "at": pos, "met": met}
+        return out
 
 
 _LAST: list[tuple[Any, ...]] = []
@@ -215,13 +268,13 @@ def analyse(
     # the states after recorded steps, and the final state after the last one: what the
     # environment held at the end, whatever was recorded
     recorded = recorded_states(trajectory) if plan_reads_states(plan) else {}
+    known = {**recorded, len(steps): trajectory.final_state}
     observed = observations(trajectory) if plan.observes or plan.reads_tools else None
     seen = results_seen(trajectory) if plan.reads_tools else None
-    alignment = align(plan, steps, {**recorded, len(steps): trajectory.final_state}, judge=judge,
-                      observed=observed, seen=seen)
+    alignment = align(plan, steps, known, judge=judge, observed=observed, seen=seen)
     diagnosis = diagnose(plan, steps, alignment, trajectory.final_state, judge=judge, states=recorded,
                          observed=observed, seen=seen)
-    result = Analysis(plan, steps, alignment, diagnosis)
+    result = Analysis(plan, steps, alignment, diagnosis, known)
     _LAST[:1] = [(example, trajectory, plan, judge, result)]
     return result
 
@@ -332,13 +385,9 @@ def _alignment_rows(a: Analysis) -> list[dict[str, Any]]:
     return [label.row(s.name) for s, label in zip(a.steps, a.diagnosis.labels, strict=True)]
 
 
-def _error_text(first: dict[str, Any]) -> str:
-    where = f"step {first['step']}: " if first["step"] is not None else ""
-    what = first["type"].replace("_", " ")
-    if first.get("milestone"):
-        what += f" ({first['milestone']}"
-        what += f", argument {first['argument']!r})" if first.get("argument") else ")"
-    return where + what
+def required_text(matched: int, required: int) -> str:
+    """``"2/3 required milestones matched"``, or ``"no required milestones"``."""
+    return f"{matched}/{required} required milestones matched" if required else "no required milestones (all optional)"
 
 
 @register_grader("trajectory_match")
@@ -414,12 +463,12 @@ class TrajectoryMatch(_MilestoneGrader):
         d, al = a.diagnosis, a.alignment
         required = sum(1 for m in plan.milestones if not m.optional)
         if d.passed:
-            explanation = f"all {required} required milestones matched"
+            explanation = f"all {required} required milestones matched" if required else required_text(0, 0)
             if al.optional_matched:
                 explanation += f", {al.optional_matched} optional"
         else:
-            explanation = _error_text(d.first_error or {})
-            explanation += f"; {al.required_matched}/{required} required milestones matched"
+            explanation = first_error_text(d.first_error or {})
+            explanation += f"; {required_text(al.required_matched, required)}"
         if not al.exact:
             explanation += f" ({al.method})"
         return make_score(
@@ -429,7 +478,7 @@ class TrajectoryMatch(_MilestoneGrader):
             missing=d.missing,
             missing_optional=d.missing_optional,
             minefields_hit=d.mines,
-            matched={k: {"kind": kind, "at": pos + 1 if kind == "step" else pos} for k, (kind, pos) in al.matched.items()},
+            matched=a.matched_details(),
             exact=al.exact,
             method=al.method,
             plan=plan.source,
@@ -457,24 +506,38 @@ class MilestoneProgress(_MilestoneGrader):
         required = sum(1 for m in a.plan.milestones if not m.optional)
         matched = a.alignment.required_matched
         if a.diagnosis.mines:
-            return make_score(self, trajectory, 0.0, f"minefield hit ({matched}/{required} matched before)",
+            hit = a.diagnosis.mines[0]
+            where = (f"at step {hit['step']} ({a.steps[hit['step'] - 1].name})" if hit["step"] is not None
+                     else "in the final state")
+            return make_score(self, trajectory, 0.0,
+                              f"minefield {hit['minefield']} hit {where}; {required_text(matched, required)}",
                               matched=matched, required=required, minefields_hit=a.diagnosis.mines)
         value = matched / required if required else 1.0
-        return make_score(self, trajectory, value, f"{matched}/{required} required milestones matched",
+        return make_score(self, trajectory, value, required_text(matched, required),
                           matched=matched, required=required, missing=a.diagnosis.missing)
+
+
+HARMLESS_EXTRAS: frozenset[str] = frozenset({"extra_call", "wrong_tool"})
+"""The error types of an unmatched step that ``step_precision`` leaves out when the extra-call
+policy allows the step: a repeated or unrelated call. An allowed call that aimed at a milestone
+and missed it (wrong arguments, out of order, malformed, rejected) still counts."""
 
 
 @register_grader("step_precision")
 @dataclass(frozen=True)
 class StepPrecision(_MilestoneGrader):
-    """Tool steps matched to a milestone divided by tool steps made, leaving out the unmatched
-    steps the ``extra_calls`` policy allows (a harmless extra read is no error). Applies to
-    examples with ``milestones`` and trajectories with at least one counted step."""
+    """Tool steps matched to a milestone (or that brought a state milestone about) divided by
+    the tool steps counted. Every step counts except an unmatched one that the ``extra_calls``
+    policy allows and that is a harmless extra (a repeated or unrelated call: its type is in
+    :data:`HARMLESS_EXTRAS`); a call that aimed at a milestone and missed it (wrong arguments,
+    out of order, malformed, rejected) counts against precision even when the policy allows
+    it. Applies to examples with ``milestones`` and trajectories with at least one counted
+    step."""
 
     name: ClassVar[str] = "step_precision"
     measure: ClassVar[Measure] = Measure(
         kind="continuous", direction="higher", pass_if=None,
-        reference="toolgym issue 25: matched tool steps / tool steps made, allowed extras left out",
+        reference="toolgym issue 25: matched tool steps / tool steps made, allowed harmless extras left out",
     )
 
     def grade(self, example: Example, trajectory: Trajectory) -> Score | None:
@@ -482,17 +545,18 @@ class StepPrecision(_MilestoneGrader):
         if a is None:
             return None
         made = len(a.steps)
-        allowed = sum(
-            1 for s, mid in zip(a.steps, a.alignment.step_milestone, strict=True)
-            if mid is None and step_allowed(a.plan, s)
+        left_out = sum(
+            1 for label in a.diagnosis.labels
+            if label.allowed is not None and label.allowed != "brings about" and label.type in HARMLESS_EXTRAS
         )
-        counted = made - allowed
+        counted = made - left_out
         if counted == 0:
             return None
-        matched = made - a.alignment.unmatched
+        matched = sum(1 for label in a.diagnosis.labels if label.type is None and label.milestone is not None)
         return make_score(self, trajectory, matched / counted,
-                          f"{matched}/{counted} counted tool steps matched a milestone ({allowed} allowed extras left out)",
-                          matched=matched, counted=counted, allowed_extra=allowed)
+                          f"{matched}/{counted} counted tool steps matched a milestone ({left_out} harmless allowed "
+                          "extras left out)",
+                          matched=matched, counted=counted, allowed_extra=left_out)
 
 
 @register_grader("step_recall")

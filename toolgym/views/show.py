@@ -19,6 +19,7 @@ from rich.console import Console
 from rich.text import Text
 
 from toolgym.api import load_run
+from toolgym.graders.alignment import first_error_what
 from toolgym.records import ToolCallSpec, Trajectory
 from toolgym.views.rundata import (
     RunView,
@@ -210,6 +211,9 @@ def print_trajectory(
     labels = list(aligned.details.get("alignment") or []) if aligned is not None else []
     changes = state_changes(traj)
     stopped_noted = False
+    met = state_milestones_met(aligned.details if aligned is not None else {})
+    for line in met.get(0, []):
+        console.print(line)
     tool_index = 0
     for number, step in enumerate(traj.steps, 1):
         if step.kind == "model":
@@ -259,6 +263,8 @@ def print_trajectory(
                 note = f": {traj.state_note}" if traj.state_note else ""
                 console.print(Text(f"      state not recorded from this step{_safe(note)}", style="dim"))
             for line in state_change_lines(change or []):
+                console.print(line)
+            for line in met.get(tool_index + 1, []):
                 console.print(line)
             tool_index += 1
     if divergence is not None and divergence.index >= tool_index:
@@ -349,6 +355,20 @@ def alignment_line(label: dict[str, Any], first_error_step: int | None = None) -
     return text
 
 
+def state_milestones_met(details: dict[str, Any]) -> dict[int, list[Text]]:
+    """Where each state milestone of ``trajectory_match``'s ``details.matched`` was met: the
+    number of tool steps after which it held (``met``, else ``at``; 0 before any step) → the
+    lines ``✓ state milestone ID met``."""
+    out: dict[int, list[Text]] = {}
+    for mid, where in (details.get("matched") or {}).items():
+        if isinstance(where, dict) and where.get("kind") == "state":
+            k = where.get("met", where.get("at"))
+            if isinstance(k, int):
+                out.setdefault(k, []).append(
+                    Text.assemble(("      ✓ ", "green"), (f"state milestone {_safe(str(mid))} met", "green")))
+    return out
+
+
 def alignment_summary(details: dict[str, Any], rows: list[int] | None = None) -> list[Text]:
     """The lines after the steps: milestones never reached (required, then optional),
     minefield states hit, how the alignment was found, and the first error (its tool step, and
@@ -372,10 +392,7 @@ def alignment_summary(details: dict[str, Any], rows: list[int] | None = None) ->
         if isinstance(step, int):  # the grader counts tool steps; the rows above count every step
             row = rows[step - 1] if rows is not None and 0 < step <= len(rows) else None
             where = f"tool step {step}" + (f" (row {row})" if row is not None else "")
-        what = str(first.get("type", "")).replace("_", " ")
-        if first.get("milestone"):
-            what += f" ({first['milestone']}" + (f", argument {first['argument']}" if first.get("argument") else "") + ")"
-        lines.append(Text.assemble(("first error: ", "bold red"), _safe(f"{where}: {what}")))
+        lines.append(Text.assemble(("first error: ", "bold red"), _safe(f"{where}: {first_error_what(first)}")))
     return lines
 
 

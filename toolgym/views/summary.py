@@ -184,8 +184,13 @@ def print_summary(cells: Sequence[SummaryCell], console, title: str = "summary")
 
 FIRST_ERROR_TYPES = (
     "wrong_tool", "wrong_arguments", "missing", "out_of_order", "extra_call", "forbidden", "malformed", "rejected",
+    "undone",
 )
 """The error types of ``trajectory_match``'s ``first_error`` (docs/stepwise-grader.md)."""
+
+
+EXAMPLES_SHOWN = 5
+"""Example ids named per row of the first-error table (then ``+N`` more)."""
 
 
 def milestone_depths(example: Example) -> dict[str, int]:
@@ -208,7 +213,8 @@ def milestone_depths(example: Example) -> dict[str, int]:
 
 
 def milestone_tables(view: RunView):
-    """For a run graded by ``trajectory_match``: the first errors counted by type, and the
+    """For a run graded by ``trajectory_match``: the first errors counted by type and
+    milestone, with the ids of the examples where each occurred, and the
     share of required milestones matched at each depth of the ``after`` order (the run's
     examples must be loaded for the second). Returns a list of ``rich.table.Table`` (empty when
     the run has no ``trajectory_match`` score with details)."""
@@ -218,21 +224,27 @@ def milestone_tables(view: RunView):
     scores = [s for s in view.run.scores if s.grader == "trajectory_match" and "first_error" in s.details]
     if not scores:
         return []
-    counts = {t: 0 for t in FIRST_ERROR_TYPES}
+    order = {t: k for k, t in enumerate(FIRST_ERROR_TYPES)}
+    groups: dict[tuple[str, str], list[str]] = {}
     passed = 0
     for s in scores:
         first = s.details.get("first_error")
-        if isinstance(first, dict) and first.get("type") in counts:
-            counts[first["type"]] += 1
+        if isinstance(first, dict) and first.get("type") in order:
+            groups.setdefault((first["type"], str(first.get("milestone") or "")), []).append(s.example_id)
         elif first is None:
             passed += 1
-    errors = Table(title=Text(visible(f"{view.label} · trajectory_match: first error by type")))
+    errors = Table(title=Text(visible(f"{view.label} · trajectory_match: first error by type and milestone")))
     errors.add_column("first error")
+    errors.add_column("milestone")
     errors.add_column("trajectories", justify="right")
     errors.add_column("share", justify="right")
-    for kind, n in [("(none: passed)", passed), *counts.items()]:
-        if n:
-            errors.add_row(kind, str(n), f"{n / len(scores):.3f}")
+    errors.add_column("examples")
+    if passed:
+        errors.add_row("(none: passed)", "", str(passed), f"{passed / len(scores):.3f}", "")
+    for (kind, milestone), ids in sorted(groups.items(), key=lambda kv: (order[kv[0][0]], -len(kv[1]), kv[0][1])):
+        unique = list(dict.fromkeys(ids))
+        shown = ", ".join(unique[:EXAMPLES_SHOWN]) + (f" +{len(unique) - EXAMPLES_SHOWN}" if len(unique) > EXAMPLES_SHOWN else "")
+        errors.add_row(kind, visible(milestone), str(len(ids)), f"{len(ids) / len(scores):.3f}", visible(shown))
     tables = [errors]
     if view.examples:
         reached: dict[int, list[int]] = {}

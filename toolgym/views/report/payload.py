@@ -45,6 +45,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+from toolgym.graders.alignment import first_error_text
 from toolgym.records import ModelStep, ToolCallSpec, Trajectory
 from toolgym.views.rundata import RunView, first_call_divergence, pass_rule_text, state_changes
 
@@ -248,13 +249,7 @@ def _change(change: dict[str, Any], max_chars: int) -> list[Any]:
 
 
 def _first_error_text(first: Any) -> str | None:
-    if not isinstance(first, dict):
-        return None
-    where = f"step {first.get('step')}" if first.get("step") is not None else "end of trajectory"
-    what = str(first.get("type", "")).replace("_", " ")
-    if first.get("milestone"):
-        what += f" ({first['milestone']}" + (f", argument {first['argument']}" if first.get("argument") else "") + ")"
-    return f"{where}: {what}"
+    return first_error_text(first) if isinstance(first, dict) else None
 
 
 def _flag(passed: bool | None) -> int | None:

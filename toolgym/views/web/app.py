@@ -328,8 +328,10 @@ def trajectory_detail(
     record as stored (every field, ``steps`` whole), its scores (with ``passed``), its example,
     the first error, and on each step: ``index`` (0-based among all steps), on tool steps
     ``tool_index`` (0-based among tool steps), ``milestone`` (the milestone the alignment
-    matched), ``label`` (the ``trajectory_match`` alignment row) and ``state_after`` (when the
-    run recorded state patches); ``None`` when there is no such trajectory."""
+    matched), ``label`` (the ``trajectory_match`` alignment row), ``state_milestones_met`` (the
+    state milestones first met, and held from then on, after this step) and ``state_after``
+    (when the run recorded state patches); ``state_milestones_met_at_start`` those met before
+    any step; ``None`` when there is no such trajectory."""
     found = index.trajectory(example_id, trial)
     if found is None:
         return None
@@ -339,12 +341,17 @@ def trajectory_detail(
     labels = match.details.get("alignment") if match is not None else None
     milestones = milestone_keys(traj, scores)
     states = _states_after(traj)
+    met: dict[int, list[str]] = {}  # tool steps after which a state milestone was met → its ids
+    for mid, where in ((match.details.get("matched") or {}) if match is not None else {}).items():
+        if isinstance(where, dict) and where.get("kind") == "state" and isinstance(where.get("met", where.get("at")), int):
+            met.setdefault(where.get("met", where.get("at")), []).append(mid)
     tool_i = 0
     for i, step in enumerate(doc["steps"]):
         step["index"] = i
         if step["kind"] == "tool":
             step["tool_index"] = tool_i
             step["milestone"] = milestones[tool_i]
+            step["state_milestones_met"] = met.get(tool_i + 1, [])
             if isinstance(labels, list) and tool_i < len(labels):
                 step["label"] = labels[tool_i]
             if states is not None and tool_i < len(states):
@@ -358,6 +365,7 @@ def trajectory_detail(
         "scores": [{**s.model_dump(mode="json"), "passed": passed.get(s.grader)} for s in scores],
         "example": example.model_dump(mode="json", exclude_defaults=True) if example is not None else None,
         "first_error": row.get("first_error"),
+        "state_milestones_met_at_start": met.get(0, []),
         "row": row,
         "parent_ref": _parent_ref(doc.get("parent"), catalog),
     }

@@ -1,0 +1,198 @@
+"""The stepwise grader on the cases an outside expert review found wrong or misleading (issue 35),
+each played through `toolgym.evaluate` on a real environment with a scripted model."""
+
+from __future__ import annotations
+
+import toolgym
+from toolgym.graders.alignment import StepView, align, diagnose
+from toolgym.milestones import compile_plan
+from toolgym.providers.scripted import ScriptedChatModel
+
+STEPWISE = ["trajectory_match", "milestone_progress", "step_precision", "step_recall"]
+
+
+def turn(*calls):
+    """One model turn making ``calls`` (``(name, args)`` pairs) as parallel tool calls."""
+    return {"content": "", "tool_calls": [{"name": n, "args": a, "id": f"c{k}"} for k, (n, a) in enumerate(calls)]}
+
+
+def play(env, example, *turns, graders=STEPWISE):
+    """Play ``turns`` (then "done") on ``env`` for ``example``; the scores by grader."""
+    result = toolgym.evaluate(env, model=ScriptedChatModel(turns=[*turns, "done"]), dataset=[example], graders=graders)
+    return {s.grader: s for s in result.scores}, result.trajectories[0]
+
+
+KWAME = {
+    "id": "kwame", "input": "What is Kwame's email?",
+    "milestones": [
+        {"id": "find", "call": {"name": "find_users_by_name", "arguments": {"name": {"$lenient": "kwame"}}}},
+        {"id": "email", "after": ["find"], "call": {"name": "get_user_email",
+                                                   "arguments": {"user_id": {"$from": "find", "path": "/0/id"}}}},
+    ],
+    "read_only": ["find_*", "get_*"], "extra_calls": "allow_read_only",
+}
+
+
+def test_data_flow_from_a_result_the_model_had_not_seen_is_out_of_order():
+    # both calls in one model turn: 158 cannot have come from find's result
+    scores, _ = play("relational_data", KWAME, turn(("find_users_by_name", {"name": "Kwame"}),
+                                                    ("get_user_email", {"user_id": 158})))
+    match = scores["trajectory_match"]
+    assert match.value == 0.0
+    assert match.details["first_error"]["type"] == "out_of_order" and match.details["first_error"]["step"] == 2
+    row = match.details["alignment"][1]
+    assert "before it was returned" in row["note"] and row["milestone"] == "email"
+    # the same calls in two turns: the id was read from the result
+    scores, _ = play("relational_data", KWAME, turn(("find_users_by_name", {"name": "Kwame"})),
+                     turn(("get_user_email", {"user_id": 158})))
+    assert scores["trajectory_match"].value == 1.0
+
+
+def test_an_optional_milestone_never_costs_a_forbidden_extra_call():
+    plan = compile_plan([
+        {"id": "o1", "optional": True, "any_of": [{"call": {"name": "r"}}, {"call": {"name": "w"}}]},
+        {"id": "o2", "optional": True, "after": ["o1"], "call": {"name": "r"}},
+    ], read_only=["r"], extra_calls="allow_read_only")
+    steps = [StepView("r", {}), StepView("r", {}), StepView("w", {})]
+    result = align(plan, steps)
+    assert result.forbidden_unmatched == 0 and result.step_milestone == [None, None, "o1"]
+    assert diagnose(plan, steps, result).passed
+
+
+def test_a_last_state_milestone_undone_at_the_end_fails_unless_transient():
+    example = {"id": "cab", "input": "Type cab", "milestones": [{"id": "cab", "state": {"paper": "cab"}}],
+               "extra_calls": "allow"}
+    typing = [turn(("type_letter", {"letter": x})) for x in "cabb"]
+    scores, _ = play("typewriter_1", example, *typing)
+    match = scores["trajectory_match"]
+    assert match.value == 0.0 and match.details["first_error"]["type"] == "undone"
+    assert match.details["first_error"]["step"] == 4 and "held after tool step 3" in match.explanation
+    scores, _ = play("typewriter_1", {**example, "milestones": [{**example["milestones"][0], "transient": True}]},
+                     *typing)
+    assert scores["trajectory_match"].value == 1.0
+    assert scores["trajectory_match"].details["matched"]["cab"] == {"kind": "state", "at": 3, "met": 3}
+
+
+def test_calls_that_bring_state_milestones_about_are_not_extra_calls():
+    example = {"id": "abc", "input": "Type ab, then c",
+               "milestones": [{"id": "ab", "state": {"paper": "ab"}}, {"id": "abc", "after": ["ab"], "state": {"paper": "abc"}}]}
+    scores, _ = play("typewriter_1", example, *[turn(("type_letter", {"letter": x})) for x in "abc"])
+    assert scores["trajectory_match"].value == 1.0, scores["trajectory_match"].explanation
+    assert scores["step_precision"].value == 1.0
+    rows = scores["trajectory_match"].details["alignment"]
+    assert [r.get("milestone") for r in rows] == ["ab", "ab", "abc"]
+    assert all(r["note"].startswith("brings about state milestone") for r in rows)
+    # a call that changes the paper after the last state milestone was met is still an extra
+    scores, _ = play("typewriter_1", {**example, "milestones": [*example["milestones"][:1],
+                                                                {**example["milestones"][1], "transient": True}]},
+                     *[turn(("type_letter", {"letter": x})) for x in "abcd"])
+    assert scores["trajectory_match"].value == 0.0
+    assert scores["trajectory_match"].details["first_error"]["type"] == "extra_call"
+
+
+def test_wrong_argument_reads_count_against_precision():
+    wrong = turn(("get_user_email", {"user_id": 7}))
+    scores, _ = play("relational_data", KWAME, turn(("find_users_by_name", {"name": "Kwame"})), wrong,
+                     turn(("get_user_email", {"user_id": 158})))
+    assert scores["trajectory_match"].value == 1.0  # the policy allows the read, and it was corrected
+    assert scores["step_precision"].value == 2 / 3
+    # every call wrong: precision 0, not unscored
+    scores, _ = play("relational_data", KWAME, turn(("find_users_by_name", {"name": "Nobody"})), wrong)
+    assert scores["step_precision"].value == 0.0
+
+
+def test_steps_exact_does_not_apply_to_an_example_given_by_milestones_alone():
+    scores, _ = play("relational_data", KWAME, graders=["steps_exact", "trajectory_match"])
+    assert "steps_exact" not in scores and scores["trajectory_match"].value == 0.0
+
+
+def test_a_wrong_argument_is_shown_by_value_and_type():
+    scores, _ = play("relational_data", KWAME, turn(("find_users_by_name", {"name": "Kwame"})),
+                     turn(("get_user_email", {"user_id": "158"})))
+    row = scores["trajectory_match"].details["alignment"][1]
+    assert row["type"] == "wrong_arguments"
+    assert row["note"] == "argument 'user_id': type differs: \"158\" (string) vs 158 (integer)"
+    scores, _ = play("relational_data", KWAME, turn(("find_users_by_name", {"name": "Kwame"})),
+                     turn(("get_user_email", {"user_id": 22})))
+    assert scores["trajectory_match"].details["alignment"][1]["note"] == (
+        "argument 'user_id' = 22, expected 158 (from find's result at /0/id)")
+
+
+def test_a_rejected_attempt_names_the_milestone_it_meant():
+    scores, traj = play("relational_data", KWAME, turn(("find_users_by_name", {"name": "Kwame"})),
+                        turn(("get_user_email", {"user_id": 158, "verbose": True})))
+    assert traj.tool_steps[1].rejected
+    match = scores["trajectory_match"]
+    row = match.details["alignment"][1]
+    assert (row["type"], row["milestone"], row["argument"]) == ("rejected", "email", "verbose")
+    first = match.details["first_error"]
+    assert (first["step"], first["type"], first["milestone"]) == (2, "rejected", "email")
+
+
+def test_wording_of_minefields_progress_and_all_optional_examples():
+    example = {**KWAME, "minefields": [{"call": {"name": "get_user_name"}}]}
+    scores, _ = play("relational_data", example, turn(("find_users_by_name", {"name": "Kwame"})),
+                     turn(("get_user_name", {"user_id": 158})), turn(("get_user_email", {"user_id": 158})))
+    match = scores["trajectory_match"]
+    assert match.explanation.startswith("step 2 (get_user_name): forbidden: the call get_user_name matches minefield 0")
+    row = match.details["alignment"][1]
+    assert row["type"] == "forbidden" and "allowed" not in row
+    progress = scores["milestone_progress"]
+    assert progress.explanation == "minefield 0 hit at step 2 (get_user_name); 2/2 required milestones matched"
+    optional = {"id": "o", "input": "x", "milestones": [{"id": "o", "optional": True, "call": {"name": "get_user_name"}}]}
+    scores, _ = play("relational_data", optional)
+    assert scores["trajectory_match"].explanation == "no required milestones (all optional)"
+    assert scores["milestone_progress"].explanation == "no required milestones (all optional)"
+
+
+def test_strict_mode_pairs_the_calls_of_one_model_turn_in_any_order():
+    from toolgym.graders.trajectory import TrajectoryMatch
+
+    example = {"id": "two", "input": "x", "expected_calls": [
+        {"name": "find_users_by_name", "arguments": {"name": "Kwame"}},
+        {"name": "find_users_by_name", "arguments": {"name": "Ada"}},
+    ]}
+    strict = TrajectoryMatch(trajectory_mode="strict")
+    one_turn = turn(("find_users_by_name", {"name": "Ada"}), ("find_users_by_name", {"name": "Kwame"}))
+    scores, _ = play("relational_data", example, one_turn, graders=[strict])
+    assert scores["trajectory_match"].value == 1.0
+    two_turns = [turn(("find_users_by_name", {"name": "Ada"})), turn(("find_users_by_name", {"name": "Kwame"}))]
+    scores, _ = play("relational_data", example, *two_turns, graders=[strict])
+    assert scores["trajectory_match"].value == 0.0
+
+
+def test_show_marks_where_each_state_milestone_was_met(tmp_path):
+    import io
+
+    from rich.console import Console
+
+    from toolgym.views.show import show
+
+    example = {"id": "abc", "input": "Type ab, then c",
+               "milestones": [{"id": "ab", "state": {"paper": "ab"}}, {"id": "abc", "after": ["ab"], "state": {"paper": "abc"}}]}
+    model = ScriptedChatModel(turns=[*[turn(("type_letter", {"letter": x})) for x in "abc"], "done"])
+    toolgym.evaluate("typewriter_1", model=model, dataset=[example], graders=STEPWISE, out=tmp_path / "run")
+    buffer = io.StringIO()
+    assert show(tmp_path / "run", example="abc", console=Console(file=buffer, width=200)) == 0
+    lines = buffer.getvalue().splitlines()
+    tools = [k for k, line in enumerate(lines) if " tool  type_letter" in line]
+    ab = lines.index("      ✓ state milestone ab met")
+    abc = lines.index("      ✓ state milestone abc met")
+    assert tools[1] < ab < tools[2] < abc  # after the second letter, and after the third
+
+
+def test_the_view_marks_where_each_state_milestone_was_met(tmp_path):
+    from toolgym.views.web.app import trajectory_detail
+    from toolgym.views.web.index import RunIndex
+
+    example = {"id": "abc", "input": "Type ab, then c",
+               "milestones": [{"id": "ab", "state": {"paper": "ab"}}, {"id": "abc", "after": ["ab"], "state": {"paper": "abc"}}]}
+    model = ScriptedChatModel(turns=[*[turn(("type_letter", {"letter": x})) for x in "abc"], "done"])
+    toolgym.evaluate("typewriter_1", model=model, dataset=[example], graders=STEPWISE, out=tmp_path / "run")
+    index = RunIndex(tmp_path / "run", cache_dir=tmp_path / "cache")
+    index.refresh()
+    assert index.wait(timeout=60)
+    doc = trajectory_detail("run", index, "abc", 0)
+    tools = [s for s in doc["trajectory"]["steps"] if s["kind"] == "tool"]
+    assert [s["state_milestones_met"] for s in tools] == [[], ["ab"], ["abc"]]
+    assert doc["state_milestones_met_at_start"] == []
