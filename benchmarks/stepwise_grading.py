@@ -5,7 +5,8 @@ reference of 10 calls, and a trajectory that holds those calls (a few with a cha
 some in another order) among 10 extra calls. Then grades every trajectory
 
 * with toolgym's ``trajectory_match`` in each agentevals mode (strict, unordered, subset,
-  superset; arguments exact), and
+  superset; arguments exact, then the first fifth again with arguments superset, subset and
+  ignore), and
 * with agentevals' ``create_trajectory_match_evaluator`` in the same mode, on the same calls
   as OpenAI-format messages (one assistant message and one tool message per call),
 
@@ -198,6 +199,30 @@ def main() -> None:
         assert differ == 0, f"{mode}: {differ} verdicts differ from agentevals' on the same trajectories"
         print(f"| {mode} | {ours:,.0f} | {theirs:,.0f} | {ours / theirs:.1f}× | "
               f"{sum(our_scores):,.0f} / {sum(their_scores):,.0f} | {differ} |")
+
+    n_args = max(1, args.n // 5)
+    print(f"\nthe first {n_args} trajectories again, with the other argument modes")
+    print("| mode | arguments | toolgym (traj/s) | agentevals (traj/s) | ratio | passed toolgym / agentevals "
+          "| verdicts differ |")
+    print("|---|---|---:|---:|---:|---:|---:|")
+    for args_mode in ("superset", "subset", "ignore"):
+        for mode in MODES:
+            evaluator = create_trajectory_match_evaluator(trajectory_match_mode=mode, tool_args_match_mode=args_mode)
+
+            def fresh(mode=mode, args_mode=args_mode):
+                grader = TrajectoryMatch(trajectory_mode=mode, args_mode=args_mode)
+                return lambda k: grader.grade(examples[k], trajs[k]).value
+
+            ours, theirs, our_scores, their_scores = interleaved(
+                fresh,
+                lambda k, e=evaluator: float(e(outputs=outs_msgs[k], reference_outputs=refs_msgs[k])["score"]),
+                n_args, args.repeat,
+            )
+            differ = sum(1 for a, b in zip(our_scores, their_scores, strict=True) if a != b)
+            # where they differ, agentevals' greedy pairing failed a trajectory the optimal one passes
+            assert all(a >= b for a, b in zip(our_scores, their_scores, strict=True)), f"{mode}/{args_mode}"
+            print(f"| {mode} | {args_mode} | {ours:,.0f} | {theirs:,.0f} | {ours / theirs:.1f}× | "
+                  f"{sum(our_scores):,.0f} / {sum(their_scores):,.0f} | {differ} |")
 
     rest(rng, args)
 

@@ -36,6 +36,8 @@ search cannot.
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, NamedTuple
@@ -481,6 +483,8 @@ def _within_turns(plan: Plan, steps: list[StepView]) -> Alignment | None:
     if len(steps) != len(ms) or not all(s.executed for s in steps):
         return None
     turns = step_turns(steps)
+    if len(set(turns)) == len(turns):
+        return None  # one call per turn: the ordinary chain is the same alignment
     plan_index = {m.id: j for j, m in enumerate(ms)}
     step_milestone: list[str | None] = [None] * len(steps)
     start = 0
@@ -1163,18 +1167,27 @@ class _Explainer:
         label.note = "matches no milestone"
 
 
+_JSON_TYPES = {bool: "boolean", int: "integer", float: "number", str: "string", list: "list", dict: "object",
+               type(None): "null"}
+
+
 def _json_type(value: Any) -> str:
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int | float):
-        return "number" if isinstance(value, float) else "integer"
-    return {str: "string", list: "list", dict: "object", type(None): "null"}.get(type(value), type(value).__name__)
+    return _JSON_TYPES.get(type(value)) or type(value).__name__
+
+
+_PLAIN_TEXT = re.compile(r'[^"\\\x00-\x1f\x7f-\uffff]*')
 
 
 def _shown(value: Any) -> str:
-    import json
-
-    text = json.dumps(value, ensure_ascii=False, default=str)
+    """``value`` as JSON, cut at 80 characters (plain numbers and short ASCII strings without
+    a quote or a backslash written directly: this runs for every wrong argument)."""
+    kind = type(value)
+    if kind is int or kind is float:
+        text = repr(value)
+    elif kind is str and len(value) <= 78 and _PLAIN_TEXT.fullmatch(value):
+        return f'"{value}"'
+    else:
+        text = json.dumps(value, ensure_ascii=False, default=str)
     return text if len(text) <= 80 else text[:77] + "..."
 
 
@@ -1182,7 +1195,7 @@ def _argument_text(call: CallPattern, argument: str, arguments: Mapping[str, Any
     """Why argument ``argument`` of a call does not fit ``call``: not given, not expected, or
     the value given beside the value expected (a ``$from`` resolved to the value it names),
     with their types when only the type differs (``'158'`` (string) vs ``158`` (integer))."""
-    matcher = dict(call.arguments or ()).get(argument)
+    matcher = next((m for k, m in call.arguments or () if k == argument), None)
     if argument not in arguments:
         return f"argument {argument!r} missing"
     given = arguments[argument]

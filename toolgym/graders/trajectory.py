@@ -87,18 +87,17 @@ def step_views(trajectory: Trajectory, results: bool = True) -> list[StepView]:
     malformed or rejected call was never executed; ``turn`` is the model turn that made the
     call (0-based; ``None`` for a step before any model step: a hand-built trajectory) and
     ``changes`` the state keys its ``state_patch`` touched."""
-    views = []
-    turn = -1
+    views: list[StepView] = []
+    append = views.append
+    turn = None
     for s in trajectory.steps:
-        if s.kind == "model":
-            turn += 1
-            continue
-        if s.kind != "tool":
-            continue
-        views.append(StepView(
-            s.name, s.arguments, _result(s.output) if results else None, not (s.malformed or s.rejected),
-            s.malformed, s.rejected, turn if turn >= 0 else None, _changed_keys(s.state_patch),
-        ))
+        if s.kind == "tool":
+            patch = s.state_patch
+            executed = not (s.malformed or s.rejected)
+            append(StepView(s.name, s.arguments, _result(s.output) if results else None, executed, s.malformed,
+                            s.rejected, turn, None if patch is None else _changed_keys(patch)))
+        elif s.kind == "model":
+            turn = 0 if turn is None else turn + 1
     return views
 
 
@@ -203,7 +202,7 @@ class Analysis:
         milestone matched by the final state, where it was first met and never undone;
         ``met`` equals ``at`` otherwise)."""
         out: dict[str, dict[str, Any]] = {}
-        by_id = {m.id: m for m in self.plan.milestones}
+        by_id: dict[str, Any] = {}
         for mid, (kind, pos) in self.alignment.matched.items():
             if kind == "step":
                 out[mid] = {"kind": "step", "at": pos + 1}
@@ -213,6 +212,7 @@ class Analysis:
                 continue
             met = pos
             if mid in self.plan.final_only:
+                by_id = by_id or {m.id: m for m in self.plan.milestones}
                 for k in sorted((k for k in self.states if k < pos), reverse=True):
                     if any(p.wrong_key(self.states[k]) is None for p in by_id[mid].states):
                         met = k
