@@ -451,7 +451,7 @@ def align(
             if where[0] == "step":
                 step_milestone[where[1]] = mid
     optional_matched = sum(1 for mid in matched if layout.optional[index[mid]])
-    brought = _brought_about(ms, index, steps, step_milestone, matched) if matched else {}
+    brought = _brought_about(ms, index, steps, step_milestone, matched, plan.observes) if matched else {}
     unmatched = forbidden = 0
     for i in range(n):
         if step_milestone[i] is None and i not in brought:
@@ -524,14 +524,15 @@ def _brought_about(
     steps: Sequence[StepView],
     step_milestone: list[str | None],
     matched: Mapping[str, tuple[str, int]],
+    results: bool = False,
 ) -> dict[int, str]:
     """The unmatched executed steps that brought a matched state milestone about: step ``i``
     changed a key that the milestone names, and the milestone was met after it (by the state
     after ``k > i`` steps). Each is given the first such milestone. A step whose changes were
     not recorded brings nothing about. The step whose result matched a ``result`` milestone
-    brought that one about."""
+    brought that one about (looked for when ``results``: the plan has one)."""
     out: dict[int, str] = {}
-    for mid, (kind, pos) in matched.items():
+    for mid, (kind, pos) in matched.items() if results else ():
         if kind == "result" and 0 < pos <= len(steps) and step_milestone[pos - 1] is None and steps[pos - 1].executed:
             if pos - 1 not in out or index[mid] < index[out[pos - 1]]:
                 out[pos - 1] = mid
