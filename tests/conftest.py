@@ -18,6 +18,19 @@ REFERENCE_DATA = Path(
 )
 
 
+@pytest.fixture(scope="session", autouse=True)
+def no_secret_in_any_run_directory(tmp_path_factory):
+    """After the whole session: grep every run directory the tests wrote (under the session's
+    temporary folder) for the secrets of ``secret_values.SECRETS`` (random per session, given as
+    ``serve --token`` and ``--base-url`` credentials by the redaction tests); any found fails
+    the session, naming the file."""
+    yield
+    from secret_values import leaks_in
+
+    leaks = leaks_in(tmp_path_factory.getbasetemp())
+    assert not leaks, f"secrets written in run directories: {leaks}"
+
+
 def call(name: str, **args) -> dict:
     """A scripted tool call."""
     return {"name": name, "args": args}

@@ -117,7 +117,8 @@ def test_dataset_of_another_environment_is_refused_before_running(tmp_path, caps
                  "--out", str(out), "--no-progress"])
     assert code == 2
     err = capsys.readouterr().err
-    assert "expects tool 'add', which typewriter_1 does not have (25 example(s) affected" in err
+    assert "tool 'add', named by 7 example(s) ('mm-01' (expected_steps)" in err and "typewriter_1 has no such tool" in err
+    assert "every example names tools typewriter_1 lacks" in err  # all 25: the one case the note fits
     assert not out.exists()  # a failed start leaves no empty run directory (nor a lock file)
 
 

@@ -47,4 +47,6 @@ def test_the_rules_catch_a_broken_example():
                   expected_state={"paper": "ab"})
     wrong_tool = Example(id="y", input="ab", expected_steps=["type_word"])
     assert check_dataset(typewriter, [bad]) == ["x: replay reaches {'paper': 'a'}, expected_state is {'paper': 'ab'}"]
-    assert "expects tool 'type_word'" in check_dataset(typewriter, [wrong_tool])[0]
+    assert check_dataset(typewriter, [wrong_tool]) == [
+        "dataset: tool 'type_word', named by 1 example(s) ('y' (expected_steps)): typewriter_1 has no such tool; "
+        "did you mean 'type_letter'?"]

@@ -252,13 +252,15 @@ def test_out_writes_a_run_directory_that_grade_and_show_read(tmp_path, capsys):
     keys = [t.key for t in trajectories]
     assert len(set(keys)) == 4  # a replayed example gets the next trial number
     stored = {(s.example_id, s.trial, s.grader): s.value for s in read_scores(out)}
-    assert main(["grade", str(out)]) == 0
-    regraded = {(s.example_id, s.trial, s.grader): s.value for s in read_scores(out)}
-    assert regraded == stored
+    assert main(["grade", str(out)]) == 2  # the environment still writes the directory: refused
+    assert "is being written by another run" in capsys.readouterr().err
     assert main(["show", str(out), "--example", first.example_id]) == 0
     assert "gave up" in capsys.readouterr().out
     # a second environment on the same directory continues it (once the first is closed)
     env.close()
+    assert main(["grade", str(out)]) == 0
+    regraded = {(s.example_id, s.trial, s.grader): s.value for s in read_scores(out)}
+    assert regraded == stored
     env2 = make("typewriter_26", dataset="ladder", out=str(out)).unwrapped
     env2.reset(options={"example_id": first.example_id})
     assert env2.trajectory().trial == sum(t.example_id == first.example_id for t in trajectories)

@@ -110,7 +110,7 @@ def test_a_milestone_tool_the_environment_lacks_is_refused(tmp_path):
         {"id": "b", "any_of": [{"call": {"name": "get_user_email"}}, {"call": {"name": "get_user_phone"}}]},
     ], "minefields": [{"call": {"name": "delete_user"}}]}
     examples = load_examples(write(tmp_path, record))
-    with pytest.raises(DatasetError, match=r"milestones\[1\]\.any_of\[1\]\.call\.name: relational_data has no tool 'get_user_phone'"):
+    with pytest.raises(DatasetError, match=r"tool 'get_user_phone', named by 1 example\(s\) \('[^']+' \(milestones\[1\]\.any_of\[1\]\.call\.name\)\): relational_data has no such tool"):
         check_tools(bench, examples, "d.jsonl")
     record["milestones"][1] = {"id": "b", "call": {"name": "get_user_email"}}
     check_tools(bench, load_examples(write(tmp_path, record)), "d.jsonl")  # a minefield may name any tool

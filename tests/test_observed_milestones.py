@@ -212,7 +212,8 @@ def test_a_result_of_a_tool_the_environment_lacks_is_refused():
         {"id": "a", "call": {"name": "find_users_by_name"}},
         {"id": "b", "result": {"name": "get_user_phone", "value": {"$any": True}}},
     ])]
-    with pytest.raises(DatasetError, match=r"milestones\[1\]\.result\.name: relational_data has no tool 'get_user_phone'"):
+    with pytest.raises(DatasetError, match=r"tool 'get_user_phone', named by 1 example\(s\) \('1' "
+                                           r"\(milestones\[1\]\.result\.name\)\): relational_data has no such tool"):
         check_tools(get_benchmark("relational_data"), examples, "d.jsonl")
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -395,12 +396,18 @@ def assert_ok(proc: subprocess.CompletedProcess) -> None:
 
 
 def list_rows(stdout: str) -> set[tuple[str, ...]]:
-    """The rows of ``toolgym list``'s table as ``(kind, name, from)``."""
+    """The rows of ``toolgym list``'s tables (one per kind, titled ``agents (--agent)``) as
+    ``(kind, name, from)``."""
     rows = set()
+    kind = ""
     for line in stdout.splitlines():
+        title = re.fullmatch(r"\s*(environment|agent|grader|model)s \(--\w+\)\s*", line)
+        if title:
+            kind = title.group(1)
+            continue
         cells = [c.strip() for c in line.strip().strip("│").split("│")]
-        if len(cells) >= 3:
-            rows.add(tuple(cells[:3]))
+        if len(cells) >= 3 and cells[0]:
+            rows.add((kind, *cells[:2]))
     return rows
 
 

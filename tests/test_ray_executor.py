@@ -260,3 +260,15 @@ def test_node_killed_mid_run_every_episode_once_same_scores(cluster, tmp_path):
         (r.grader, r.estimate.mean, r.estimate.stderr, r.estimate.n) for r in local.summary
     ]
     assert Counter(t.status for t in result.trajectories) == Counter(t.status for t in local.trajectories)
+
+
+def test_without_concurrency_a_ray_run_uses_the_clusters_cpus(cluster, tmp_path, capsys):
+    """Issue 38, item 10: the environment's default concurrency (1) left all but one CPU of the
+    cluster idle; now a run that gives none plays one episode per CPU of the cluster (2 here)."""
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps({"by_input": {text: turns for text, turns in SCRIPTS.items()}}))
+    result = run(RunConfig(env="typewriter_1", model=f"scripted:{script}", dataset=str(_dataset(tmp_path / "d.jsonl", 4)),
+                           out=tmp_path / "run", executor="ray"), progress=False)
+    assert len(result.trajectories) == 4
+    assert json.loads((tmp_path / "run" / "run.json").read_text())["concurrency"] == 2
+    assert "--executor ray plays 2 episodes at once" in capsys.readouterr().err

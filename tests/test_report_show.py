@@ -227,4 +227,4 @@ def test_show_tool_without_arguments_and_float_scores(runs):
     assert show(runs["oracle26"], example="tw-02-aaa", console=console) == 0
     out = buf.getvalue()
     assert out.count(" a ⇒ OK") == 3 and "a()" not in out.split("expected calls")[0]
-    assert "score steps_exact = 1.0: 3 steps as expected" in out
+    assert "score steps_exact = 1.0: 3 tool names as expected (arguments not compared)" in out

@@ -80,3 +80,13 @@ def test_run_still_loads_the_agent_stack(run_dir: Path) -> None:
     )
     assert {"langgraph", "langchain_core"} <= loaded
     assert "ray" not in loaded  # only --executor ray imports it
+
+
+def test_list_does_not_load_the_runner(tmp_path):
+    """Issue 38, item 11: `toolgym list` reads registries; playing and grading code (the
+    runner: episodes, executors, resume) is for the commands that run or grade."""
+    probe = _PROBE.replace("{m.split('.')[0] for m in sys.modules}", "set(sys.modules)")
+    out = subprocess.run([sys.executable, "-c", probe, json.dumps(["list"])], cwd=tmp_path, capture_output=True,
+                         text=True, check=True)
+    modules = set(json.loads(out.stdout.strip().splitlines()[-1])["modules"])
+    assert not {m for m in modules if m == "toolgym.runner" or m.startswith("toolgym.runner.")}

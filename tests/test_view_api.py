@@ -353,7 +353,7 @@ def test_a_run_being_written_updates_live(tmp_path):
         assert api(url, "/api/runs")["runs"][0]["live"] is False
         with locked_run_dir(out):
             assert api(url, "/api/runs")["runs"][0]["live"] is True
-            write_custom_run(out, dataset, examples, n=8)
+            write_custom_run(out, dataset, examples, n=8, graded=False)  # the run grades once it is done
             deadline = time.monotonic() + 30
             while time.monotonic() < deadline:
                 now = api(url, "/api/runs/growing/trajectories")
@@ -491,3 +491,21 @@ def test_a_growing_run_is_read_on_in_place(tmp_path):
     assert index.query(Query(per_page=100))["rows"] == [json.loads(json.dumps(view.row(t))) for t in view.trajectories]
     assert index.info["summary"] == json.loads(json.dumps(index.info["summary"]))
     assert [c["cells"]["n"] for c in index.info["summary"]] == [str(c.estimate.n) for c in summary_cells([view])]
+
+
+def test_side_by_side_is_offered_only_with_runs_that_hold_the_example(server, runs):
+    """The trajectory page's "side by side with the same example in" list: a run of another
+    environment (oracle26) or without the example (custom) is not offered; each run offered
+    serves that trajectory, so choosing it never gives an error page."""
+    _, dirs = runs
+    wait_indexed(server)
+    doc = api(server, "/api/runs/scripted/trajectories/tw-2-cat/0")
+    holders = {name for name, d in dirs.items() if name != "scripted" and any(
+        t.example_id == "tw-2-cat" and t.trial == 0 and t.env == "typewriter_1"
+        for t in load_run(d, with_examples=False).trajectories)}
+    assert set(doc["same_example_in"]) == holders == {"oracle"}
+    for other in doc["same_example_in"]:
+        assert api(server, "/api/diff", a="scripted/tw-2-cat/0", b=f"{other}/tw-2-cat/0")["pairs"]
+    custom = load_run(dirs["custom"], with_examples=False).trajectories[0]
+    doc = api(server, f"/api/runs/custom/trajectories/{urllib.parse.quote(custom.example_id, safe='')}/0")
+    assert doc["same_example_in"] == []

@@ -143,7 +143,7 @@ def test_compare_prefers_fewer_wasted_calls_and_flips_by_the_rule(runs, monkeypa
                     if g.grader == "wasted_calls")
     assert backward.better == "B"
     code, out = cli_output(monkeypatch, "compare", str(runs["oracle"]), str(runs["scripted"]), "--n-boot", "200")
-    assert code == 0 and "A (lower)" in out and "wasted_calls flipped (A→B): tw-01-aa (0→1)" in out
+    assert code == 0 and "A (lower)" in out and f"wasted_calls: {len(row.flipped)} flipped (A→B): tw-01-aa (0→1)" in out
 
 
 def test_statistics_pass_rate_follows_the_rule(runs):

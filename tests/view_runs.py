@@ -70,8 +70,9 @@ def custom_examples() -> list[Example]:
     return examples
 
 
-def write_custom_run(out: Path, dataset: Path, examples: list[Example], n: int | None = None) -> None:
-    """Write (or extend to the first ``n`` examples) the custom run in ``out`` and grade it."""
+def write_custom_run(out: Path, dataset: Path, examples: list[Example], n: int | None = None, graded: bool = True) -> None:
+    """Write (or extend to the first ``n`` examples) the custom run in ``out`` and grade it
+    (unless ``graded`` is false: a run still playing, whose lock ``grade`` would refuse)."""
     out.mkdir(parents=True, exist_ok=True)
     write_examples(dataset, examples)
     write_json_atomic(out / "run.json", {
@@ -96,7 +97,8 @@ def write_custom_run(out: Path, dataset: Path, examples: list[Example], n: int |
                 writer.write(_episode(ex, 0, word[:1], status="error"))
             else:
                 writer.write(_episode(ex, 0, word))
-    grade(out)
+    if graded:
+        grade(out)
 
 
 def make_custom_run(root: Path, n: int | None = None) -> Path:

@@ -123,13 +123,16 @@ def played_model_steps(trajectory: Trajectory) -> list[Any]:
 
 
 def account(
-    trajectories: Iterable[Trajectory], price_in: float | None = None, price_out: float | None = None
+    trajectories: Iterable[Trajectory], price_in: float | None = None, price_out: float | None = None,
+    with_model: bool = True,
 ) -> Accounting:
     """Sum the model calls of ``trajectories``.
 
     Args:
         price_in: USD per million input tokens.
         price_out: USD per million output tokens.
+        with_model: Whether the run's agent drives a model; ``False`` (the ``oracle``, whose
+            turns replay the reference) counts no model call whatever steps are recorded.
 
     Raises:
         ValueError: for a negative price.
@@ -140,7 +143,7 @@ def account(
     trajectories = list(trajectories)
     latencies: list[float] = []
     tokens_in = tokens_out = with_usage = 0
-    for traj in trajectories:
+    for traj in trajectories if with_model else ():  # an agent without a model (oracle) called none
         for step in played_model_steps(traj):  # replayed turns called no model
             latencies.append(step.latency_s)
             if step.input_tokens is not None or step.output_tokens is not None:

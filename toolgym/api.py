@@ -34,6 +34,7 @@ def evaluate(
     graders: Sequence[Any] | None = None,
     trials: int = 1,
     max_steps: int = 40,
+    max_repeats: int | None = None,
     concurrency: int | None = None,
     out: str | Path | None = None,
     limit: int | None = None,
@@ -69,6 +70,8 @@ def evaluate(
         graders: Grader names, specs, classes or instances (default: the benchmark's).
         trials: Episodes per example, each on a fresh environment.
         max_steps: Model turns per episode before status ``step_limit``.
+        max_repeats: The repeat guard: identical consecutive tool calls before status
+            ``repeat_limit`` (at least 2); ``None`` (the default): off.
         concurrency: Episodes in flight (default: the benchmark's, 1 for most).
         out: A run directory to write (``run.json``, ``trajectories.jsonl``, ``scores.jsonl``,
             the same files as ``toolgym run``), or ``None`` to write nothing.
@@ -102,7 +105,7 @@ def evaluate(
     """
     config = RunConfig(
         env=env, out=Path(out) if out is not None else None, agent=agent, model=model, dataset=dataset,
-        limit=limit, trials=trials, max_steps=max_steps, concurrency=concurrency, workers=workers,
+        limit=limit, trials=trials, max_steps=max_steps, max_repeats=max_repeats, concurrency=concurrency, workers=workers,
         resume=resume, graders=list(graders) if graders is not None else None,
         settings=settings or ModelSettings(), env_options=dict(env_options or {}),
         grader_settings=dict(grader_settings or {}), executor=executor,

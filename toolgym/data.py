@@ -7,6 +7,7 @@ Every record is validated before any model is called; a bad record raises
 from __future__ import annotations
 
 import contextlib
+import difflib
 import hashlib
 import json
 import math
@@ -26,7 +27,32 @@ if TYPE_CHECKING:
 
 
 class DatasetError(ValueError):
-    """A dataset file or record is invalid; the message names the file and line."""
+    """A dataset file or record is invalid; the message names the file and line.
+
+    Attributes:
+        problems (list[str]): Every problem found, one line each (``path:line: ...``); the
+            message is that line when there is one, else a count followed by the lines.
+    """
+
+    def __init__(self, message: str, problems: list[str] | None = None) -> None:
+        super().__init__(message)
+        self.problems = list(problems) if problems else [message]
+
+    @classmethod
+    def of(cls, problems: list[str], what: str) -> DatasetError:
+        """One error for several problems: the problem itself when there is one, else
+        ``"WHAT: N problems:"`` and each on its own indented line (at most
+        :data:`MAX_LISTED`, then how many more)."""
+        if len(problems) == 1:
+            return cls(problems[0])
+        listed = [f"  {p}" for p in problems[:MAX_LISTED]]
+        if len(problems) > MAX_LISTED:
+            listed.append(f"  ... and {len(problems) - MAX_LISTED} more")
+        return cls("\n".join([f"{what}: {len(problems)} problems:", *listed]), problems)
+
+
+MAX_LISTED = 50
+"""Problems listed in one :class:`DatasetError` message (all are in its ``problems``)."""
 
 
 def resolve_dataset(benchmark: Benchmark | None, dataset: str | None) -> Path:
@@ -165,12 +191,28 @@ def dataset_change(path: str | Path, recorded_sha256: str | None) -> tuple[str |
 
 
 def _describe(exc: ValidationError) -> str:
-    return "; ".join(
-        e["msg"].removeprefix("Value error, ") if not e["loc"] and e["msg"].startswith("Value error, field ")
-        else f"field {'.'.join(map(str, e['loc'])) or '(record)'}: {e['msg']}"
-        for e in exc.errors()
-    )
+    return "; ".join(_describe_one(e) for e in exc.errors())
 
+
+def _describe_one(error: Any) -> str:
+    if not error["loc"] and error["msg"].startswith("Value error, field "):
+        return error["msg"].removeprefix("Value error, ")
+    text = f"field {'.'.join(map(str, error['loc'])) or '(record)'}: {error['msg']}"
+    if error.get("type") == "extra_forbidden" and len(error["loc"]) == 1:  # a mistyped field of an example
+        close = difflib.get_close_matches(str(error["loc"][0]), list(Example.model_fields), n=1, cutoff=0.6)
+        if close:
+            text += f" (did you mean {close[0]!r}?)"
+    return text
+
+
+
+def _encodable(text: str) -> bool:
+    """Whether ``text`` is valid Unicode text (no lone surrogate), as UTF-8 can store it."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 def load_examples(
     path: str | Path, benchmark: Benchmark | None = None, options: dict[str, Any] | None = None
@@ -187,8 +229,8 @@ def load_examples(
     * any format the benchmark reads itself (its ``load_dataset``).
 
     Raises:
-        DatasetError: naming the file and line (JSONL) or example index (JSON) of the first
-            invalid record, or a duplicate id.
+        DatasetError: naming the file and line (JSONL) or example index (JSON) of every
+            invalid record and every duplicate id, all in one error (its ``problems``).
     """
     path = Path(path)
     if benchmark is not None and benchmark.load_dataset is not None:
@@ -200,7 +242,7 @@ def load_examples(
     if stripped.startswith("{") and '"examples"' in stripped[:200_000] and _is_single_json(text):
         examples = _load_langchain(path, json.loads(text), benchmark)
     else:
-        examples = []
+        examples, problems, lines = [], [], {}
         for lineno, line in enumerate(text.splitlines(), 1):
             if not line.strip():
                 continue
@@ -212,19 +254,43 @@ def load_examples(
                         f"{path}: one JSON object without an 'examples' list: not a dataset "
                         "(expected JSON Lines of examples or the LangChain form with 'examples')"
                     ) from None
-                raise DatasetError(f"{path}:{lineno}: not valid JSON: {exc.msg}") from None
+                problems.append(f"{path}:{lineno}: not valid JSON: {exc.msg}")
+                continue
+            except RecursionError:
+                problems.append(f"{path}:{lineno}: nested too deep to read (more levels of arrays and objects "
+                                "than Python's JSON reader takes)")
+                continue
+            except ValueError as exc:  # an integer beyond Python's integer-text limit
+                problems.append(f"{path}:{lineno}: cannot be read: {exc}")
+                continue
             if not isinstance(record, dict):
-                raise DatasetError(f"{path}:{lineno}: expected a JSON object")
+                problems.append(f"{path}:{lineno}: expected a JSON object")
+                continue
             try:
                 examples.append(Example.model_validate(record))
+                lines[id(examples[-1])] = lineno
             except ValidationError as exc:
-                hint = ""
-                if lineno == 1 and benchmark is not None and benchmark.load_dataset is not None:
+                hint = ""  # a first line without toolgym's one required field: another format altogether
+                if lineno == 1 and "input" not in record and benchmark is not None and benchmark.load_dataset is not None:
                     hint = (f" (not a dataset in {benchmark.name}'s own format either, nor toolgym's examples: "
-                            f"is it a dataset of another environment?)")
-                raise DatasetError(f"{path}:{lineno}: {_describe(exc)}{hint}") from None
+                            "is it a dataset of another environment?)")
+                problems.append(f"{path}:{lineno}: {_describe(exc)}{hint}")
+        first_line: dict[str, int] = {}
+        for ex in examples:  # every duplicate, with the line it repeats
+            where = lines[id(ex)]
+            if ex.id in first_line:
+                problems.append(f"{path}:{where}: duplicate example id {ex.id!r} (first on line {first_line[ex.id]})")
+            else:
+                first_line[ex.id] = where
+        if problems:
+            raise DatasetError.of(problems, str(path))
     seen: set[str] = set()
     for ex in examples:
+        if not _encodable(ex.id):
+            raise DatasetError(
+                f"{path}: example id {ex.id!r} holds a lone surrogate (half of a UTF-16 pair), which no run "
+                "record can store as it is (it would be recorded under another id): fix the id in the dataset"
+            )
         if ex.id in seen:
             raise DatasetError(f"{path}: duplicate example id {ex.id!r}")
         seen.add(ex.id)
@@ -282,11 +348,12 @@ def _load_langchain(path: Path, doc: dict[str, Any], benchmark: Benchmark | None
     records = doc.get("examples")
     if not isinstance(records, list):
         raise DatasetError(f"{path}: field 'examples' must be a list")
-    examples = []
+    examples, problems = [], []
     for index, record in enumerate(records):
         where = f"{path}: examples[{index}]"
         if not isinstance(record, dict) or "question" not in record:
-            raise DatasetError(f"{where}: expected an object with 'question'")
+            problems.append(f"{where}: expected an object with 'question'")
+            continue
         reference = record.get("reference", record.get("answer"))
         fields: dict[str, Any] = {
             "id": str(record.get("id", index)),
@@ -302,7 +369,9 @@ def _load_langchain(path: Path, doc: dict[str, Any], benchmark: Benchmark | None
             examples.append(Example.model_validate(fields))
         except (ValidationError, ValueError, KeyError, TypeError) as exc:
             detail = _describe(exc) if isinstance(exc, ValidationError) else str(exc)
-            raise DatasetError(f"{where}: {detail}") from None
+            problems.append(f"{where}: {detail}")
+    if problems:
+        raise DatasetError.of(problems, str(path))
     return examples
 
 
@@ -322,39 +391,48 @@ def write_examples(path: str | Path, examples: list[Example]) -> None:
 def check_tools(benchmark: Benchmark, examples: list[Example], where: str | Path) -> None:
     """Refuse examples whose ``expected_steps`` or milestone calls name tools the environment
     does not have (minefields may name any tool: a call of a missing tool is refused anyway).
+    Each unknown name is reported once, with the examples that use it and the closest tool
+    names (:func:`difflib.get_close_matches`) as "did you mean".
 
     Raises:
-        DatasetError: naming the file, the first such example and tool, and how many examples
-            are affected.
+        DatasetError: with one problem per unknown tool name in ``expected_steps`` and one per
+            milestone call naming a missing tool (its ``problems``).
     """
     try:
         tools = set(benchmark.environment().tool_functions())
     except Exception:  # an environment whose tools depend on the example: checked per episode
         return
-    bad = [(ex.id, name) for ex in examples for name in ex.expected_steps if name not in tools]
-    if bad:
-        n_examples = len({ex_id for ex_id, _ in bad})
-        ex_id, name = bad[0]
-        raise DatasetError(
-            f"{where}: example {ex_id!r} expects tool {name!r}, which {benchmark.name} does not have "
-            f"({n_examples} example(s) affected; is this a dataset of another environment?)"
-        )
+
+    def hint(name: str) -> str:
+        close = difflib.get_close_matches(name, sorted(tools), n=2, cutoff=0.6)
+        return f"; did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
+
+    users: dict[str, dict[str, str]] = {}  # unknown tool -> example id -> the first field naming it
     for ex in examples:
+        for name in ex.expected_steps:
+            if name not in tools:
+                users.setdefault(name, {}).setdefault(ex.id, "expected_steps")
         for milestone in ex.plan.milestones if ex.plan is not None else ():
             for alt, call in enumerate(milestone.alternatives):
                 if getattr(call, "kind", "") == "call" and call.name not in tools:
                     field = ".call" if len(milestone.alternatives) == 1 else f".any_of[{alt}].call"
-                    raise DatasetError(
-                        f"{where}: example {ex.id!r}: field milestones[{milestone.index}]{field}.name: "
-                        f"{benchmark.name} has no tool {call.name!r} (tools: {', '.join(sorted(tools))})"
-                    )
+                    users.setdefault(call.name, {}).setdefault(ex.id, f"milestones[{milestone.index}]{field}.name")
                 named = call.name if getattr(call, "kind", "") == "result" else None
                 if named is not None and named not in tools:  # a result of a tool that does not exist
                     field = ".result" if len(milestone.alternatives) == 1 else f".any_of[{alt}].result"
-                    raise DatasetError(
-                        f"{where}: example {ex.id!r}: field milestones[{milestone.index}]{field}.name: "
-                        f"{benchmark.name} has no tool {named!r} (tools: {', '.join(sorted(tools))})"
-                    )
+                    users.setdefault(named, {}).setdefault(ex.id, f"milestones[{milestone.index}]{field}.name")
+    problems = []
+    for name, uses in users.items():
+        shown = ", ".join(f"{ex_id!r} ({field})" for ex_id, field in list(uses.items())[:3])
+        more = f" and {len(uses) - 3} more" if len(uses) > 3 else ""
+        problems.append(f"{where}: tool {name!r}, named by {len(uses)} example(s) ({shown}{more}): "
+                        f"{benchmark.name} has no such tool{hint(name)}")
+    if problems:
+        every = len({ex_id for uses in users.values() for ex_id in uses}) == len(examples) > 1
+        if every and not any(map(hint, users)):
+            problems.append(f"{where}: every example names tools {benchmark.name} lacks (it has "
+                            f"{', '.join(sorted(tools))}): was the dataset written for another environment?")
+        raise DatasetError.of(problems, str(where))
     _warn_unknown_state_keys(benchmark, examples, where)
 
 
@@ -458,5 +536,5 @@ def check_dataset(benchmark: Benchmark, examples: list[Example], where: str | Pa
     try:
         check_tools(benchmark, examples, where)
     except DatasetError as exc:
-        return [str(exc)]
+        return exc.problems
     return [problem for ex in examples for problem in replay_problems(benchmark, ex)]

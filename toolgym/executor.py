@@ -49,6 +49,8 @@ class PartSpecs:
         model: The model spec, a chat-model object, or ``None`` for agents without one.
         settings: The run's model settings (``rps`` for the whole run, not divided).
         max_steps: Model turns per episode.
+        max_repeats: The repeat guard (identical consecutive tool calls before
+            ``repeat_limit``), or ``None``: off.
     """
 
     env: Any
@@ -56,6 +58,7 @@ class PartSpecs:
     model: Any
     settings: ModelSettings = field(default_factory=ModelSettings)
     max_steps: int = 40
+    max_repeats: int | None = None
 
 
 @dataclass

@@ -355,7 +355,7 @@ class TeacherForced(Agent):
 
     def __init__(self, inner: Agent, trials: int, injection: Injection | None = None) -> None:
         _check_continuable(inner)
-        super().__init__(inner.model, inner.model_spec, inner.max_steps)
+        super().__init__(inner.model, inner.model_spec, inner.max_steps, getattr(inner, "max_repeats", None))
         self.inner = inner
         self.name = inner.name  # type: ignore[misc]  # trajectories name the architecture that played
         self.needs_model = inner.needs_model  # type: ignore[misc]
@@ -438,7 +438,7 @@ class ForkAgent(Agent):
     def __init__(self, inner: Agent, prefix: Sequence[Step], parent: dict[str, Any],
                  states: Sequence[dict[str, Any] | None] | None = None, injection: Injection | None = None) -> None:
         _check_continuable(inner)
-        super().__init__(inner.model, inner.model_spec, inner.max_steps)
+        super().__init__(inner.model, inner.model_spec, inner.max_steps, getattr(inner, "max_repeats", None))
         self.inner = inner
         self.name = inner.name  # type: ignore[misc]
         self.needs_model = inner.needs_model  # type: ignore[misc]

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from toolgym.agents import repeat_guard
 from toolgym.api import load_run
 from toolgym.forcing import (
     FaultyEpisode,
@@ -148,7 +149,8 @@ def fork(
                 chat = agent_cls.make_model(label, settings)
             else:
                 chat, label = model_spec, f"object:{type(model_spec).__name__}"
-        inner = agent_cls(model=chat, model_spec=label, max_steps=steps)
+        inner = agent_cls(model=chat, model_spec=label, max_steps=steps,
+                          **repeat_guard(record.agent.get("max_repeats")))  # the parent's repeat guard
     else:
         inner = agent_obj
     parent = {"run": str(directory.resolve()), "example_id": example_id, "trial": traj.trial, "step": step}

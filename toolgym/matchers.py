@@ -288,12 +288,42 @@ class Num(Matcher):
         return {"$num": self.target, "rel": self.rel, "abs": self.abs}
 
 
+REGEX_TIMEOUT_S = 1.0
+"""Seconds one ``$regex`` match may take. A pattern with nested repetition, ``(a+)+b``,
+backtracks for exponential time on a string that almost matches (24 s at 28 letters with
+``re``); past the limit the match raises :class:`RegexTimeout`, so the grader's value is
+unscored, naming the pattern, rather than a run that hangs."""
+
+
+class RegexTimeout(TimeoutError):
+    """A ``$regex`` match took longer than :data:`REGEX_TIMEOUT_S` (catastrophic backtracking)."""
+
+
 @dataclass(eq=False)
 class Regex(Matcher):
     pattern: re.Pattern[str]
 
     def match(self, actual: Any, context: MatchContext = EMPTY_CONTEXT) -> bool:
-        return isinstance(actual, str) and self.pattern.fullmatch(actual) is not None
+        """``re.fullmatch`` semantics, run by the ``regex`` package (the same syntax for these
+        patterns) under :data:`REGEX_TIMEOUT_S`.
+
+        Raises:
+            RegexTimeout: when the match takes longer.
+        """
+        if not isinstance(actual, str):
+            return False
+        import regex  # the one engine of Python with a time limit per match
+
+        compiled = _timed_patterns.get(self.pattern.pattern)
+        if compiled is None:
+            compiled = _timed_patterns[self.pattern.pattern] = regex.compile(self.pattern.pattern, self.pattern.flags & ~re.UNICODE)
+        try:
+            return compiled.fullmatch(actual, timeout=REGEX_TIMEOUT_S) is not None
+        except TimeoutError:
+            raise RegexTimeout(
+                f"$regex {self.pattern.pattern!r} took more than {REGEX_TIMEOUT_S:g} s on a string of {len(actual):,} "
+                "characters (catastrophic backtracking): rewrite the pattern without nested repetition"
+            ) from None
 
     def expected(self) -> Any:
         return {"$regex": self.pattern.pattern}
@@ -480,6 +510,9 @@ def _compile_num(spec: dict[str, Any], where: str) -> Matcher:
     if rel < 0 or abs_ < 0:
         raise SpecError(where, "rel and abs must not be negative")
     return Num(float(target), float(rel), float(abs_))
+
+
+_timed_patterns: dict[str, Any] = {}
 
 
 def _compile_regex(spec: dict[str, Any], where: str) -> Matcher:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import math
 import re
 import uuid
 from typing import TYPE_CHECKING, Any
@@ -209,14 +210,73 @@ def empty_arguments(sent: Any) -> bool:
     return isinstance(sent, str) and _EMPTY_ARGUMENTS.fullmatch(sent) is not None
 
 
+JSON_INT_DIGITS = 4300
+"""Digits of the longest integer a run record holds: Python writes no more as text (its
+default ``sys.get_int_max_str_digits()``) and pydantic's JSON reader reads no more."""
+
+
+_LONGEST = 10**JSON_INT_DIGITS
+
+
+def _too_long(value: int) -> bool:
+    return value.bit_length() > 14_000 and abs(value) >= _LONGEST
+
+
+def _int_digits(value: int) -> int:
+    """Decimal digits of ``value`` (about: counted from its bits without writing it as text,
+    which Python refuses past its limit)."""
+    return int(value.bit_length() * math.log10(2)) + 1
+
+
+def unrecordable(value: Any, where: str = "") -> str | None:
+    """What in a JSON value cannot be recorded as sent, or ``None``: NaN or ±Infinity (not
+    JSON numbers, RFC 8259 §6: written as ``null`` they would record another call), an integer
+    of more than :data:`JSON_INT_DIGITS` digits. Searched through lists and dict values; the
+    answer names the place (``at 'x'``, ``at 'xs[2]'``)."""
+    at = f" at {where!r}" if where else ""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int) and _too_long(value):
+        return f"an integer of {_int_digits(value):,} digits{at}, more than the {JSON_INT_DIGITS:,} a recorded JSON number may have"
+    if isinstance(value, float) and not math.isfinite(value):
+        return f"{recordable(value)}{at}, which is not a JSON number (RFC 8259: no NaN or Infinity)"
+    if isinstance(value, dict):
+        for k, v in value.items():
+            found = unrecordable(v, f"{where}.{k}" if where else str(k))
+            if found:
+                return found
+    elif isinstance(value, (list, tuple)):
+        for i, v in enumerate(value):
+            found = unrecordable(v, f"{where}[{i}]")
+            if found:
+                return found
+    return None
+
+
+def recordable(value: Any) -> Any:
+    """A copy of ``value`` that JSON can write and read back: what :func:`unrecordable` finds
+    is replaced by a string naming it (``"<integer of 5,000 digits>"``, ``"NaN"``)."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int) and _too_long(value):
+        return f"<integer of {_int_digits(value):,} digits>"
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value).replace("nan", "NaN").replace("inf", "Infinity")
+    if isinstance(value, dict):
+        return {k: recordable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [recordable(v) for v in value]
+    return value
+
+
 def quote_sent(sent: Any, max_chars: int = SHOWN_SENT_CHARS) -> str:
     """What the model sent, quoted for a message: its text (a JSON value is written as JSON),
     cut to ``max_chars`` characters."""
     if not isinstance(sent, str):
         try:
-            sent = json.dumps(sent, ensure_ascii=False)
+            sent = json.dumps(recordable(sent), ensure_ascii=False)
         except (TypeError, ValueError):
-            sent = repr(sent)
+            sent = repr(recordable(sent))
     if len(sent) > max_chars:
         sent = f"{sent[:max_chars]}… ({len(sent) - max_chars:,} more characters)"
     return repr(sent)
@@ -233,9 +293,22 @@ def read_arguments(name: str, sent: Any) -> tuple[dict[str, Any], str | None]:
     * anything else (a list, a number, a string, text that is not JSON) is unusable, with one
       message naming the tool and quoting what was sent.
 
+    Arguments that cannot be recorded as sent (NaN, ±Infinity, an integer of more than
+    :data:`JSON_INT_DIGITS` digits: :func:`unrecordable`) are unusable too: the model's
+    mistake, never a crash or a changed call in the record.
+
     Returns:
         ``(arguments, None)``, or ``({}, reason)`` for unusable arguments.
     """
+    arguments, problem = _read_arguments(name, sent)
+    if problem is None:
+        found = unrecordable(arguments)
+        if found:
+            return {}, f"arguments of {name!r} hold {found}"
+    return arguments, problem
+
+
+def _read_arguments(name: str, sent: Any) -> tuple[dict[str, Any], str | None]:
     if isinstance(sent, dict):
         return sent, None
     if empty_arguments(sent):
@@ -248,6 +321,8 @@ def read_arguments(name: str, sent: Any) -> tuple[dict[str, Any], str | None]:
                 value = json.loads(value)  # a JSON object encoded twice
         except (json.JSONDecodeError, RecursionError):
             return {}, f"arguments of {name!r} must be a JSON object, got {quote_sent(sent)} (not valid JSON)"
+        except ValueError as exc:  # a number beyond Python's integer-text limit (4,300 digits)
+            return {}, f"arguments of {name!r} cannot be read: {exc}; got {quote_sent(sent)}"
         if isinstance(value, dict):
             return value, None
         if empty_arguments(value):
@@ -301,7 +376,7 @@ def _call_shaped(raw: str) -> bool:
     """True for a JSON object with a string ``name`` and an arguments object."""
     try:
         obj = json.loads(raw)
-    except json.JSONDecodeError:
+    except ValueError:  # not JSON, or a number beyond Python's integer-text limit
         return False
     return (
         isinstance(obj, dict)
@@ -318,7 +393,7 @@ def _json_objects(text: str, limit: int = 20) -> list[str]:
         tries += 1
         try:
             _, end = decoder.raw_decode(text, start)
-        except json.JSONDecodeError:
+        except ValueError:  # not JSON, or a number beyond Python's integer-text limit
             start = text.find("{", start + 1)
             continue
         found.append(text[start:end])
@@ -336,7 +411,7 @@ def unknown_tool(name: str, tool_names: set[str] | list[str]) -> str:
 def _named_tool(raw: str) -> str | None:
     try:
         obj = json.loads(raw)
-    except json.JSONDecodeError:
+    except ValueError:  # not JSON, or a number beyond Python's integer-text limit
         m = re.search(r'"(?:name|tool|action)"\s*:\s*"([^"]+)"', raw)
         return m.group(1) if m else None
     if isinstance(obj, dict):
@@ -365,7 +440,7 @@ def model_step(message: AIMessage, latency_s: float, tool_names: set[str]) -> Mo
             problem = unknown_tool(name, tool_names)
         # the text as sent only when it could not be read; read arguments are the call (so an
         # unknown tool's call sent with a JSON string is recorded as one sent as an object is)
-        raw = (args if isinstance(args, str) else json.dumps(args)) if unreadable is not None else None
+        raw = (args if isinstance(args, str) else json.dumps(recordable(args))) if unreadable is not None else None
         calls.append(ToolCall(id=call_id or new_call_id(), name=name, arguments=arguments, malformed=problem, raw=raw))
     if not calls and text:
         calls = text_calls(text, tool_names)
@@ -437,7 +512,7 @@ def hermes_message(text: str) -> AIMessage:
         raw = match.group(1)
         try:
             obj = json.loads(raw, strict=False)
-        except (json.JSONDecodeError, RecursionError):
+        except (ValueError, RecursionError):  # not JSON, or a number beyond Python's integer-text limit
             obj = None
         if isinstance(obj, dict) and isinstance(obj.get("name"), str):
             args = obj.get("arguments")

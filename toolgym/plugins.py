@@ -27,7 +27,6 @@ from __future__ import annotations
 import importlib
 import pkgutil
 import warnings
-from importlib import metadata
 from typing import Any
 
 from toolgym.agents import AGENTS, Agent
@@ -35,7 +34,7 @@ from toolgym.benchmark import ENVIRONMENTS, Benchmark, Suite
 from toolgym.environments import Environment
 from toolgym.graders import GRADERS, Grader
 from toolgym.providers import PROVIDERS
-from toolgym.registry import Entry, Registry
+from toolgym.registry import Entry, Registry, entry_points
 
 __all__ = [
     "SUITE_GROUP",
@@ -79,7 +78,7 @@ def load_suites() -> None:
             _problem(f"suite {info.name}: {type(exc).__name__}: {exc}")
             continue
         _add_suite(suite, f"suite {suite.name}")
-    for ep in metadata.entry_points(group=SUITE_GROUP):
+    for ep in entry_points(SUITE_GROUP):
         where = f"entry point {SUITE_GROUP} ({ep.dist.name} {ep.dist.version})" if ep.dist else f"entry point {SUITE_GROUP}"
         try:
             suite = ep.load()

@@ -51,7 +51,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
 
 from langchain_core.rate_limiters import BaseRateLimiter
 
-from toolgym.agents import Agent
+from toolgym.agents import Agent, repeat_guard
 from toolgym.executor import EXECUTORS, Episodes, PartSpecs
 from toolgym.records import Example, Trajectory
 from toolgym.runner import WorkerDied, play_episode, resolve_agent, resolve_benchmark
@@ -138,7 +138,8 @@ def build_parts(parts: PartSpecs, limiter: BaseRateLimiter | None = None) -> tup
     if limiter is not None and isinstance(model, ResilientChatModel):
         model.share_rate_limiter(limiter)
     label = parts.model if isinstance(parts.model, str) or parts.model is None else f"object:{type(parts.model).__name__}"
-    return agent_obj(model=model, model_spec=label if agent_obj.needs_model else None, max_steps=parts.max_steps), benchmark.environment
+    return agent_obj(model=model, model_spec=label if agent_obj.needs_model else None, max_steps=parts.max_steps,
+                     **repeat_guard(parts.max_repeats)), benchmark.environment
 
 
 @ray.remote(num_cpus=0)
@@ -208,6 +209,15 @@ class RayExecutor:
         """Episodes put back in the queue because their actor died (last run)."""
         self._actors: list[Any] = []
         self._new_actor: Callable[..., Any] | None = None
+        self._started_here = False  # Ray initialised by default_concurrency, shut down after play
+
+    def default_concurrency(self) -> int:
+        """Episodes in flight for a run that gives no ``concurrency``: one per CPU of the
+        cluster's alive nodes (an environment's own default, often 1, would leave all but one
+        CPU idle). Initialises Ray here when it is not (then :meth:`play` shuts it down)."""
+        self._started_here = self._connect() or self._started_here
+        cpus = sum(n.get("Resources", {}).get("CPU", 0) for n in ray.nodes() if n.get("Alive"))
+        return max(1, int(cpus))
 
     def _connect(self) -> bool:
         """Initialise Ray unless it is; returns whether this call did."""
@@ -239,7 +249,8 @@ class RayExecutor:
         self.duplicates, self.episodes_by_node, self.actor_nodes, self.replayed = 0, Counter(), [], 0
         if not episodes.jobs:
             return
-        started = self._connect()
+        started = self._connect() or self._started_here
+        self._started_here = False
         self._actors = []
         limiter = None
         try:

@@ -11,7 +11,7 @@ import re
 import weakref
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_serializer, model_validator
 
 from toolgym.matchers import SpecError
 from toolgym.milestones import Plan, compile_plan
@@ -266,7 +266,13 @@ class ToolStep(BaseModel):
 
 Step = Annotated[ModelStep | ToolStep, Field(discriminator="kind")]
 
-Status = Literal["completed", "step_limit", "error", "aborted"]
+Status = Literal["completed", "step_limit", "repeat_limit", "error", "aborted", "abandoned"]
+
+UNSCORED_STATUSES: tuple[str, ...] = ("error", "aborted")
+"""Statuses whose trajectories are not graded: the episode was cut short by toolgym, a tool,
+the provider, the transport or the operator, so its steps are no verdict on the agent. Every
+view counts them apart (the summary's ``errors``), outside every denominator. An ``abandoned``
+episode (the agent walked away) is graded and counted: leaving is the agent's failure."""
 
 
 class Trajectory(BaseModel):
@@ -274,10 +280,17 @@ class Trajectory(BaseModel):
 
     Attributes:
         status: ``completed`` (the agent stopped by itself), ``step_limit`` (stopped after
-            ``max_steps`` model turns; steps so far kept) or ``error`` (a bug in a tool, or a
-            model call that failed after its retries; see ``error``) or ``aborted`` (the agent
-            went away mid-episode: an MCP client that disconnected, a server stopped; steps so
-            far kept, not graded).
+            ``max_steps`` model turns; steps so far kept), ``repeat_limit`` (stopped by the
+            repeat guard after ``max_repeats`` identical consecutive tool calls, the last one
+            executed; steps so far kept) or ``error`` (a bug in a tool, or a
+            model call that failed after its retries, or a tool result the transport could not
+            carry; see ``error``), ``aborted`` (stopped mid-episode by something other than the
+            agent: a server stopped by its operator, a Gymnasium loop that reset before the end;
+            steps so far kept, not graded: :data:`UNSCORED_STATUSES`) or ``abandoned`` (the
+            agent walked away mid-episode: an MCP client that closed its session, or went
+            silent past the server's idle timeout, without ``end_episode``; graded as it stands,
+            without a final answer, and counted like any other episode: leaving is the agent's
+            failure, never a way out of a denominator).
         error: ``"ErrorType: message"`` when status is ``error``.
         final_state: ``Environment.read_state()`` at the end (JSON-safe snapshot).
         initial_state: ``Environment.read_state()`` after reset, before any step; with each
@@ -416,6 +429,9 @@ class Measure(BaseModel):
             :func:`toolgym.stats.clustered_estimate`) or the name of a published formula that
             the suite computes over the whole run (for example the JMultiWOZ-TC rows).
         reference: Where the definition or the aggregation comes from.
+        compares: What the grader compares, in a few words, when its name could suggest more
+            (``steps_exact``: the tool names, not their arguments); every view shows it beside
+            the rule (:func:`toolgym.views.rundata.rule_text`). ``""``: nothing to add.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -427,6 +443,16 @@ class Measure(BaseModel):
     threshold: float = 1.0
     aggregation: str = "mean"
     reference: str = ""
+    compares: str = ""
+
+    @model_serializer(mode="wrap")
+    def _without_empty_compares(self, handler: Any) -> dict[str, Any]:
+        """``compares`` is written only when set, so a run whose graders say nothing more
+        reads in a toolgym from before the field."""
+        data = handler(self)
+        if not self.compares:
+            data.pop("compares", None)
+        return data
 
     @model_validator(mode="after")
     def _target_iff_two_sided(self) -> Measure:

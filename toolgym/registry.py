@@ -38,9 +38,26 @@ __all__ = [
     "ExtensionError",
     "Registry",
     "UnknownNameError",
+    "describe_object",
+    "first_sentence",
     "is_spec",
     "load_object",
 ]
+
+
+
+_ENTRY_POINTS: tuple[tuple[str, ...], Any] | None = None
+
+
+def entry_points(group: str) -> list[metadata.EntryPoint]:
+    """The entry points of ``group`` of the installed distributions. Every distribution's
+    ``entry_points.txt`` is read once per value of ``sys.path`` (one scan for all of toolgym's
+    groups, not one per group)."""
+    global _ENTRY_POINTS
+    key = tuple(sys.path)
+    if _ENTRY_POINTS is None or _ENTRY_POINTS[0] != key:
+        _ENTRY_POINTS = (key, metadata.entry_points())
+    return list(_ENTRY_POINTS[1].select(group=group))
 
 
 class UnknownNameError(KeyError):
@@ -267,7 +284,7 @@ class Registry(Generic[T]):
         if self._builtins is not None:
             self._builtins()
         found: dict[str, list[metadata.EntryPoint]] = {}
-        for ep in metadata.entry_points(group=self.group):
+        for ep in entry_points(self.group):
             found.setdefault(ep.name, []).append(ep)
         for name, eps in found.items():
             values = {ep.value for ep in eps}
@@ -356,12 +373,90 @@ class Registry(Generic[T]):
             rows.append((name, f"entry point {self.group} ({_ep_source(ep)})"))
         return sorted(rows)
 
+    def description(self, name: str) -> str:
+        """What ``name`` is, in one line (:func:`first_sentence` of its docstring), without
+        importing a built-in or a plugin that is not loaded yet: their docstrings are read
+        from the source. ``""`` when there is none to read."""
+        self._ensure_loaded()
+        if name in self._entries:
+            return describe_object(self._raw.get(name, self._entries[name].obj))
+        if name in self._lazy:
+            return first_sentence(_source_docstring(self._lazy[name], registered_as=name))
+        if name in self._plugins:
+            ep = self._plugins[name]
+            attr = ep.attr.split(".")[-1] if ep.attr else None
+            return first_sentence(_source_docstring(ep.module, name=attr)) if attr else ""
+        return ""
+
     def __iter__(self) -> Iterator[str]:
         return iter(self.names())
 
     def __contains__(self, name: object) -> bool:
         self._ensure_loaded()
         return name in self._entries or name in self._lazy or name in self._plugins
+
+
+_ROLE = re.compile(r":(class|func|meth|mod|attr|data|obj):`~?([^`]+)`")
+
+
+def _plain_role(match: re.Match[str]) -> str:
+    role, target = match.groups()
+    return target if role == "mod" else target.rsplit(".", 1)[-1]
+
+
+def describe_object(obj: Any, width: int = 90) -> str:
+    """One line saying what a registered object is: :func:`first_sentence` of its own
+    docstring (``""`` when it has none; a class's inherited docstring is not its own). For
+    ``toolgym list``."""
+    if isinstance(obj, type) and obj.__doc__ is None:
+        return ""
+    return first_sentence(inspect.getdoc(obj) or "", width)
+
+
+def first_sentence(doc: str, width: int = 90) -> str:
+    """The first sentence of a docstring's first paragraph, with reST markup (````x````,
+    ``:class:`a.X``` as ``X``) written plainly and its end marked with a full stop; a sentence
+    longer than ``width`` characters is cut at its first ``;`` outside parentheses (its
+    leading clause). ``""`` for an empty docstring."""
+    text = " ".join(inspect.cleandoc(doc).split("\n\n")[0].split())
+    text = _ROLE.sub(_plain_role, text).replace("``", "")
+    sentence = re.split(r"(?<=[.!?])\s+(?=[A-Z])", text, maxsplit=1)[0]
+    if len(sentence) > width:
+        depth = 0
+        for i, char in enumerate(sentence):
+            depth += {"(": 1, ")": -1}.get(char, 0)
+            if char == ";" and depth == 0:
+                sentence = sentence[:i]
+                break
+    sentence = sentence.rstrip(".:;, ")
+    return f"{sentence}." if sentence else ""
+
+
+def _source_docstring(module: str, name: str | None = None, registered_as: str | None = None) -> str:
+    """The docstring of a top-level class or function of ``module``, read from its source
+    without importing it: the one called ``name``, or the one whose decorator is called with
+    ``registered_as`` as its first argument (``@register_agent("oracle")``). ``""`` when the
+    source or the definition cannot be found."""
+    import ast
+
+    try:
+        spec = importlib.util.find_spec(module)
+        origin = spec.origin if spec is not None else None
+        if not origin or not origin.endswith(".py"):
+            return ""
+        tree = ast.parse(Path(origin).read_text(encoding="utf-8"))
+    except (ImportError, OSError, SyntaxError, ValueError, UnicodeDecodeError):
+        return ""
+    for node in tree.body:
+        if not isinstance(node, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        if name is not None and node.name == name:
+            return ast.get_docstring(node) or ""
+        for decorator in node.decorator_list:
+            if (registered_as is not None and isinstance(decorator, ast.Call) and decorator.args
+                    and isinstance(decorator.args[0], ast.Constant) and decorator.args[0].value == registered_as):
+                return ast.get_docstring(node) or ""
+    return ""
 
 
 def _ep_source(ep: metadata.EntryPoint) -> str:

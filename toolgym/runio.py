@@ -5,6 +5,7 @@ reading them back tolerates a torn last line left by a killed run."""
 from __future__ import annotations
 
 import contextlib
+import datetime
 import errno
 import hashlib
 import json
@@ -465,13 +466,20 @@ class RunRecord(BaseModel):
         result_file: For a run imported from a result file: where the file was, its size
             and SHA-256 (:class:`ResultFileRef`); its trajectories name their line.
         resumes: One entry per ``--resume`` of the run: ``{"at": ISO time, "reran_errors": N,
-            "forced": {setting: [before, now]}}`` (``forced`` lists the settings changed under
-            ``--force``).
+            "forced": {setting: [before, now]}, "command": [argv...]}`` (``forced`` lists the
+            settings changed under ``--force``); ``started_at`` and ``command`` stay those of the
+            run's first start.
         protocol: How episodes were played: ``free-running`` (the agent plays each episode
             from the start), ``teacher-forced`` (reference steps replayed, then one model
             turn per step ``k``; see :mod:`toolgym.forcing`) or ``fork`` (a recorded
             trajectory continued from a step).
         inject: The fault injected in every episode (``KIND@K``), or ``None``.
+        described: For an environment given as a Python object no other process can import
+            (its ``extensions.env`` is ``<object Name>``): what an episode starts from,
+            ``{"system": the system message's text or None, "tools": [OpenAI function
+            schemas]}``, read from an environment reset on the first example, so ``export``
+            builds conversations without the class (the system message, then the example's
+            input). ``None`` otherwise.
     """
 
     model_config = ConfigDict(extra="allow")
@@ -501,6 +509,7 @@ class RunRecord(BaseModel):
     protocol: str = "free-running"
     inject: str | None = None
     result_file: ResultFileRef | None = None
+    described: dict[str, Any] | None = None
 
     @property
     def agent_name(self) -> str:
@@ -559,9 +568,111 @@ def read_run(directory: Path) -> RunRecord:
         raise RunDirError(f"{path}: field {field}: {err['msg']}") from None
 
 
+SECRET_OPTIONS = ("--token",)
+"""Options of the command line whose value is a secret (``serve --token``, ``view --token``):
+recorded as ``***`` in ``run.json``'s ``command``."""
+
+REDACTED = "***"
+
+
+def redact_url(text: str) -> str:
+    """``text`` with the secrets a URL may carry replaced by ``***``: the user and password
+    (``https://user:pw@host`` → ``https://***@host``), every query value (``?api_key=K&x=1`` →
+    ``?api_key=***&x=***``: no list of parameter names can know every service's) and the
+    fragment. Text that is not a URL with a scheme and host is returned unchanged.
+
+    Args:
+        text: A URL, or any string.
+    """
+    from urllib.parse import urlsplit, urlunsplit
+
+    if "://" not in text:
+        return text
+    try:
+        parts = urlsplit(text.strip())
+        parts.port  # noqa: B018 - raises ValueError for a port that is not a number
+    except ValueError:  # not a URL after all (a bad port, brackets): hide all but the scheme
+        return f"{text.split('://', 1)[0]}://{REDACTED}"
+    if not parts.scheme or not parts.netloc:
+        return text
+    netloc = parts.netloc
+    if "@" in netloc:
+        hostport = netloc.rsplit("@", 1)[1]
+        netloc = f"{REDACTED}@{hostport}"
+    query = "&".join(
+        f"{pair.split('=', 1)[0]}={REDACTED}" if "=" in pair else REDACTED
+        for pair in parts.query.split("&") if pair
+    ) if parts.query else ""
+    return urlunsplit((parts.scheme, netloc, parts.path, query, REDACTED if parts.fragment else ""))
+
+
+def url_secrets(text: str) -> list[str]:
+    """The secrets :func:`redact_url` hides in ``text``, as strings (the user, the password,
+    each query value, the fragment; percent-decoded too), for scrubbing them out of error
+    messages; ``[]`` for text that is not such a URL."""
+    from urllib.parse import unquote, urlsplit
+
+    if "://" not in text:
+        return []
+    try:
+        parts = urlsplit(text.strip())
+    except ValueError:
+        return []
+    found = [parts.username or "", parts.password or "", parts.fragment]
+    found += [pair.split("=", 1)[-1] for pair in parts.query.split("&") if pair]
+    return sorted({s for v in found for s in (v, unquote(v)) if s}, key=len, reverse=True)
+
+
+def redacted_command(argv: Iterable[str]) -> list[str]:
+    """A command line as ``run.json`` records it: the value of every option in
+    :data:`SECRET_OPTIONS` (``--token T`` or ``--token=T``) is ``***``, and every URL in it
+    (``--base-url``, an ``mcp+http://`` environment) loses its user, password, query values
+    and fragment (:func:`redact_url`)."""
+    out: list[str] = []
+    hide_next = False
+    for arg in argv:
+        arg = str(arg)
+        if hide_next:
+            out.append(REDACTED)
+            hide_next = False
+            continue
+        option, eq, _ = arg.partition("=")
+        if option in SECRET_OPTIONS:
+            if eq:
+                out.append(f"{option}={REDACTED}")
+            else:
+                out.append(arg)
+                hide_next = True
+            continue
+        if eq and option.startswith("--"):
+            out.append(f"{option}={redact_url(arg[len(option) + 1:])}")
+        else:
+            out.append(redact_url(arg))
+    return out
+
+
+def _redacted_values(value: Any) -> Any:
+    """Every string of a JSON value passed through :func:`redact_url`."""
+    if isinstance(value, str):
+        return redact_url(value)
+    if isinstance(value, dict):
+        return {k: _redacted_values(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_redacted_values(v) for v in value]
+    return value
+
+
 def write_run(directory: Path, record: RunRecord) -> None:
-    """Write ``run.json`` atomically (never half-written)."""
-    write_json_atomic(Path(directory) / RUN_FILE, record.model_dump(mode="json"))
+    """Write ``run.json`` atomically (never half-written), without secrets: the ``command`` as
+    :func:`redacted_command` gives it, and every URL in the model, agent and grader settings
+    and resume entries as :func:`redact_url` gives it (a ``--base-url`` with ``user:pw@`` or
+    ``?api_key=`` is recorded without them)."""
+    data = record.model_dump(mode="json")
+    data["command"] = redacted_command(data.get("command") or [])
+    for key in ("model_settings", "agent", "grader_settings", "resumes"):
+        if key in data:
+            data[key] = _redacted_values(data[key])
+    write_json_atomic(Path(directory) / RUN_FILE, data)
 
 
 class ImportedLinesMissing(RunDirError):
@@ -757,6 +868,65 @@ def read_scores(directory: Path) -> list[Score]:
 
 
 LOCK_FILE = ".lock"
+
+
+def _slug(text: str, keep: int = 40) -> str:
+    """``text`` as a piece of a folder name: letters, digits, ``.``, ``_`` and ``-`` only."""
+    import re
+
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-.")[:keep].rstrip("-.") or "x"
+
+
+def _spec_name(spec: str) -> str:
+    """The short name of a registry spec: ``path/file.py:Name`` -> ``Name``;
+    ``mcp:"COMMAND"`` or ``mcp+http://...`` -> ``mcp``; a name -> itself."""
+    if spec.startswith("mcp"):
+        return "mcp"
+    return spec.rsplit(":", 1)[-1] if ":" in spec else spec
+
+
+def _model_name(model: str) -> str:
+    """A model spec in a folder name: ``openai:gpt-4o-mini`` -> ``openai-gpt-4o-mini``,
+    ``scripted:turns/first.json`` -> ``scripted-first``, ``vllm:Qwen/Qwen2.5-7B`` ->
+    ``vllm-Qwen2.5-7B``, ``local`` -> ``local``."""
+    provider, _, name = model.partition(":")
+    if not name:
+        return provider
+    name = name.replace("\\", "/").rstrip("/").rsplit("/", 1)[-1]
+    for suffix in (".json", ".jsonl", ".gguf"):
+        name = name.removesuffix(suffix)
+    return f"{provider}-{name}"
+
+
+def default_run_dir(env: str, agent: str, model: str | None, root: str | Path = "runs",
+                    now: datetime.datetime | None = None) -> Path:
+    """A run directory of its own for a run given no ``--out``:
+    ``ROOT/TIME_ENV_AGENT[_MODEL]`` with the time in UTC as ``2026-12-04T05-31-07`` (first, so
+    that the folders sort by time, as inspect_ai names its log files), and ``-2``, ``-3``, ...
+    appended when that folder exists already (two runs started within a second).
+
+    Args:
+        env: The environment name or spec (a spec is shortened: ``mcp``, or its ``Name``).
+        agent: The agent name or spec.
+        model: The ``--model`` spec, or ``None`` for an agent that uses no model (``oracle``).
+        root: The folder the run directory goes in.
+        now: The start time (default: now); a naive time is taken as UTC.
+
+    Returns:
+        Path: A path that does not exist yet.
+    """
+    now = now or datetime.datetime.now(datetime.UTC)
+    if now.tzinfo is not None:
+        now = now.astimezone(datetime.UTC)
+    parts = [now.strftime("%Y-%m-%dT%H-%M-%S"), _slug(_spec_name(env)), _slug(_spec_name(agent))]
+    if model:
+        parts.append(_slug(_model_name(model)))
+    base = Path(root) / "_".join(parts)
+    candidate, n = base, 1
+    while candidate.exists():
+        n += 1
+        candidate = base.with_name(f"{base.name}-{n}")
+    return candidate
 
 
 @contextlib.contextmanager

@@ -16,7 +16,7 @@ from collections.abc import Hashable, Iterable
 from dataclasses import dataclass
 from statistics import NormalDist
 
-from toolgym.records import Score, Trajectory
+from toolgym.records import UNSCORED_STATUSES, Score, Trajectory
 
 
 @dataclass(frozen=True)
@@ -27,7 +27,8 @@ class Estimate:
         mean: Mean of the scored values (NaN when ``n`` is 0).
         stderr: Standard error of the mean (NaN when ``n`` is 0, 0 for a single value).
         n: Number of scored values (the denominator).
-        n_errors: Trajectories that ended in ``error`` and were left out of ``n``.
+        n_errors: Trajectories left unscored by a failure (status ``error`` or ``aborted``) and
+            so left out of ``n``.
         n_unscored: Scores of ``None`` (for example an unparseable judge reply), left out.
     """
 
@@ -264,12 +265,13 @@ class SummaryRow:
 
 
 def summarize(env: str, trajectories: list[Trajectory], scores: list[Score], graders: list[str]) -> list[SummaryRow]:
-    """Mean ± standard error per grader; error trajectories counted apart (``n_errors``).
+    """Mean ± standard error per grader; trajectories left unscored (``error`` and ``aborted``,
+    :data:`toolgym.records.UNSCORED_STATUSES`) counted apart (``n_errors``).
 
     With several trials per example the standard error is clustered by example
     (:func:`toolgym.stats.clustered_estimate`); with one trial it is the plain estimate.
     """
-    n_errors = sum(t.status == "error" for t in trajectories)
+    n_errors = sum(t.status in UNSCORED_STATUSES for t in trajectories)
     by_grader: dict[str, list[Score]] = defaultdict(list)
     for s in scores:
         by_grader[s.grader].append(s)

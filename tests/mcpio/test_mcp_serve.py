@@ -25,6 +25,7 @@ from mcp import ClientSession, StdioServerParameters, types  # noqa: E402
 from mcp.client.stdio import stdio_client  # noqa: E402
 from mcp.client.streamable_http import streamable_http_client  # noqa: E402
 from mcp.shared._httpx_utils import create_mcp_http_client  # noqa: E402
+from secret_values import SECRETS  # noqa: E402, I001
 
 import toolgym  # noqa: E402
 from toolgym.cli import main  # noqa: E402
@@ -36,6 +37,7 @@ ROOT = Path(__file__).resolve().parents[2]
 ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
 SERVE = [str(ROOT / "run_agent.py"), "serve"]
 CLIENT = types.Implementation(name="test-client", version="1.2")
+SECRET = SECRETS["token"]  # random per session: conftest greps every run directory for it
 
 
 def serve_args(out: Path, *extra: str) -> list[str]:
@@ -275,11 +277,11 @@ def test_end_episode_keeps_the_gold_from_the_client_and_an_example_is_started_on
     asyncio.run(scenario())
     record = served_record(out)
     assert record.trials == 1 and record.agent["reveal_scores"] is False
-    [score] = [s for s in read_scores(out) if s.grader == "answer_match"]
+    [score] = [s for s in read_scores(out) if s.grader == "answer_match" and s.example_id == "rd-01"]
     # the grader ran as before: its explanation names the reference, kept in the run directory
     assert score.value == 0.0 and "Osaka" in score.explanation
     assert [(t.example_id, t.trial, t.status) for t in read_trajectories(out)] == [
-        ("rd-01", 0, "completed"), ("rd-02", 0, "aborted")]
+        ("rd-01", 0, "completed"), ("rd-02", 0, "abandoned")]
 
 
 def test_a_served_episode_ends_at_the_step_limit_as_a_run_does(tmp_path):
@@ -464,7 +466,7 @@ def test_killed_client_leaves_aborted_trajectory_and_sigterm_flushes(tmp_path):
         while not read_trajectories(out) and time.monotonic() < deadline:
             time.sleep(0.2)
         (aborted,) = read_trajectories(out)
-        assert aborted.status == "aborted" and aborted.example_id == "w00"
+        assert aborted.status == "abandoned" and aborted.example_id == "w00"  # the agent's doing: graded
         assert [s.name for s in aborted.tool_steps] == ["a", "b"]
         assert aborted.final_state == {"paper": "ab"}
         assert aborted.agent == "mcp"  # the SDK's default clientInfo name
@@ -485,10 +487,10 @@ def test_killed_client_leaves_aborted_trajectory_and_sigterm_flushes(tmp_path):
         # the streams closed on purpose at shutdown are not reported as an ASGI error
         assert "ASGI callable returned without completing response" not in err, err
     trajectories = read_trajectories(out)
-    assert [(t.example_id, t.status) for t in trajectories] == [("w00", "aborted"), ("w01", "aborted")]
+    assert [(t.example_id, t.status) for t in trajectories] == [("w00", "abandoned"), ("w01", "aborted")]
     assert trajectories[1].error == "the server was stopped" and trajectories[1].final_state == {"paper": "d"}
     assert read_run(out).finished_at is not None
-    assert read_scores(out) == []  # aborted episodes are not graded
+    assert {s.example_id for s in read_scores(out)} == {"w00"}  # an aborted episode is not graded
 
 
 @pytest.mark.slow  # end-to-end: run by .ci/run (-m slow), skipped by the default command
@@ -527,11 +529,11 @@ def test_http_token_origin_and_host_checks(tmp_path):
     init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
         "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "curl", "version": "0"}}}
     accept = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
-    with HttpServer(out, "--env", "typewriter_26", "--token", "s3cret") as server:
-        for auth in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": "Basic s3cret"}):
+    with HttpServer(out, "--env", "typewriter_26", "--token", SECRET) as server:
+        for auth in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": f"Basic {SECRET}"}):
             r = httpx.post(server.url, json=init, headers={**accept, **auth})
             assert r.status_code == 401 and r.headers["www-authenticate"].startswith("Bearer")
-        good = {**accept, "Authorization": "Bearer s3cret"}
+        good = {**accept, "Authorization": f"Bearer {SECRET}"}
         evil = httpx.post(server.url, json=init, headers={**good, "Origin": "http://evil.example"})
         assert evil.status_code == 403
         rebound = httpx.post(server.url, json=init, headers={**good, "Host": f"evil.example:{server.port}"})
@@ -540,7 +542,7 @@ def test_http_token_origin_and_host_checks(tmp_path):
         assert local.status_code == 200
 
         async def with_token() -> None:
-            async with http_session(server.url, token="s3cret") as session:
+            async with http_session(server.url, token=SECRET) as session:
                 task = await session.call_tool("start_episode", {})
                 assert not task.isError
                 await session.call_tool("end_episode", {"answer": "a"})

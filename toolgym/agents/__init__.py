@@ -33,7 +33,7 @@ from toolgym.records import (
 )
 from toolgym.registry import Registry
 
-__all__ = ["AGENTS", "Agent", "Episode", "as_agent_class", "play_and_record", "register_agent"]
+__all__ = ["AGENTS", "Agent", "Episode", "as_agent_class", "play_and_record", "register_agent", "repeat_guard"]
 
 _BUILTIN = {name: f"toolgym.agents.{name}" for name in (
     "tool_calling", "oracle", "react_json", "xml_prompting", "direct", "loglik"
@@ -71,6 +71,13 @@ def register_agent(name: str) -> Callable[[type[Agent]], type[Agent]]:
         return AGENTS.register(name)(cls)
 
     return decorator
+
+
+def repeat_guard(max_repeats: int | None) -> dict[str, int]:
+    """The keyword argument that switches an agent's repeat guard on (``{"max_repeats": N}``),
+    or none when it is off, so that an agent class written before the guard (whose
+    ``__init__`` takes no ``max_repeats``) is built as before."""
+    return {} if max_repeats is None else {"max_repeats": max_repeats}
 
 
 class Episode:
@@ -123,6 +130,21 @@ class Episode:
         self.steps.append(step)
         return step
 
+    def repeated_calls(self) -> int:
+        """How many of the last tool calls are the same call: same tool name, same arguments
+        (compared as JSON with sorted keys), both well-formed or both malformed with the same
+        fault. Model turns between them do not break the run; 0 before the first call.
+        Counted from the end, so it costs at most the length of the run."""
+        count, last = 0, None
+        for step in reversed(self.steps):
+            if step.kind != "tool":
+                continue
+            key = (step.name, json.dumps(step.arguments, sort_keys=True, default=str), step.malformed)
+            if last is not None and key != last:
+                break
+            last, count = key, count + 1
+        return count
+
     def trajectory(self, agent: str, model: str | None, error: str | None = None) -> Trajectory:
         """The finished trajectory (status ``error`` when ``error`` is given), with the state
         after reset and each tool step's state patch (:class:`StateRecorder`)."""
@@ -157,17 +179,39 @@ class Agent:
         model_spec: The ``--model`` string, recorded in trajectories.
         max_steps: Maximum number of model turns; reaching it ends the episode with status
             ``step_limit``.
+        max_repeats: The repeat guard: after this many identical consecutive tool calls
+            (:meth:`Episode.repeated_calls`) the episode ends with status ``repeat_limit``
+            instead of looping until ``max_steps``. ``None`` (the default) switches it off;
+            otherwise at least 2.
+
+    Raises:
+        ValueError: ``max_repeats`` below 2.
     """
 
     name: ClassVar[str] = ""
     needs_model: ClassVar[bool] = True
 
     def __init__(
-        self, model: BaseChatModel | None = None, model_spec: str | None = None, max_steps: int = 40
+        self, model: BaseChatModel | None = None, model_spec: str | None = None, max_steps: int = 40,
+        max_repeats: int | None = None,
     ) -> None:
+        if max_repeats is not None and max_repeats < 2:
+            raise ValueError(f"max_repeats must be at least 2 (or None for no repeat guard), got {max_repeats}")
         self.model = model
         self.model_spec = model_spec
         self.max_steps = max_steps
+        self.max_repeats = max_repeats
+
+    def limit_reached(self, episode: Episode) -> Status | None:
+        """The status that ends ``episode`` before its next model turn, if any:
+        ``repeat_limit`` when the repeat guard is on and the last ``max_repeats`` tool calls
+        are one call repeated, ``step_limit`` when ``max_steps`` model turns are played; else
+        ``None``. Checked by every architecture after a turn's tool calls."""
+        if self.max_repeats is not None and episode.repeated_calls() >= self.max_repeats:
+            return "repeat_limit"
+        if episode.model_turns >= self.max_steps:
+            return "step_limit"
+        return None
 
     @classmethod
     def make_model(cls, spec: str, settings: ModelSettings) -> Any:
@@ -213,7 +257,10 @@ class Agent:
 
     def describe(self) -> dict[str, Any]:
         """Settings recorded in ``run.json``."""
-        return {"agent": self.name, "max_steps": self.max_steps}
+        described = {"agent": self.name, "max_steps": self.max_steps}
+        if self.max_repeats is not None:  # recorded only when the guard is on
+            described["max_repeats"] = self.max_repeats
+        return described
 
 
 async def play_and_record(agent: Agent, episode: Episode, setup: Callable[[], Any] | None = None) -> Trajectory:

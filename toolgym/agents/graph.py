@@ -86,15 +86,19 @@ class EpisodeRecorder(BaseCallbackHandler):
     Args:
         episode: The episode being played.
         max_steps: Model turns allowed; starting one more stops the graph (``step_limit``).
+        max_repeats: The repeat guard (:class:`~toolgym.agents.Agent`): starting a model turn
+            after this many identical consecutive tool calls stops the graph
+            (``repeat_limit``); ``None``: off.
     """
 
     run_inline = True  # called in the event loop, in order, never in a worker thread
     raise_error = True  # a stop or a broken tool raised from a callback must end the graph
 
-    def __init__(self, episode: Episode, max_steps: int) -> None:
+    def __init__(self, episode: Episode, max_steps: int, max_repeats: int | None = None) -> None:
         super().__init__()
         self.episode = episode
         self.max_steps = max_steps
+        self.max_repeats = max_repeats
         self.tool_names = set(episode.env.tools)
         self.bug: ToolBug | None = None
         self.last_message: AIMessage | None = None
@@ -114,6 +118,8 @@ class EpisodeRecorder(BaseCallbackHandler):
         protocol = self.episode.env.max_model_turns
         if protocol is not None and turns >= protocol:
             raise _Stop("completed")
+        if self.max_repeats is not None and self.episode.repeated_calls() >= self.max_repeats:
+            raise _Stop("repeat_limit")
         if turns >= self.max_steps:
             raise _Stop("step_limit")
         self._started[run_id] = time.perf_counter()
@@ -383,7 +389,7 @@ class GraphAgent(Agent):
             ToolBug: a tool is broken.
             Exception: whatever the graph raised (model failure, bug in the graph).
         """
-        recorder = EpisodeRecorder(episode, self.max_steps)
+        recorder = EpisodeRecorder(episode, self.max_steps, self.max_repeats)
         graph = self.build(episode_tools(recorder), episode.env.instructions)
         config = {"callbacks": [recorder], "recursion_limit": self.recursion_limit()}
         try:

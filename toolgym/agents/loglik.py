@@ -47,21 +47,23 @@ class Backend:
 
 @register_agent("loglik")
 class LoglikAgent(DirectAgent):
-    """Log-likelihood scoring of options and targets; see the module docstring.
+    """Scores given continuations (the options, or the target word) by token log-probability
+    instead of letting the model write; the module docstring has the details.
 
     Args:
         model: A :class:`Backend`, a :class:`~toolgym.logprobs.LogprobScorer`, or a chat model
             (which means answer extraction).
     """
 
-    def __init__(self, model: Any = None, model_spec: str | None = None, max_steps: int = 40) -> None:
+    def __init__(self, model: Any = None, model_spec: str | None = None, max_steps: int = 40,
+                 max_repeats: int | None = None) -> None:
         if isinstance(model, Backend):
             backend = model
         elif isinstance(model, LogprobScorer):
             backend = Backend(model, None, f"log-likelihood via {model.name}")
         else:
             backend = Backend(None, model, "answer extraction (a chat model was given)")
-        super().__init__(model=backend.chat, model_spec=model_spec, max_steps=max_steps)
+        super().__init__(model=backend.chat, model_spec=model_spec, max_steps=max_steps, max_repeats=max_repeats)
         self.backend = backend
 
     @classmethod

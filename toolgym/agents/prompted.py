@@ -163,8 +163,9 @@ class PromptedAgent(Agent):
         protocol = episode.env.max_model_turns
         if protocol is not None and episode.model_turns >= protocol:
             return END  # the environment's protocol ends the episode here (status completed)
-        if episode.model_turns >= self.max_steps:
-            episode.status = "step_limit"
+        limit = self.limit_reached(episode)
+        if limit is not None:
+            episode.status = limit
             return END
         return "model"
 

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import math
 import sys
 import warnings
@@ -18,60 +19,73 @@ from toolgym.cli.providers import add_provider_arguments, record_accounting, ser
 from toolgym.data import DatasetError
 from toolgym.registry import DuplicateNameError, ExtensionError, UnknownNameError
 from toolgym.runio import Run, RunDirError, locked_run_dir
-from toolgym.runner import (
-    RunConfig,
-    TooManyErrors,
-    WorkerDied,
-    check_resume,
-    grade,
-    parse_max_errors,
-    run,
-    status_counts,
-)
 from toolgym.stats import SummaryRow
 
 console = Console()
 
 
-def print_summary(rows: list[SummaryRow], title: str = "summary") -> None:
+def print_summary(rows: list[SummaryRow], title: str = "summary", measures: dict | None = None) -> None:
     """Print the grader table: mean ± stderr, n, errors, unscored (fitted to the terminal:
-    :func:`toolgym.views.fit.print_fitted`)."""
+    :func:`toolgym.views.fit.print_fitted`), then what a grader compares when its measure says
+    (``measures``: grader name → :class:`~toolgym.records.Measure`)."""
     from rich.text import Text
 
     from toolgym.views.fit import Col, print_fitted
+    from toolgym.views.rundata import compares_notes
 
     cols = [Col("env", "left"), Col("grader", "left"), Col("mean ± stderr"), Col("n"), Col("errors"), Col("unscored")]
     cells = [[row.env, row.grader, row.estimate.format(), str(row.estimate.n), str(row.estimate.n_errors),
               str(row.estimate.n_unscored)] for row in rows]
     print_fitted(console, cols, cells, keys=2, title=Text(title))
+    for note in compares_notes(measures or {}, [row.grader for row in rows]):
+        console.print(Text(f"note: {note}"))
+
+
+LIST_KINDS = {"environments": "--env", "agents": "--agent", "graders": "--grader", "models": "--model"}
+"""The kinds ``list`` prints, each with the option that names one."""
 
 
 def cmd_list(args: argparse.Namespace) -> int:
+    """One table per kind (environments, agents, graders, models): name, where it comes from,
+    and what it is (the first sentence of its docstring, read without importing it:
+    :meth:`toolgym.registry.Registry.description`). Names never wrap; the description wraps
+    so a table fits the terminal (80 columns in a pipe)."""
+    from rich.table import Table
+    from rich.text import Text
+
     from toolgym.plugins import registries, suite_problems
 
     regs = registries()
-    from rich.text import Text
-
-    from toolgym.views.fit import Col, print_fitted
-
-    rows = []
+    tables: dict[str, list[list[str]]] = {kind: [] for kind in LIST_KINDS}
     environments = regs["environments"]
     for name, source in environments.sources():
-        notes = ""
-        if not source.startswith("entry point"):
-            benchmark = environments.get(name)
-            notes = f"datasets: {', '.join(benchmark.builtin_datasets()) or '-'}"
-        rows.append(["environment", name, source, notes])
-    for form in environments.forms():
-        rows.append(["environment", form, "spec form", "an MCP server's tools; give --dataset"])
+        if source.startswith("entry point"):  # not imported to be listed
+            tables["environments"].append([name, source, environments.description(name)])
+            continue
+        benchmark = environments.get(name)  # the suites are imported already
+        from toolgym.registry import describe_object
+
+        datasets = ", ".join(benchmark.builtin_datasets()) or "none built in (give --dataset)"
+        tables["environments"].append([name, source, f"{describe_object(benchmark.environment)} Datasets: {datasets}."])
     for kind in ("agents", "graders", "models"):
         for name, source in regs[kind].sources():
-            rows.append([kind[:-1] if kind != "models" else "model", name, source,
-                         ("spec: scripted:FILE" if name == "scripted" else f"spec: {name}[:MODEL]")
-                         if kind == "models" else ""])
-    cols = [Col("kind", "left"), Col("name", "left"), Col("from", "left"), Col("notes", "left", wrap=True)]
-    print_fitted(console, cols, rows, keys=2,
-                 title=Text("toolgym: what can be named (NAME, module.path:Name or path/file.py:Name)"))
+            text = regs[kind].description(name)
+            if kind == "models" and not text.startswith(name):
+                text = f"{'scripted:FILE' if name == 'scripted' else f'{name}[:MODEL]'}: {text}"
+            tables[kind].append([name, source, text])
+    console.print(Text("toolgym: what can be named (NAME, module.path:Name or path/file.py:Name)"))
+    for kind, rows in tables.items():
+        table = Table(title=Text(f"{kind} ({LIST_KINDS[kind]})"))
+        for n, header in enumerate(("name", "from", "what it is")):
+            widest = max(len(header), *(len(row[n]) for row in rows)) if n < 2 else None
+            table.add_column(Text(header), no_wrap=n < 2, min_width=widest, overflow="fold" if n == 2 else "ellipsis")
+        for row in rows:
+            table.add_row(*(Text(cell) for cell in row))
+        console.print(table)
+    forms = environments.forms()
+    if forms:
+        console.print(Text("environments (--env) may also be an MCP server's tools (give --dataset):\n"
+                           + "\n".join(f"  {form}" for form in forms)), soft_wrap=True)
     for problem in suite_problems():
         print(f"warning: {problem}", file=sys.stderr)
     return 0
@@ -96,13 +110,31 @@ def print_report_tables(tables: list[ReportTable]) -> None:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    from toolgym.runner import (  # not at start-up: `list` needs none
+        RunConfig,
+        check_resume,
+        run,
+        status_counts,
+    )
+
     if args.force and not args.resume:
         raise ValueError("--force only goes with --resume (it accepts changed settings when continuing a run)")
-    out = Path(args.out or f"runs/{args.env}-{args.agent}")
+    if args.out is None:
+        if args.resume:
+            raise ValueError("--resume needs --out DIR, the run directory to continue (a run given no --out "
+                             "gets a new folder each time: its name was printed when it started)")
+        from toolgym.agents import AGENTS
+        from toolgym.runio import default_run_dir
+
+        model = args.model if AGENTS.get(args.agent).needs_model else None
+        args.out = str(default_run_dir(args.env, args.agent, model))
+        args.out_chosen = True  # the Ctrl-C message names it (main)
+        print(f"run directory: {args.out}", file=sys.stderr)
+    out = Path(args.out)
     settings = settings_from_args(args)
     config = RunConfig(
         env=args.env, agent=args.agent, model=args.model, dataset=args.dataset, out=out,
-        limit=args.limit, trials=args.trials, max_steps=args.max_steps,
+        limit=args.limit, trials=args.trials, max_steps=args.max_steps, max_repeats=args.max_repeats,
         concurrency=args.concurrency, workers=args.workers, resume=args.resume, graders=args.grader or None,
         force=args.force, max_errors=args.max_errors,
         settings=settings, grader_settings=judge_settings(args), env_options=env_options(args),
@@ -113,7 +145,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     with locked_run_dir(out), serve_for(args, settings, out):
         result = run(config, progress=not args.no_progress)
     counts = status_counts(result.trajectories)
-    print_summary(result.summary, title=f"{out} ({', '.join(f'{k}: {v}' for k, v in sorted(counts.items()))})")
+    print_summary(result.summary, title=f"{out} ({', '.join(f'{k}: {v}' for k, v in sorted(counts.items()))})",
+                  measures=result.run.record.measures)
     for line in record_accounting(out, result.trajectories, args.price_in, args.price_out).lines():
         console.print(line, highlight=False, soft_wrap=True)
     print_statistics(result.run)
@@ -154,16 +187,18 @@ def cmd_grade(args: argparse.Namespace) -> int:
         out = Path(args.out) if args.out else result.parent
         options = {k: v for k, v in (("answers", args.answers), ("layout", args.layout)) if v}
         graded = import_results(args.env, result, args.dataset, out, env_options=options)
-        print_summary(graded.summary, title=str(out))
+        print_summary(graded.summary, title=str(out), measures=graded.run.record.measures)
         print_suite_report(graded.run)
         return 0
     if not args.dir:
         raise ValueError("grade needs a run directory, or --result FILE with --env and --dataset")
+    from toolgym.runner import grade
+
     graded = grade(
         Path(args.dir), graders=args.grader or None, dataset=args.dataset,
         grader_settings=judge_settings(args), env_options={"layout": args.layout} if args.layout else None,
     )
-    print_summary(graded.summary, title=str(args.dir))
+    print_summary(graded.summary, title=str(args.dir), measures=graded.run.record.measures)
     print_statistics(graded.run)
     print_suite_report(graded.run)
     return 0
@@ -178,11 +213,21 @@ def cmd_summary(args: argparse.Namespace) -> int:
     print_cells(summary_cells(runs), console, title="summary: mean ± standard error per grader")
     from toolgym.runio import SCORES_FILE
 
-    for view in runs:  # a run stopped (or still running) before its grading wrote any score
+    for view in runs:  # a run stopped (Ctrl-C) or still running before its grading wrote the scores
         directory = view.run.directory
-        if directory is not None and view.run.trajectories and not (directory / SCORES_FILE).exists():
+        if directory is None or not view.run.trajectories:
+            continue
+        if not (directory / SCORES_FILE).exists():
             print(f"note: {directory} has {len(view.run.trajectories)} trajectories and no {SCORES_FILE}: it was not "
                   f"graded (still running, or stopped before grading); `toolgym grade {directory}` grades it",
+                  file=sys.stderr)
+            continue
+        scored = {(s.example_id, s.trial) for s in view.run.scores}
+        waiting = [t for t in view.run.trajectories
+                   if t.status not in ("error", "aborted") and (t.example_id, t.trial) not in scored]
+        if waiting:
+            print(f"note: {directory}: {len(waiting)} finished episode(s) have no scores yet (the run stopped before "
+                  f"grading them, or is still running); `toolgym grade {directory}` grades them",
                   file=sys.stderr)
     from toolgym.views.stepwise import stepwise_tables
 
@@ -336,6 +381,8 @@ def cmd_generate(args: argparse.Namespace) -> int:
 
 def max_errors_arg(text: str) -> str:
     """argparse type of ``--max-errors``: a count ``N`` or a share ``P%``."""
+    from toolgym.runner import parse_max_errors
+
     try:
         parse_max_errors(text)
     except ValueError as exc:  # argparse already names the option
@@ -386,7 +433,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dataset", help="JSONL or LangChain JSON file, or a built-in dataset name (default: test)")
     p.add_argument("--limit", type=positive_int, help="only the first N examples")
     p.add_argument("--trials", type=positive_int, default=1, help="episodes per example")
-    p.add_argument("--max-steps", type=positive_int, default=40, help="model turns before step_limit")
+    p.add_argument("--max-steps", type=positive_int, default=40,
+                   help="model turns before the episode ends as step_limit (default: 40)")
+    p.add_argument(
+        "--max-repeats", type=_number(int, lambda v: v >= 2, "an integer of at least 2"), metavar="N",
+        help="repeat guard: end an episode as repeat_limit after N identical consecutive tool calls (same tool, "
+        "same arguments; default: off, so a looping model runs to --max-steps)",
+    )
     p.add_argument(
         "--concurrency", type=positive_int, help="episodes in flight (default: the environment's; 1 for most, 32 for jmultiwoz_tc)"
     )
@@ -407,7 +460,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--max-tokens", type=positive_int, default=512, help="generated tokens per model turn")
     p.add_argument("--grader", action="append", help="grader to run (repeatable; default: the environment's)")
-    p.add_argument("--out", help="run directory (default: runs/ENV-AGENT)")
+    p.add_argument("--out", help="run directory (default: a new folder runs/TIME_ENV_AGENT_MODEL, printed at the start)")
     p.add_argument(
         "--resume", action="store_true",
         help="continue --out: finished episodes are kept, those that ended in error are played again",
@@ -529,8 +582,15 @@ def os_error_text(exc: OSError) -> str:
     (``runs/x: permission denied``), without the errno number."""
     names = " -> ".join(str(n) for n in (exc.filename, exc.filename2) if n is not None)
     reason = exc.strerror or str(exc) or type(exc).__name__
-    reason = reason[:1].lower() + reason[1:]
+    if reason[1:2].islower():  # "Permission denied" -> "permission denied"; "GGUF ..." stays
+        reason = reason[:1].lower() + reason[1:]
     return f"{names}: {reason}" if names else reason
+
+
+WRITE_ERRNOS = frozenset(getattr(errno, name) for name in ("ENOSPC", "EDQUOT", "EFBIG", "EROFS", "EIO")
+                         if hasattr(errno, name))
+"""Errors of a write to an open file (which names no file): disk full, quota, file too large,
+read-only file system, I/O error. Only these are blamed on the output folder."""
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -543,7 +603,7 @@ def main(argv: list[str] | None = None) -> int:
         return args.func(args)
     except OSError as exc:
         text = os_error_text(exc)
-        if exc.filename is None and getattr(args, "out", None):  # a failed write names no file
+        if exc.filename is None and exc.errno in WRITE_ERRNOS and getattr(args, "out", None):  # names no file
             text = f"{args.out}: {text} (while writing there)"
         print(f"error: {text}", file=sys.stderr)
         return 2
@@ -551,13 +611,20 @@ def main(argv: list[str] | None = None) -> int:
             TypeError) as exc:
         print(f"error: {exc}", file=sys.stderr)  # plain: never wrapped, easy to grep
         return 2
-    except (WorkerDied, TooManyErrors) as exc:
+    except RuntimeError as exc:
+        from toolgym.runner import TooManyErrors, WorkerDied  # loaded by then: only a run raises them
+
+        if not isinstance(exc, (WorkerDied, TooManyErrors)):
+            raise
         print(f"error: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
+        again = (f"the same command plus --resume --out {args.out}" if getattr(args, "out_chosen", False)
+                 else "the same command plus --resume")
+        where = getattr(args, "out", None) if args.command == "run" else None
         print(
-            "interrupted; finished episodes are saved: continue with the same command plus "
-            "--resume, or score them as they are with `grade DIR`",
+            f"interrupted; finished episodes are saved: continue with {again}, or score them as they are "
+            f"with `grade {where or 'DIR'}` (until then they have no scores)",
             file=sys.stderr,
         )
         return 130

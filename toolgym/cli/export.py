@@ -19,8 +19,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", required=True, help="JSONL file to write")
     p.add_argument("--where", action="append", default=[], metavar="GRADER>=VALUE",
                    help="keep trajectories whose grader value satisfies this (repeatable; >= <= == != > <)")
-    p.add_argument("--status", action="append", default=[], choices=("completed", "step_limit", "error"),
-                   help="keep only this status (repeatable; default: completed and step_limit)")
+    p.add_argument("--status", action="append", default=[],
+                   choices=("completed", "step_limit", "repeat_limit", "abandoned", "error", "aborted"),
+                   help="keep only this status (repeatable; default: completed, step_limit and repeat_limit)")
     p.add_argument("--env", action="append", default=[], help="keep only this environment (repeatable)")
     p.add_argument("--pass-grader", help="preference: grader whose pass rule splits chosen from rejected (default: each run's first)")
     p.add_argument("--arguments", choices=("string", "object"), default="string",

@@ -136,7 +136,7 @@ def record_accounting(
         RunDirError: if ``out`` has no valid run.json.
     """
     record = read_run(out)
-    totals = account(trajectories, price_in, price_out)
+    totals = account(trajectories, price_in, price_out, with_model=record.model is not None)
     record.accounting = totals.record()
     write_run(Path(out), record)
     return totals

@@ -45,7 +45,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="http: a Host header to accept besides loopback ones and --host (repeatable)")
     p.add_argument("--idle-timeout", type=float, default=300.0, metavar="SECONDS",
                    help="http: close a session idle this long (no request, no open stream); its running "
-                   "episode is recorded as aborted (default 300)")
+                   "episode is recorded as abandoned and graded: the agent walked away (default 300)")
     add_judge_options(p)
     p.set_defaults(func=cmd_serve)
 

@@ -23,6 +23,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--port", type=port_number, default=8766, help="TCP port (0: any free port; default 8766)")
     p.add_argument("--token", help="secret every request must carry (required beyond loopback): open the "
                    "page as /?token=TOKEN, scripts send 'Authorization: Bearer TOKEN'")
+    p.add_argument("--allow-host", action="append", default=[], metavar="HOST",
+                   help="a Host header to accept besides loopback ones and --host (repeatable): the name other "
+                   "machines use to reach this one when it listens on 0.0.0.0")
     p.add_argument("--no-browser", action="store_true", help="do not open the page in a browser")
     p.add_argument("--cache-dir", help="where run indexes are kept (default ~/.cache/toolgym/view)")
     p.add_argument("--poll", type=float, default=1.0, metavar="SECONDS",
@@ -43,8 +46,13 @@ def cmd_view(args: argparse.Namespace) -> int:
     settings = ViewSettings(
         host=args.host, port=args.port, token=args.token, poll_s=args.poll,
         cache_dir=Path(args.cache_dir) if args.cache_dir else default_cache_dir(),
+        allowed_hosts=tuple(args.allow_host),
     )
     settings.check()
+    if args.host in ("0.0.0.0", "::") and not args.allow_host:
+        print(f"toolgym view: listening on every address, but only requests naming this machine as localhost are "
+              f"answered: give --allow-host NAME for each name or address other machines use (--host {args.host} "
+              "accepts no Host header by itself, against DNS rebinding)", file=sys.stderr)
 
     def ready(url: str) -> None:
         print(f"toolgym view: {url} (Ctrl-C stops)", flush=True)

@@ -11,12 +11,21 @@ Two kinds of failure are kept apart:
   agent sees the message as an error observation and may recover.
 * any other exception raised by a tool is a bug: :meth:`Environment.call` raises
   :class:`ToolBug`, which ends that trajectory with status ``error`` while the run goes on.
+
+The line between the two for arguments the model chose: arguments that fit the tool's schema
+but that its backend cannot take (an id of 2**63 that SQLite cannot store, a power too large
+for a float) are the model's mistake, as any other wrong argument: the call is a tool error the
+model sees, a recorded step, and the episode goes on (:func:`rejected_by_backend`). The schema
+is the tool's promise about types, not about the range of numbers a backend holds; a model that
+sends an id no database could hold has made the same kind of mistake as one that sends an id
+that does not exist. Anything else a tool raises is still its bug.
 """
 
 from __future__ import annotations
 
 import difflib
 import json
+import math
 import typing
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
@@ -35,6 +44,8 @@ __all__ = [
     "ToolBug",
     "ToolError",
     "ToolResult",
+    "beyond_backend_range",
+    "rejected_by_backend",
     "schema_tool",
     "tool",
 ]
@@ -361,6 +372,14 @@ class Environment:
                 error=True,
                 rejected=True,
             )
+        texts = [k for k, v in arguments.items() if isinstance(v, str) and _number_only(schema.model_fields[k].annotation)]
+        if texts:  # pydantic's lax mode would read "5" as 5: the schema says number, the model sent text
+            return ToolResult(
+                f"Error: invalid arguments for {name!r}: "
+                + "; ".join(f"{k}: a string is not a number, got {json.dumps(arguments[k])}" for k in texts),
+                error=True,
+                rejected=True,
+            )
         from pydantic import ValidationError
 
         try:
@@ -378,9 +397,59 @@ class Environment:
             result = fn(**arguments)
         except ToolError as exc:
             return ToolResult(f"Error: {exc}", error=True)
-        except Exception as exc:  # a bug in the tool, not the agent's fault
+        except Exception as exc:  # a bug in the tool, not the agent's fault ...
+            reason = rejected_by_backend(exc, arguments)
+            if reason is not None:  # ... unless the model's argument is what the backend refused
+                return ToolResult(f"Error: {name!r} could not take these arguments: {reason}", error=True)
             raise ToolBug(f"tool {name!r} raised {type(exc).__name__}: {exc}") from exc
         return ToolResult(_to_text(result))
+
+
+INT64_RANGE = (-(2**63), 2**63 - 1)
+"""The integers a backend is sure to hold: signed 64-bit (SQLite's INTEGER, SQL's BIGINT,
+most languages' and JSON parsers' widest integer)."""
+
+
+def beyond_backend_range(value: Any) -> str | None:
+    """The first number in ``value`` (searched through lists and dict values) beyond what
+    backends hold, described for the model, or ``None``: an integer outside
+    :data:`INT64_RANGE` (its digits counted without writing it as text, which Python refuses
+    past ``sys.get_int_max_str_digits()``), or a float that is NaN or infinite."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, bool):
+            continue
+        if isinstance(item, int) and not INT64_RANGE[0] <= item <= INT64_RANGE[1]:
+            return f"the integer of about {int(item.bit_length() * 0.30103) + 1:,} digits is outside the signed 64-bit range"
+        if isinstance(item, float) and not math.isfinite(item):
+            return f"the number {item} is not finite"
+        if isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, (list, tuple)):
+            stack.extend(item)
+    return None
+
+
+def rejected_by_backend(exc: BaseException, arguments: dict[str, Any]) -> str | None:
+    """Why a tool's exception is the model's mistake (a message for the model), or ``None``
+    when it is the tool's bug. It is the model's when its arguments, valid for the schema, are
+    what the backend refused: the exception is an ``OverflowError`` (Python's error for a
+    number out of an operation's range: SQLite's ``Python int too large to convert to SQLite
+    INTEGER``, ``math.exp(1000)``), or an argument holds a number beyond what backends hold
+    (:func:`beyond_backend_range`: the int-to-text limit of 4,300 digits, an id of 2**64).
+
+    Args:
+        exc: What the tool raised (not a :class:`ToolError`).
+        arguments: The validated arguments the tool was called with.
+    """
+    beyond = beyond_backend_range(arguments)
+    if isinstance(exc, OverflowError) or beyond is not None:
+        detail = str(exc)
+        if len(detail) > 300:
+            detail = detail[:300] + "…"
+        return f"{type(exc).__name__}: {detail}" + (f" ({beyond})" if beyond else "")
+    return None
 
 
 STATE_RECORD_CHARS = 200_000
@@ -417,6 +486,18 @@ def _has_bool(value: Any) -> bool:
     if isinstance(value, dict):
         return any(_has_bool(v) for v in value.values())
     return False
+
+
+def _number_only(annotation: Any) -> bool:
+    """Whether a parameter annotated ``annotation`` takes only a number (``int``, ``float``,
+    optionally ``None``): a string given for it is refused, never read as a number."""
+    origin = typing.get_origin(annotation)
+    if origin is typing.Annotated:
+        return _number_only(typing.get_args(annotation)[0])
+    if origin in (typing.Union, getattr(__import__("types"), "UnionType", None)):
+        args = [a for a in typing.get_args(annotation) if a is not type(None)]
+        return bool(args) and all(_number_only(a) for a in args)
+    return annotation in (int, float)
 
 
 def _takes_bool(annotation: Any) -> bool:

@@ -19,6 +19,12 @@ def first_divergence(expected: list[str], actual: list[str]) -> int | None:
     return None if len(expected) == len(actual) else min(len(expected), len(actual))
 
 
+COMPARES = (
+    "tool names only, not arguments; trajectory_match compares those (--trajectory-mode strict where an "
+    "example has no milestones)"
+)
+"""What ``steps_exact`` compares, shown beside its rule in every view."""
+
 MALFORMED = "(malformed)"
 REJECTED = "{name} (rejected)"
 
@@ -41,13 +47,21 @@ class StepsExact:
     ``order_matters`` (the default), as multisets otherwise. Every attempted tool call counts,
     including those whose tool reported an error; a malformed call (never executed) counts as
     ``"(malformed)"`` and a call refused for its arguments as ``"NAME (rejected)"``, so neither
-    matches. Compares tool names only, never arguments (``trajectory_match`` compares
-    arguments). Does not apply to an example with ``milestones`` and no ``expected_steps``
-    (its task is given by the milestones), as ``step_ratio`` does not apply without expected
-    steps."""
+    matches.
+
+    Only the names: ``put(color, blue)`` where ``put(color, red)`` was expected scores 1.0.
+    This is the LangChain tool-usage benchmark's "intermediate step correctness" (its
+    ``expected_steps`` are tool names), kept as published; ``trajectory_match`` compares the
+    arguments too (``expected_calls`` or milestones, docs/stepwise-grader.md). Does not apply
+    to an example with ``milestones`` and no ``expected_steps`` (its task is given by the
+    milestones), as ``step_ratio`` does not apply without expected steps."""
 
     name = "steps_exact"
     kept_details: ClassVar[tuple[str, ...]] = ("expected",)  # the views read the expected names
+    measure: ClassVar[Measure] = Measure(
+        reference="LangChain tool-usage benchmark, 'intermediate step correctness' (tool names)",
+        compares=COMPARES,
+    )
 
     def grade(self, example: Example, trajectory: Trajectory) -> Score | None:
         expected = example.expected_steps
@@ -61,7 +75,7 @@ class StepsExact:
             ok = Counter(actual) == Counter(expected)
             diverge = None
         if ok:
-            explanation = f"{len(actual)} steps as expected"
+            explanation = f"{len(actual)} tool names as expected (arguments not compared)"
         elif diverge is not None:
             exp = expected[diverge] if diverge < len(expected) else "(end)"
             act = actual[diverge] if diverge < len(actual) else "(end)"

@@ -29,7 +29,10 @@ trajectory gives them. Serving a directory
 served before with the same settings continues it (a client configuration names the same
 ``--out`` at every launch): new episodes get the next trial numbers. A session that ends
 mid-episode (the client disconnected, was killed and went silent for the idle timeout, or the
-server was stopped) leaves a trajectory with status ``aborted``, which is not graded. Tool
+server was stopped) leaves a trajectory: ``abandoned`` when the client left (it closed the
+session, or went silent for the idle timeout), graded as it stands and counted, since walking
+away is the agent's failure and never a way to drop an episode it was failing; ``aborted``
+when the server was stopped, not graded (not the agent's doing). Tool
 errors and invalid arguments are results with ``isError: true`` carrying the messages the
 in-process agents see; a broken tool ends the episode with status ``error``.
 
@@ -146,6 +149,9 @@ SERVER_INSTRUCTIONS = (
     "with the other tools, then call end_episode with your final answer to have the episode graded."
 )
 NO_EPISODE = f"Error: no episode is running; call {START} first."
+ABANDONED = (f"the client's session ended mid-episode without {END} (it closed the session, or stayed silent "
+             "past the idle timeout): the agent walked away, graded as it stands")
+"""The ``error`` of an ``abandoned`` trajectory (see :class:`toolgym.records.Trajectory`)."""
 ANSWER_WITH = (
     f"Over MCP, your final reply is the `answer` of {END}: where the instructions say to reply in plain "
     f"text (without a tool), call {END} with that text; the episode is graded only when {END} is called."
@@ -542,12 +548,21 @@ class Session:
         episode.final_answer = answer
         return self._trajectory()
 
-    def abort(self, reason: str) -> None:
-        """Record the running episode, if any, as ``aborted`` (the session ended)."""
+    def abort(self, reason: str, by_agent: bool = False) -> None:
+        """Record the running episode, if any, when its session ends before ``end_episode``.
+
+        Args:
+            reason: Why, recorded as the trajectory's ``error``.
+            by_agent: The client closed its session or went silent past the idle timeout: the
+                agent walked away, so the episode is ``abandoned`` and graded as it stands
+                (no final answer), counted like any other. Otherwise (the server is stopping)
+                it is ``aborted``: not the agent's doing, so not graded.
+        """
         if self.episode is not None:
-            self.episode.status = "aborted"
+            status = "abandoned" if by_agent else "aborted"
+            self.episode.status = status
             trajectory = self._trajectory()
-            if trajectory.status == "aborted":  # not an error met while reading the state
+            if trajectory.status == status:  # not an error met while reading the state
                 trajectory.error = reason
             self.served.record_trajectory(trajectory)
 
@@ -589,7 +604,8 @@ def _text_result(payload: Any, is_error: bool = False) -> Any:
 def build_server(served: ServedRun, stopping: list[str] | None = None) -> Any:
     """The low-level MCP server (``mcp.server.lowlevel.Server``) of a served run. Its lifespan
     runs once per MCP session and holds that session's :class:`Session`; when it ends with an
-    episode running, that episode is recorded as ``aborted``.
+    episode running, that episode is recorded as ``abandoned`` and graded (the client left) or,
+    once the server is stopping, as ``aborted``.
 
     Args:
         stopping: Set to ``[reason]`` by the caller when the server stops, so aborted
@@ -609,7 +625,10 @@ def build_server(served: ServedRun, stopping: list[str] | None = None) -> Any:
             yield session
         finally:
             served.sessions.discard(session)
-            session.abort(stopping[0] if stopping else "the client disconnected mid-episode")
+            if stopping:
+                session.abort(stopping[0])
+            else:  # the client closed the session, or stayed silent past the idle timeout
+                session.abort(ABANDONED, by_agent=True)
 
     server: Any = Server("toolgym", instructions=SERVER_INSTRUCTIONS, lifespan=lifespan)
     initialization_options = server.create_initialization_options

@@ -52,9 +52,14 @@ class ModelSettings:
     record_tokens: bool = False
 
     def record(self) -> dict[str, Any]:
-        """JSON-safe dict for run.json, without secrets."""
+        """JSON-safe dict for run.json, without secrets: no ``*key*`` entry, and a URL
+        (``base_url``) without its user, password and query values
+        (:func:`toolgym.runio.redact_url`)."""
+        from toolgym.runio import redact_url
+
         data = asdict(self)
-        data["extra"] = {k: v for k, v in self.extra.items() if "key" not in k.lower()}
+        data["extra"] = {k: redact_url(v) if isinstance(v, str) else v for k, v in self.extra.items()
+                         if "key" not in k.lower()}
         return data
 
 

@@ -271,12 +271,19 @@ def chat_anthropic_class() -> type[BaseChatModel]:
 def _retrying(
     factory: Callable[[], BaseChatModel], settings: ModelSettings, secrets: list[str]
 ) -> ResilientChatModel:
+    """The model behind retries; ``secrets`` (API keys) and those of ``--base-url`` (its user,
+    password and query values: :func:`toolgym.runio.url_secrets`) are scrubbed from every error
+    message before it is recorded."""
+    from toolgym.runio import url_secrets
+
     policy = RetryPolicy(
         max_retries=settings.max_retries, initial_s=settings.retry_initial_s, max_s=settings.retry_max_s
     )
+    base_url = settings.extra.get("base_url")
+    in_url = url_secrets(base_url) if isinstance(base_url, str) else []
     return ResilientChatModel(
         inner=factory(), factory=factory, policy=policy, timeout_s=settings.timeout_s, rps=settings.rps,
-        secrets=secrets,
+        secrets=[*secrets, *in_url],
     )
 
 

@@ -28,6 +28,7 @@ Public names other modules rely on (kept stable): :func:`ensure_gguf`, :func:`lo
 from __future__ import annotations
 
 import atexit
+import errno
 import hashlib
 import importlib
 import json
@@ -120,6 +121,16 @@ class LocalModelError(ValueError):
     """The local model cannot be set up: a missing package, a missing or corrupt weight part,
     or a checksum mismatch. A ``ValueError`` so the command line reports it as a setup error
     (exit status 2) rather than a crash."""
+
+
+def missing_gguf(path: str | os.PathLike) -> FileNotFoundError:
+    """The error for a GGUF file that does not exist: a ``FileNotFoundError`` whose
+    ``filename`` is ``path`` (so the command line names the model file, not the run
+    directory) and whose reason says what ``local:PATH`` takes."""
+    return FileNotFoundError(
+        errno.ENOENT, "GGUF model file not found (local:PATH takes the path of a .gguf file; "
+        "plain `local` is the bundled model)", str(path),
+    )
 
 
 # --- weights -------------------------------------------------------------------------------
@@ -409,7 +420,7 @@ class LlamaServer:
         xllamacpp = _xllamacpp()
         self.path = Path(path)
         if not self.path.is_file():
-            raise FileNotFoundError(f"GGUF model file not found: {self.path}")
+            raise missing_gguf(self.path)
         self.chat_template = read_chat_template(self.path)  # also refuses a file that is not GGUF
         self.n_ctx = n_ctx
         self.n_threads = n_threads or os.cpu_count() or 1
@@ -520,7 +531,7 @@ def load_server(
     """
     path = Path(model_path).expanduser() if model_path else ensure_gguf(cache)
     if not path.is_file():
-        raise FileNotFoundError(f"GGUF model file not found: {path}")
+        raise missing_gguf(path)
     threads = n_threads or os.cpu_count() or 1
     key = (str(path.resolve()), n_ctx, threads)
     with _LOAD_LOCK:
@@ -937,7 +948,7 @@ def local_provider(name: str, settings: ModelSettings) -> LocalChatModel:
     if name:
         path = Path(name).expanduser()
         if not path.is_file():
-            raise FileNotFoundError(f"GGUF model file not found: {path}")
+            raise missing_gguf(path)
         model_path = str(path)
     else:
         model_path = str(ensure_gguf(cache))

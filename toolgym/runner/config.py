@@ -38,6 +38,9 @@ class RunConfig:
         limit: Run only the first N examples.
         trials: Episodes per example (fresh environment each).
         max_steps: Model turns before ``step_limit``.
+        max_repeats: The repeat guard: end an episode with status ``repeat_limit`` after this
+            many identical consecutive tool calls (at least 2); ``None`` (the default): off.
+            See :meth:`toolgym.agents.Agent.limit_reached`.
         concurrency: Episodes in flight at once (over all worker processes); ``None``: the
             benchmark's ``default_concurrency``.
         workers: Processes playing episodes (see :func:`play_in_processes`); 1 plays them in
@@ -78,6 +81,7 @@ class RunConfig:
     limit: int | None = None
     trials: int = 1
     max_steps: int = 40
+    max_repeats: int | None = None
     concurrency: int | None = None
     workers: int = 1
     resume: bool = False
@@ -100,6 +104,9 @@ class RunConfig:
                 continue
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        repeats = self.max_repeats
+        if repeats is not None and (isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 2):
+            raise ValueError(f"max_repeats must be an integer of at least 2 (or None: no repeat guard), got {repeats!r}")
 
 
 FIRST_ERRORS = 20

@@ -16,7 +16,7 @@ from toolgym.data import (
     load_examples,
 )
 from toolgym.graders import Grader, grader_name, kept_details, lean_score, measure_of
-from toolgym.records import Example, Score, Trajectory
+from toolgym.records import UNSCORED_STATUSES, Example, Score, Trajectory
 from toolgym.registry import ExtensionError, UnknownNameError
 from toolgym.runio import (
     SCORES_FILE,
@@ -25,6 +25,7 @@ from toolgym.runio import (
     Run,
     RunDirError,
     RunRecord,
+    locked_run_dir,
     read_run,
     read_trajectories,
     write_jsonl_atomic,
@@ -56,12 +57,26 @@ def grade(
         env_options: Environment options to add to (or replace in) those recorded in run.json
             (e.g. JMultiWOZ-TC's ``layout``); recorded.
 
+    The directory is locked while it is graded (:func:`toolgym.runio.locked_run_dir`), as a
+    run locks it while it plays: a run, a server or another ``grade`` still writing it is
+    refused, never raced (two writers of ``scores.jsonl`` tore its lines or lost scores).
+
     Raises:
         RunDirError / DatasetError: for a missing or invalid run.json, trajectories or dataset,
-            or an environment or grader that can no longer be found.
+            or an environment or grader that can no longer be found; a directory that another
+            process is writing (``DIR is being written by another run (pid N)``).
     """
     directory = Path(directory)
-    record = read_run(directory)
+    read_run(directory)  # a missing or invalid run directory is named before any lock file is made
+    with locked_run_dir(directory):
+        return _grade_locked(directory, graders, dataset, grader_settings, env_options)
+
+
+def _grade_locked(
+    directory: Path, graders: list[Any] | None, dataset: str | None, grader_settings: dict[str, Any] | None,
+    env_options: dict[str, Any] | None,
+) -> RunResult:
+    record = read_run(directory)  # read again under the lock: the writer may have finished it since
     if env_options:
         record.env_options = {**record.env_options, **env_options}
     benchmark = benchmark_of(record, directory)
@@ -155,7 +170,9 @@ def grade_trajectories(
     examples: dict[str, Example], trajectories: Iterable[Trajectory], graders: list[Grader]
 ) -> list[Score]:
     """Scores of every trajectory by every applicable grader, in run order; ``error`` and
-    ``aborted`` trajectories are not graded (neither is a verdict on the agent).
+    ``aborted`` trajectories are not graded (:data:`toolgym.records.UNSCORED_STATUSES`: neither
+    is a verdict on the agent), while an ``abandoned`` one (the agent walked away) is graded as
+    it stands.
 
     A grader that raises, or returns something other than a :class:`Score` or ``None``, gives
     an unscored value (``None``) whose explanation names the exception, and a warning (one per
@@ -174,7 +191,7 @@ def grade_trajectories(
     lean = [(measure_of(g), kept_details(g)) for g in graders]
     broken: dict[str, list[str]] = {}  # grader → "example (trial): exception" of each failure
     for traj in sorted(trajectories, key=lambda t: t.key):
-        if traj.status in ("error", "aborted"):
+        if traj.status in UNSCORED_STATUSES:
             continue
         example = examples.get(traj.example_id)
         if example is None:

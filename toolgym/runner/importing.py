@@ -19,6 +19,7 @@ from toolgym.runio import (
     DatasetRef,
     RunDirError,
     RunRecord,
+    locked_run_dir,
     read_run,
     result_file_ref,
     write_jsonl_atomic,
@@ -86,24 +87,32 @@ def import_results(
             if len(exc.args) == 1 and isinstance(exc.args[0], str) and str(path) not in exc.args[0]:
                 exc.args = (f"{exc.args[0]} (dataset: {path})",)
             raise
-        out.mkdir(parents=True, exist_ok=True)
-        record = RunRecord(
-            env=benchmark.name,
-            agent={"agent": IMPORTED_AGENT, "result_file": str(Path(result).resolve())},
-            model=trajectories[0].model if trajectories else None,
-            dataset=DatasetRef(path=str(path.resolve()), sha256=sha256_file(path), n_examples=len(examples)),
-            graders=list(benchmark.graders),
-            env_options=dict(env_options or {}),
-            extensions={"env": env_ref},
-            versions=_versions_of(env_ref),
-            git_revision=_git_revision(),
-            command=sys.argv,
-            started_at=dt.datetime.now(dt.UTC).isoformat(),
-            result_file=result_file_ref(Path(result)),
-        )
-        write_jsonl_atomic(out / TRAJECTORIES_FILE, trajectories)
-        write_run(out, record)
-        return _grade_loaded(out, record, benchmark, {ex.id: ex for ex in examples}, trajectories, None, None)
+        with locked_run_dir(out):  # never beside another writer of the directory
+            return _write_import(out, benchmark, env_ref, Path(result), path, examples, trajectories, env_options)
+
+
+def _write_import(
+    out: Path, benchmark: Any, env_ref: Any, result: Path, path: Path, examples: list[Any], trajectories: list[Any],
+    env_options: dict[str, Any] | None,
+) -> RunResult:
+    """Write an import's run directory and grade it (under its lock, see :func:`import_results`)."""
+    record = RunRecord(
+        env=benchmark.name,
+        agent={"agent": IMPORTED_AGENT, "result_file": str(result.resolve())},
+        model=trajectories[0].model if trajectories else None,
+        dataset=DatasetRef(path=str(path.resolve()), sha256=sha256_file(path), n_examples=len(examples)),
+        graders=list(benchmark.graders),
+        env_options=dict(env_options or {}),
+        extensions={"env": env_ref},
+        versions=_versions_of(env_ref),
+        git_revision=_git_revision(),
+        command=sys.argv,
+        started_at=dt.datetime.now(dt.UTC).isoformat(),
+        result_file=result_file_ref(result),
+    )
+    write_jsonl_atomic(out / TRAJECTORIES_FILE, trajectories)
+    write_run(out, record)
+    return _grade_loaded(out, record, benchmark, {ex.id: ex for ex in examples}, trajectories, None, None)
 
 
 def _same_file(a: Path, b: Path) -> bool:

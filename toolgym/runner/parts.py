@@ -43,6 +43,9 @@ def _object_ref(obj: Any, value: Any = None) -> ExtensionRef:
     module, qualname = getattr(obj, "__module__", None), getattr(obj, "__qualname__", None)
     if module and qualname and module != "__main__" and "<" not in qualname:
         return ExtensionRef(spec=f"{module}:{qualname}", source="object")
+    script = _script_spec(obj, module, qualname)
+    if script is not None:
+        return ExtensionRef(spec=script, source="file")
     kept = obj if value is None else value
     base = f"{qualname or type(obj).__name__}"
     spec, n = f"<object {base}>", 1
@@ -51,6 +54,38 @@ def _object_ref(obj: Any, value: Any = None) -> ExtensionRef:
         spec = f"<object {base} #{n}>"
     _IN_PROCESS[spec] = kept
     return ExtensionRef(spec=spec, source="object")
+
+
+def _script_spec(obj: Any, module: str | None, qualname: str | None) -> str | None:
+    """``/abs/path/script.py:Name`` for a top-level class or object of the script being run
+    (module ``__main__``), when loading that file again from another process (``grade``,
+    ``export``, ``--resume``) only defines things: its top level holds imports, definitions,
+    assignments without calls, and ``if __name__ == "__main__":`` blocks (where the script
+    calls ``evaluate``). ``None`` otherwise (an interactive session, ``python -c``, a script
+    whose top level runs something), so that loading it never plays a run again."""
+    import ast
+
+    main = sys.modules.get("__main__")
+    path = getattr(main, "__file__", None)
+    if module != "__main__" or not qualname or "." in qualname or "<" in qualname or not path:
+        return None
+    if getattr(main, qualname, None) is not obj or not str(path).endswith(".py"):
+        return None
+    try:
+        tree = ast.parse(Path(path).read_text(encoding="utf-8"))
+    except (OSError, SyntaxError, ValueError):
+        return None
+    for node in tree.body:
+        if isinstance(node, (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            continue
+        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):  # a docstring
+            continue
+        if isinstance(node, (ast.Assign, ast.AnnAssign)) and not any(isinstance(n, ast.Call) for n in ast.walk(node)):
+            continue
+        if isinstance(node, ast.If) and "__name__" in ast.unparse(node.test) and "__main__" in ast.unparse(node.test):
+            continue
+        return None
+    return f"{Path(path).resolve()}:{qualname}"
 
 
 def in_process(spec: str | None) -> Any:

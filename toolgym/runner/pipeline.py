@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from toolgym.agents import Agent
+from toolgym.agents import Agent, repeat_guard
 from toolgym.benchmark import Benchmark
 from toolgym.data import DatasetError, write_examples
 from toolgym.executor import Episodes, Executor, PartSpecs, make_executor
@@ -65,7 +65,8 @@ def run(config: RunConfig, progress: bool = True) -> RunResult:
     dataset_path, examples = _examples(config, benchmark, agent_obj)
     protocol = _Protocol.of(config, agent_obj, examples, dataset_path)
     graders = _graders(config, benchmark, examples, protocol)
-    concurrency = config.concurrency if config.concurrency is not None else benchmark.default_concurrency
+    executor = make_executor(config.executor, config.executor_options)
+    concurrency = config.concurrency if config.concurrency is not None else _default_concurrency(executor, benchmark)
     out = Path(config.out) if config.out is not None else None
     before = _Before.read(config, out)
     jobs = [
@@ -73,7 +74,6 @@ def run(config: RunConfig, progress: bool = True) -> RunResult:
     ]
     error_limit = ErrorLimit.parse(config.max_errors, len(jobs), completed_before=len(before.kept))
     resumed = before.announce(out, jobs) if out is not None and config.resume else None
-    executor = make_executor(config.executor, config.executor_options)
     workers = _workers(config, jobs, concurrency)
     agent, model_label, model_ref, model_part = _agent(config, agent_obj, jobs, executor, workers)
     agent = protocol.wrap(agent, config, executor)
@@ -89,13 +89,16 @@ def run(config: RunConfig, progress: bool = True) -> RunResult:
         trials=config.trials, concurrency=concurrency, workers=workers, grader_settings=config.grader_settings,
     )
     record.resumes = [*(before.record.resumes if before.record else []), *([resumed] if resumed else [])]
+    if resumed and before.record is not None:  # the run began then, with that command; this one is in resumes
+        record.started_at = before.record.started_at or record.started_at
+        record.command = before.record.command or record.command
     record.protocol, record.inject = config.protocol, config.inject
     if out is not None:
         write_run(out, record)
     parts = PartSpecs(
         env=config.env if env_ref.source == "object" else env_ref.spec,
         agent=config.agent if agent_ref.source == "object" else agent_ref.spec,
-        model=model_part, settings=config.settings, max_steps=config.max_steps,
+        model=model_part, settings=config.settings, max_steps=config.max_steps, max_repeats=config.max_repeats,
     )
     episodes = Episodes(jobs, examples, concurrency, workers, agent, env_cls=benchmark.environment, parts=parts)
     finished = _play(executor, episodes, out, list(before.kept), error_limit, record,
@@ -264,7 +267,21 @@ class _Before:
             f"{len(jobs) - rerun} not yet played",
             file=sys.stderr,
         )
-        return {"at": dt.datetime.now(dt.UTC).isoformat(), "reran_errors": rerun, "forced": self.changed}
+        return {"at": dt.datetime.now(dt.UTC).isoformat(), "reran_errors": rerun, "forced": self.changed,
+                "command": sys.argv}
+
+
+def _default_concurrency(executor: Executor, benchmark: Benchmark) -> int:
+    """The concurrency of a run that gives none: the executor's own default when it declares
+    one (``default_concurrency()``: Ray, the cluster's CPUs), said once on stderr, else the
+    environment's ``default_concurrency``."""
+    hook = getattr(executor, "default_concurrency", None)
+    found = hook() if callable(hook) else None
+    if not isinstance(found, int) or found < 1:
+        return benchmark.default_concurrency
+    print(f"note: --executor {executor.name} plays {found} episodes at once (its default: the CPUs it has); "
+          "--concurrency N sets another number", file=sys.stderr)
+    return found
 
 
 def _workers(config: RunConfig, jobs: list[tuple[Example, int]], concurrency: int) -> int:
@@ -300,7 +317,7 @@ def _agent(
             model_label, model_ref = model_spec_ref(str(config.model))
             model_part = model_label
             model = agent_cls.make_model(model_label, settings) if jobs and executor.in_process else None
-    agent = agent_cls(model=model, model_spec=model_label, max_steps=config.max_steps)
+    agent = agent_cls(model=model, model_spec=model_label, max_steps=config.max_steps, **repeat_guard(config.max_repeats))
     return agent, model_label, model_ref, model_part
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
+import json
 import os
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -43,13 +44,17 @@ async def play_all(
     jobs: list[tuple[Example, int]],
     concurrency: int,
     on_done: Callable[[Trajectory], None],
+    on_start: Callable[[Example, int], None] | None = None,
 ) -> None:
     """Play every (example, trial) job with at most ``concurrency`` episodes in flight;
-    ``on_done`` receives each trajectory as soon as it finishes."""
+    ``on_start`` (if given) is called as each episode starts, ``on_done`` receives each
+    trajectory as soon as it finishes."""
     semaphore = asyncio.Semaphore(max(1, concurrency))
 
     async def one(example: Example, trial: int) -> None:
         async with semaphore:
+            if on_start is not None:
+                on_start(example, trial)
             on_done(await play_episode(agent, env_cls, example, trial))
 
     try:
@@ -85,14 +90,24 @@ def play_in_processes(
     event loop. A per-process request rate (``--rps``) applies in each worker; the runner
     divides it between them.
 
+    **A worker that dies** (a tool that kills its process, a crash in a C library, the out of
+    memory killer) does not end the run. Each worker says which episodes it starts, so the
+    episodes in flight when it died are known: one that was alone in flight there is recorded
+    as an ``error`` trajectory naming the death (``WorkerDied: the worker process playing
+    this episode died (exit code 7) ...``); when several were, each is played again alone in a
+    fresh worker, so the one that kills its worker is named at its second death at most
+    (:data:`WORKER_DEATHS`). Episodes the dead worker had not started are dealt to fresh
+    workers. ``--resume`` plays such an error again, as any other, and records it again if
+    it kills its worker again: it never stops the run.
+
     Ctrl-C is taken between two trajectories, never in the middle of ``on_done``; the
     workers are then terminated. A worker also ends when this process dies (Linux), so none
     is left holding the run directory.
 
     Raises:
-        WorkerDied: when a worker dies (killed, out of memory) before playing its share;
-            every trajectory it sent whole was passed to ``on_done`` (``--resume`` plays the
-            rest).
+        WorkerDied: when a worker dies with no episode in flight (at start-up, say): nothing
+            can be blamed, so the run stops; every trajectory it sent whole was passed to
+            ``on_done`` (``--resume`` plays the rest).
         ValueError: on a platform without ``fork`` (Windows), or with ``workers`` above
             ``concurrency``.
         KeyboardInterrupt: on Ctrl-C.
@@ -100,25 +115,81 @@ def play_in_processes(
     import multiprocessing as mp
     import signal
     import threading
-    from multiprocessing.connection import wait
 
     if "fork" not in mp.get_all_start_methods():
         raise ValueError("--workers above 1 needs the fork start method (Linux, macOS); use --workers 1")
     if not 1 <= workers <= concurrency:
         raise ValueError(f"--workers {workers} must be between 1 and --concurrency ({concurrency})")
-    ctx = mp.get_context("fork")
-    slots = [concurrency // workers + (i < concurrency % workers) for i in range(workers)]
-    deal = [w for w in range(workers) for _ in range(slots[w])]  # one entry per slot
-    shares: list[list[tuple[Example, int]]] = [[] for _ in range(workers)]
-    for k, job in enumerate(jobs):
-        shares[deal[k % len(deal)]].append(job)
-
     interrupted = threading.Event()
     in_main_thread = threading.current_thread() is threading.main_thread()
     previous = signal.getsignal(signal.SIGINT)
     if in_main_thread:
         signal.signal(signal.SIGINT, lambda *_: interrupted.set())
-    processes, readers = [], []
+    deaths: dict[tuple[str, int], list[str]] = {}  # episode -> the deaths it was in flight for
+    alone: list[tuple[Example, int]] = []  # suspects: each played again alone
+    pending = list(jobs)
+    try:
+        while pending or alone:
+            if alone:  # one worker per suspect, one episode each, at most `workers` at a time
+                batch, alone = alone[:workers], alone[workers:]
+                shares, slots = [[job] for job in batch], [1] * len(batch)
+            else:
+                shares, slots = _deal(pending, concurrency, workers)
+                pending = []
+            dead = _play_round(agent, env_cls, shares, slots, on_done, interrupted, ctx=mp.get_context("fork"))
+            for name, code, in_flight, unstarted in dead:
+                pending += unstarted
+                if not in_flight:
+                    raise WorkerDied(f"worker process died: {name} (exit code {code}) with no episode in flight; "
+                                     "finished episodes are saved, --resume plays the rest")
+                for example, trial in in_flight:
+                    seen = deaths.setdefault((example.id, trial), [])
+                    seen.append(f"{name} (exit code {code})")
+                    if len(in_flight) == 1 or len(seen) >= WORKER_DEATHS:
+                        on_done(_died(agent, env_cls, example, trial, seen))
+                    else:
+                        alone.append((example, trial))
+    finally:
+        if in_main_thread:
+            signal.signal(signal.SIGINT, previous if previous is not None else signal.default_int_handler)
+
+
+WORKER_DEATHS = 2
+"""Worker deaths an episode may be in flight for before it is recorded as an ``error`` (one
+when it was alone in flight: see :func:`play_in_processes`)."""
+
+
+def _deal(jobs: list[tuple[Example, int]], concurrency: int, workers: int) -> tuple[list[list[tuple[Example, int]]], list[int]]:
+    """The jobs dealt to ``workers`` in proportion to their slots of ``concurrency``."""
+    slots = [concurrency // workers + (i < concurrency % workers) for i in range(workers)]
+    deal = [w for w in range(workers) for _ in range(slots[w])]  # one entry per slot
+    shares: list[list[tuple[Example, int]]] = [[] for _ in range(workers)]
+    for k, job in enumerate(jobs):
+        shares[deal[k % len(deal)]].append(job)
+    return shares, slots
+
+
+def _died(agent: Agent, env_cls: type[Environment], example: Example, trial: int, seen: list[str]) -> Trajectory:
+    """The ``error`` trajectory of an episode whose worker died while playing it."""
+    return Trajectory(
+        example_id=example.id, trial=trial, env=env_cls.name, agent=agent.name, model=agent.model_spec, status="error",
+        error=(f"WorkerDied: the worker process playing this episode (example {example.id!r}, trial {trial}) died: "
+               f"{', '.join(seen)}; a tool or the agent ended its process (a crash, an exit, the out-of-memory "
+               "killer), so it is recorded as an error and the run goes on"),
+    )
+
+
+def _play_round(
+    agent: Agent, env_cls: type[Environment], shares: list[list[tuple[Example, int]]], slots: list[int],
+    on_done: Callable[[Trajectory], None], interrupted: Any, ctx: Any,
+) -> list[tuple[str, int | None, list[tuple[Example, int]], list[tuple[Example, int]]]]:
+    """Play ``shares`` in one forked worker each (``slots`` episodes in flight in each);
+    returns each dead worker's ``(name, exit code, episodes in flight, episodes not started)``."""
+    from multiprocessing.connection import wait
+
+    processes, readers, owner = [], [], {}
+    started: dict[int, set[tuple[str, int]]] = {}
+    finished: dict[int, set[tuple[str, int]]] = {}
     try:
         for i, share in enumerate(shares):
             if not share:
@@ -130,39 +201,54 @@ def play_in_processes(
             )
             process.start()
             writer.close()
-            processes.append(process)
+            processes.append((process, share))
             readers.append(reader)
-        while readers:
+            owner[id(reader)] = i
+            started[i], finished[i] = set(), set()
+        open_readers = list(readers)
+        while open_readers:
             if interrupted.is_set():
                 raise KeyboardInterrupt
-            for reader in wait(readers, timeout=0.2):
+            for reader in wait(open_readers, timeout=0.2):
+                i = owner[id(reader)]
                 try:
                     data = reader.recv_bytes()
                 except (EOFError, OSError):  # the worker ended (a message cut short is dropped)
-                    readers.remove(reader)
+                    open_readers.remove(reader)
                     continue
-                on_done(Trajectory.model_validate_json(data))
+                if data[:1] == b"S":
+                    example_id, trial = json.loads(data[1:])
+                    started[i].add((example_id, trial))
+                    continue
+                trajectory = Trajectory.model_validate_json(data[1:])
+                finished[i].add(trajectory.key)
+                on_done(trajectory)
         if interrupted.is_set():
             raise KeyboardInterrupt
     except BaseException:  # Ctrl-C or a failing on_done: stop the workers
-        for process in processes:
+        for process, _ in processes:
             process.terminate()
         raise
     finally:
-        for process in processes:
+        for process, _ in processes:
             process.join()
-        if in_main_thread:
-            signal.signal(signal.SIGINT, previous if previous is not None else signal.default_int_handler)
-    dead = [f"{p.name} (exit code {p.exitcode})" for p in processes if p.exitcode != 0]
-    if dead:
-        raise WorkerDied(f"worker process died: {', '.join(dead)}; finished episodes are saved, --resume plays the rest")
+    dead = []
+    for n, (process, share) in enumerate(processes):
+        if process.exitcode == 0:
+            continue
+        i = [k for k, s in enumerate(shares) if s][n]
+        in_flight = [job for job in share if (job[0].id, job[1]) in started[i] - finished[i]]
+        unstarted = [job for job in share if (job[0].id, job[1]) not in started[i]]
+        dead.append((process.name, process.exitcode, in_flight, unstarted))
+    return dead
 
 
 def _worker(
     writer: Any, inherited_readers: list[Any], parent: int, agent: Agent, env_cls: type[Environment],
     jobs: list[tuple[Example, int]], concurrency: int,
 ) -> None:
-    """Body of a worker process: play ``jobs``, sending each trajectory as JSON."""
+    """Body of a worker process: play ``jobs``, saying as each starts (``S`` and its key) and
+    sending each trajectory as JSON (``T`` and the line) as it ends."""
     import signal
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's; it terminates us
@@ -176,7 +262,8 @@ def _worker(
         pass
     if os.getppid() != parent:  # the parent died before prctl
         os._exit(1)
-    asyncio.run(play_all(agent, env_cls, jobs, concurrency, lambda t: writer.send_bytes(record_line(t))))
+    asyncio.run(play_all(agent, env_cls, jobs, concurrency, lambda t: writer.send_bytes(b"T" + record_line(t)),
+                         on_start=lambda ex, trial: writer.send_bytes(b"S" + json.dumps([ex.id, trial]).encode())))
     writer.close()
 
 

@@ -59,6 +59,26 @@ def _versions_of(*refs: ExtensionRef) -> dict[str, str | None]:
     return found
 
 
+
+def _described(benchmark: Benchmark, examples: list[Example]) -> dict[str, Any] | None:
+    """The system message and tools an episode of ``benchmark`` starts from, read from an
+    environment reset on the first example (``RunRecord.described``); ``None`` when that
+    cannot be done (no example, a reset that fails: the episodes will say why)."""
+    from toolgym.openai_format import prompt_messages, tool_schemas
+
+    if not examples:
+        return None
+    env = benchmark.environment()
+    try:
+        env.reset(examples[0])
+        prompt = prompt_messages(env, examples[0])
+        system = next((m["content"] for m in prompt if m["role"] == "system"), None)
+        return {"system": system, "tools": tool_schemas(env)}
+    except Exception:  # noqa: BLE001 - a failing reset is the episode's to record, not the record's
+        return None
+    finally:
+        env.close()
+
 def new_record(
     benchmark: Benchmark, env_ref: ExtensionRef, graders: list[tuple[Grader, ExtensionRef]],
     examples: list[Example], dataset_path: Path | None, *, agent: dict[str, Any],
@@ -80,7 +100,9 @@ def new_record(
         Other arguments: recorded as given (see :class:`RunRecord`).
     """
     refs = [env_ref, *([agent_ref] if agent_ref else []), *(ref for _, ref in graders)]
+    described = _described(benchmark, examples) if env_ref.spec.startswith("<object ") else None
     return RunRecord(
+        described=described,
         env=benchmark.name,
         agent=agent,
         model=model,

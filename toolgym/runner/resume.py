@@ -60,7 +60,7 @@ def check_resume(config: RunConfig) -> None:
         raise RunDirError(resume_refusal(out, {k: [b, n] for k, b, n in changed}))
 
 
-RESUME_SETTINGS = ("max_steps", "temperature", "seed", "max_tokens", "base_url")
+RESUME_SETTINGS = ("max_steps", "max_repeats", "temperature", "seed", "max_tokens", "base_url")
 """Settings a resumed run must share with the run it continues (they change the results)."""
 
 
@@ -70,8 +70,10 @@ def setting_differences(config: RunConfig, record: RunRecord) -> list[tuple[str,
     server (``--serve`` picks a free port)."""
     saved = record.model_settings
     now = config.settings.record()
-    before = {"max_steps": record.agent.get("max_steps"), **{k: saved.get(k) for k in ("temperature", "seed", "max_tokens")}}
-    current = {"max_steps": config.max_steps, **{k: now.get(k) for k in ("temperature", "seed", "max_tokens")}}
+    before = {"max_steps": record.agent.get("max_steps"), "max_repeats": record.agent.get("max_repeats"),
+              **{k: saved.get(k) for k in ("temperature", "seed", "max_tokens")}}
+    current = {"max_steps": config.max_steps, "max_repeats": config.max_repeats,
+               **{k: now.get(k) for k in ("temperature", "seed", "max_tokens")}}
     extra_before, extra_now = saved.get("extra") or {}, now.get("extra") or {}
     if "serve" not in extra_before and "serve" not in extra_now:
         before["base_url"], current["base_url"] = extra_before.get("base_url"), extra_now.get("base_url")

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from toolgym.api import load_run
-from toolgym.records import BINARY, Example, Measure, Score
+from toolgym.records import BINARY, UNSCORED_STATUSES, Example, Measure, Score
 from toolgym.runio import Run, RunDirError
 from toolgym.stats import (
     Estimate,
@@ -314,7 +314,7 @@ def run_report(run: Run | str | Path) -> RunReport:
     env, scores = run.record.env, run.scores
     graders = run.graders
     measures = {g: measure_for(run, g) for g in graders}
-    n_errors = sum(t.status == "error" for t in run.trajectories)
+    n_errors = sum(t.status in UNSCORED_STATUSES for t in run.trajectories)
     stats = [grader_stats(env, g, scores, measures[g], n_errors) for g in graders]
     breakdowns: dict[str, dict[str, list[GroupStats]]] = {}
     if run.examples is not None:

@@ -44,7 +44,7 @@ from toolgym.api import load_run
 from toolgym.benchmark import Benchmark
 from toolgym.openai_format import prompt_messages, step_messages, tool_schemas, validate_chat
 from toolgym.records import BINARY, Example, Measure, Trajectory
-from toolgym.runio import IMPORTED_AGENT, Run, RunDirError, refuse_run_file
+from toolgym.runio import IMPORTED_AGENT, Run, RunDirError, RunRecord, refuse_run_file
 from toolgym.runner import benchmark_of
 from toolgym.views.rundata import measure_for
 
@@ -148,7 +148,7 @@ class _Conversations:
         self._cache: dict[tuple[int, str], tuple[list[dict[str, Any]], list[dict[str, Any]]]] = {}
         self._described: dict[int, tuple[Any, list[dict[str, Any]]]] = {}  # describe_once: env, tools
 
-    def prompt_and_tools(self, benchmark: Benchmark, example: Example) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    def prompt_and_tools(self, benchmark: Benchmark | RunRecord, example: Example) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
         """The prompt messages and the tools of an example, from an environment reset on it
         (once per environment when it declares ``describe_once``).
 
@@ -156,6 +156,8 @@ class _Conversations:
             RunDirError: when the environment cannot be reset (an MCP server that is gone),
                 naming it and why.
         """
+        if isinstance(benchmark, RunRecord):  # recorded by the run (RunRecord.described)
+            return _recorded_prompt_and_tools(benchmark, example)
         key = (id(benchmark), example.id)
         if key not in self._cache:
             once = benchmark.environment.describe_once
@@ -180,6 +182,20 @@ class _Conversations:
                     env.close()
         prompt, tools = self._cache[key]
         return json.loads(json.dumps(prompt)), json.loads(json.dumps(tools))
+
+
+def _recorded_prompt_and_tools(record: RunRecord, example: Example) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The prompt and tools of an example from ``run.json``'s ``described`` (an environment
+    class no process but the one that made the run can import): the recorded system message,
+    then the example's input (a text as the user's message, a chat history as its messages)."""
+    described = record.described or {}
+    system = described.get("system")
+    prompt: list[dict[str, Any]] = [{"role": "system", "content": system}] if system else []
+    if isinstance(example.input, str):
+        prompt.append({"role": "user", "content": example.input})
+    else:
+        prompt += [{"role": str(t.get("role", "user")), "content": t.get("content", "")} for t in example.input]
+    return prompt, json.loads(json.dumps(described.get("tools") or []))
 
 
 def conversation(benchmark: Benchmark, example: Example, trajectory: Trajectory) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
@@ -265,7 +281,7 @@ def export_runs(
         out: The JSONL file to write (its folder is created).
         fmt: One of :data:`FORMATS`.
         where: Conditions every kept trajectory satisfies.
-        status: Keep only these statuses (``completed``, ``step_limit``, ``error``); empty:
+        status: Keep only these statuses (``completed``, ``step_limit``, ``repeat_limit``, ``error``); empty:
             all but ``error``. Teacher-forced trajectories (``prefix_steps`` set) are always
             skipped: their first steps replay the reference, which no model wrote.
         envs: Keep only these environments; empty: all. Each must be the environment of one
@@ -289,7 +305,7 @@ def export_runs(
         raise ValueError(f"unknown export format {fmt!r}; known: {', '.join(FORMATS)}")
     if arguments not in ARGUMENTS:
         raise ValueError(f"unknown arguments form {arguments!r}; known: {', '.join(ARGUMENTS)}")
-    where, statuses, env_set = list(where), set(status) or {"completed", "step_limit"}, set(envs)
+    where, statuses, env_set = list(where), set(status) or {"completed", "step_limit", "repeat_limit"}, set(envs)
     result = ExportResult()
     conversations = _Conversations()
     records: list[tuple[dict[str, Any], Trajectory, tuple[bool, ...]]] = []  # record, its trajectory, open ends
@@ -303,7 +319,12 @@ def export_runs(
     without_tokens: list[str] = []
     for directory, run in zip(directories, runs, strict=True):
         assert run.examples is not None
-        benchmark = benchmark_of(run.record, run.directory)
+        try:
+            benchmark = benchmark_of(run.record, run.directory)
+        except RunDirError:
+            if run.record.described is None:
+                raise
+            benchmark = run.record  # the class is not importable here: the recorded prompt and tools
         kept_before, tokens_seen, lines_kept = result.kept, False, 0
         values = {(s.example_id, s.trial, s.grader): s.value for s in run.scores}
         judge = pass_grader or (run.graders[0] if run.graders else None)

@@ -77,7 +77,8 @@ def pass_rule_text(measure: Measure) -> str | None:
 
 def rule_text(measure: Measure) -> str:
     """The measure in a few words: ``"higher, pass ≥ 1"``, ``"lower, pass ≤ 0"``, ``"higher"``,
-    ``"best at 1, pass = 1"``.
+    ``"best at 1, pass = 1"`` (what it compares, :attr:`Measure.compares`, is a note of its
+    own: :func:`compares_notes`).
 
     Args:
         measure (Measure): A grader's measure.
@@ -87,6 +88,22 @@ def rule_text(measure: Measure) -> str:
     """
     rule = pass_rule_text(measure)
     return measure.direction_text if rule is None else f"{measure.direction_text}, pass {rule}"
+
+
+def compares_notes(measures: Mapping[str, Measure], graders: Iterable[str] | None = None) -> list[str]:
+    """One line per grader whose measure says what it compares (:attr:`Measure.compares`),
+    printed under the tables that show its scores: ``"steps_exact compares tool names only,
+    not arguments (trajectory_match compares those)"``.
+
+    Args:
+        measures (Mapping[str, Measure]): Grader name → measure.
+        graders (Iterable[str] | None): The graders shown, in order (default: all of ``measures``).
+
+    Returns:
+        list[str]: The notes, without duplicates.
+    """
+    names = list(dict.fromkeys(measures if graders is None else graders))
+    return [f"{g} compares {measures[g].compares}" for g in names if g in measures and measures[g].compares]
 
 
 @dataclass
@@ -219,9 +236,10 @@ def _finite(value: float | None) -> float | None:
     return None if value is None or (isinstance(value, float) and math.isnan(value)) else value
 
 
-FIRST_ERROR_TYPES = ("episode_error", *get_args(ErrorType), "step_limit")
+FIRST_ERROR_TYPES = ("episode_error", *get_args(ErrorType), "step_limit", "repeat_limit", "abandoned")
 """Every ``type`` :func:`first_error` can give: an episode error, the stepwise grader's error
-types (which include those of a departure from the expected calls), the step limit."""
+types (which include those of a departure from the expected calls), the step limit, the
+repeat guard."""
 
 
 def first_error(traj: Trajectory, scores: Sequence[Score], example: Example | None) -> dict[str, Any] | None:
@@ -231,7 +249,8 @@ def first_error(traj: Trajectory, scores: Sequence[Score], example: Example | No
     the ``first_error`` of its ``trajectory_match`` score (``None`` when that passed); the first
     departure from the expected calls (:func:`first_call_divergence` over
     :func:`expected_calls`, typed ``wrong_tool``, ``wrong_arguments``, ``extra_call`` or
-    ``missing``); a trajectory stopped at the step limit (``step_limit``).
+    ``missing``); a trajectory stopped at the step limit (``step_limit``) or by the repeat
+    guard (``repeat_limit``); one the agent walked away from (``abandoned``).
 
     Returns:
         dict | None: ``{"type": str, "step": 1-based tool step or None, "text": str}``.
@@ -261,6 +280,11 @@ def first_error(traj: Trajectory, scores: Sequence[Score], example: Example | No
         return {"type": kind, "step": i + 1 if i < len(tools) else None, "text": divergence.reason}
     if traj.status == "step_limit":
         return {"type": "step_limit", "step": None, "text": "stopped at the step limit"}
+    if traj.status == "abandoned":
+        return {"type": "abandoned", "step": None, "text": traj.error or "the agent walked away mid-episode"}
+    if traj.status == "repeat_limit":
+        return {"type": "repeat_limit", "step": None,
+                "text": "stopped by the repeat guard (the same tool call repeated; --max-repeats)"}
     return None
 
 
@@ -366,7 +390,8 @@ def is_failed(
 ) -> bool:
     """Whether a trajectory counts as a failure.
 
-    A trajectory that did not complete (``error`` or ``step_limit``) always fails. Otherwise,
+    A trajectory that did not complete (``error``, ``step_limit``, ``repeat_limit``, ``abandoned``,
+    ``aborted``) always fails. Otherwise,
     with ``grader``, it fails when that grader's value does not pass its measure's rule
     (``measure.passed(value) is False``); without it, when the value of any grader with a pass
     rule does not pass. Graders without a pass rule, graders missing from ``measures`` and

@@ -20,7 +20,7 @@ from rich.text import Text
 
 from toolgym.api import load_run
 from toolgym.graders.alignment import first_error_what
-from toolgym.records import ToolCallSpec, Trajectory
+from toolgym.records import UNSCORED_STATUSES, ToolCallSpec, Trajectory
 from toolgym.views.rundata import (
     RunView,
     format_call,
@@ -55,7 +55,8 @@ def show(
 ) -> int:
     """Print trajectories of a run directory.
 
-    Without ``example`` or ``failed``, the first trajectory is shown; with ``example``, every
+    Without ``example`` or ``failed``, the first trajectory is shown, then how many there are
+    ("trajectory 1 of N") and how to see others; with ``example``, every
     trial of that example; with ``failed``, every failed trajectory (of ``example`` only, when
     given). Failure is defined by :func:`toolgym.views.rundata.is_failed`: a trajectory that did
     not complete, or a value that does not pass its grader's measure.
@@ -110,10 +111,14 @@ def show(
         if not chosen:
             console.print(Text("nothing failed; drop --failed to see the first trajectory, or --example ID for one"))
             return 0
-    elif example is None:
+    total = len(chosen)
+    if example is None and not failed:
         chosen = chosen[:1]
     for traj in chosen[:limit] if limit else chosen:
         print_trajectory(run, traj, console, highlight_grader=grader)
+    if example is None and not failed and total > 1:
+        console.print(Text(f"trajectory 1 of {total} in {directory}; --example ID shows another "
+                           f"({_closest_ids(run, '', n=3).removeprefix('; ')}), --failed the failed ones"))
     if any(t.parent for t in chosen):
         from toolgym.views.stepwise import fork_tables
 
@@ -188,7 +193,8 @@ def print_trajectory(
         console (Console): Where to print.
         highlight_grader (str | None): A grader whose score is printed in bold.
     """
-    status_style = {"completed": "green", "step_limit": "yellow", "error": "bold red", "aborted": "magenta"}[traj.status]
+    status_style = {"completed": "green", "step_limit": "yellow", "repeat_limit": "yellow", "error": "bold red",
+                    "aborted": "magenta", "abandoned": "bold magenta"}[traj.status]
     console.rule()  # the header below wraps at spaces: a rule's title would be cut at the width
     console.print(
         Text.assemble(
@@ -280,7 +286,7 @@ def print_trajectory(
         for line in alignment_summary(aligned.details, rows):
             console.print(line)
     if not scores:
-        reason = f"{traj.status} trajectories are not graded" if traj.status in ("error", "aborted") else "no scores"
+        reason = f"{traj.status} trajectories are not graded" if traj.status in UNSCORED_STATUSES else "no scores"
         console.print(Text(f"scores: ({reason})", style="dim"))
     for s in scores:
         passed = run.measures[s.grader].passed(s.value)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from toolgym.records import Example, Measure, Score, Trajectory
 from toolgym.stats import Estimate, summarize
-from toolgym.views.rundata import RunView, rule_text, visible
+from toolgym.views.rundata import RunView, compares_notes, rule_text, visible
 
 
 @dataclass(frozen=True)
@@ -43,6 +43,11 @@ class SummaryCell:
     trajectories: tuple[Trajectory, ...]
 
     @property
+    def abandoned(self) -> int:
+        """Trajectories the agent walked away from (status ``abandoned``): graded, in ``n``."""
+        return sum(t.status == "abandoned" for t in self.trajectories)
+
+    @property
     def passed(self) -> int | None:
         """Scored trajectories whose value passes the measure's rule (``None`` without a rule)."""
         if not self.measure.pass_fail:
@@ -68,6 +73,7 @@ class Column:
 COLUMNS: list[Column] = [
     Column("mean ± stderr", lambda c: c.estimate.format()),
     Column("n", lambda c: str(c.estimate.n)),
+    Column("abandoned", lambda c: str(c.abandoned)),
     Column("errors", lambda c: str(c.estimate.n_errors)),
     Column("unscored", lambda c: str(c.estimate.n_unscored)),
     Column("passed", lambda c: "-" if c.passed is None else f"{c.passed}/{c.estimate.n}"),
@@ -151,15 +157,18 @@ def rich_summary(cells: Sequence[SummaryCell], title: str = "summary"):
 
 
 def print_summary(cells: Sequence[SummaryCell], console, title: str = "summary") -> None:
-    """Print the summary so that it fits ``console`` (a ``rich.console.Console``) without
-    cutting a name: one table of every row when it fits; otherwise, per environment and run, a
-    heading line naming both in full and a table of its graders, stacked in parts by
-    :func:`toolgym.views.fit.fitted_tables` if still too wide. Only the measure column wraps.
+    """Print the summary as one table that fits ``console`` (a ``rich.console.Console``)
+    without cutting a name: every column when that fits; otherwise the runs are numbered
+    (``run 1: ENV · LABEL · DIRECTORY`` above the table) and each grader's measure is written
+    once below it, so the table keeps one row per run and grader, as the report's does. Still
+    too wide (long grader names on a narrow terminal), its columns are stacked in parts by
+    :func:`toolgym.views.fit.fitted_tables`. Below it, what a grader compares when its
+    measure says (:func:`toolgym.views.rundata.compares_notes`).
 
     Args:
         cells (Sequence[SummaryCell]): From :func:`summary_cells`.
         console (rich.console.Console): Where to print.
-        title (str): Title above the table(s).
+        title (str): Title above the table.
     """
     from rich.text import Text
 
@@ -170,16 +179,35 @@ def print_summary(cells: Sequence[SummaryCell], console, title: str = "summary")
     keys = [Col(h, "left") for h in KEY_HEADERS]
     starts = [i for i, c in enumerate(cells) if i == 0 or (cells[i - 1].env, cells[i - 1].run) != (c.env, c.run)]
     whole = fitted_tables(console, [*keys, *stats], records, keys=3, title=Text(visible(title)), sections=starts)
-    if len(whole) == 1:
-        console.print(whole[0])
-        return
-    console.print(Text(visible(title), style="bold"))
-    for n, start in enumerate(starts):
-        end = starts[n + 1] if n + 1 < len(starts) else len(cells)
-        cell = cells[start]
-        console.print(Text(visible(f"{cell.env} · run {cell.run} · {cell.directory}")))
-        for table in fitted_tables(console, [keys[2], *stats], [r[2:] for r in records[start:end]], keys=1):
+    measures = {c.grader: c.measure for c in cells}
+    if len(whole) > 1:
+        numbers = {(cells[i].env, cells[i].run, cells[i].directory): n + 1 for n, i in enumerate(starts)}
+        console.print(Text(visible(title), style="bold"))
+        for (env, label, directory), n in numbers.items():
+            console.print(Text(visible(f"run {n}: {env} · {label} · {directory}")))
+        shown = [i for i, c in enumerate(COLUMNS) if c.header != "measure"]
+        compact = [[str(numbers[(c.env, c.run, c.directory)]), visible(c.grader), *(r[3 + i] for i in shown)]
+                   for c, r in zip(cells, records, strict=True)]
+        cols = [Col("run", "right"), keys[2], *(stats[i] for i in shown)]
+        whole = fitted_tables(console, cols, compact, keys=2, sections=starts)
+        for table in whole:
             console.print(table)
+        rules: dict[str, list[tuple[str, list[int]]]] = {}
+        for c in cells:  # a grader's measure once, unless runs recorded different ones
+            text, n = rule_text(c.measure), numbers[(c.env, c.run, c.directory)]
+            known = rules.setdefault(c.grader, [])
+            match = next((entry for entry in known if entry[0] == text), None)
+            if match is None:
+                known.append((text, [n]))
+            elif n not in match[1]:
+                match[1].append(n)
+        lines = [f"{grader}{'' if len(known) == 1 else ' (run ' + ', '.join(map(str, runs)) + ')'}: {text}"
+                 for grader, known in rules.items() for text, runs in known]
+        console.print(Text(visible("measure (better; pass rule): " + "; ".join(lines))))
+    else:
+        console.print(whole[0])
+    for note in compares_notes(measures):
+        console.print(Text(visible(f"note: {note}")))
 
 
 FIRST_ERROR_TYPES = (

@@ -11,7 +11,7 @@ from rich.text import Text
 
 from toolgym.views.analysis import PER_STEP_GRADERS, Comparison, RunReport
 from toolgym.views.fit import Col, print_fitted
-from toolgym.views.rundata import rule_text
+from toolgym.views.rundata import compares_notes, rule_text
 
 TEST_NAMES = {"mcnemar_exact": "exact", "mcnemar_chi2": "χ²", "paired_bootstrap": "boot"}
 
@@ -112,34 +112,37 @@ def print_comparison(comp: Comparison, console: Console | None = None, max_flips
         if ids:
             console.print(f"[yellow]note:[/] {len(ids)} example(s) only in run {label}: {escape(', '.join(ids[:10]))}{' ...' if len(ids) > 10 else ''}")
     caption = Text(
-        "test: exact = McNemar exact binomial, χ² = McNemar with continuity correction "
-        "(a binary grader with one score per example in both runs); boot = paired bootstrap over examples. "
+        "test, p: the paired test and its p-value; exact = McNemar exact binomial, χ² = McNemar with continuity "
+        "correction (a binary grader with one score per example in both runs); boot = paired bootstrap over examples. "
         "CI: bootstrap 95% interval of B − A, or the discordant pairs b (A only) and c (B only). "
         "better: the run whose mean is better in the grader's direction (higher, lower, or the one "
-        "closer to the best value of a two-sided measure); flips: examples that changed between pass "
-        "and fail under the grader's pass rule."
+        "closer to the best value of a two-sided measure); flips (below the table): examples that changed "
+        "between pass and fail under the grader's pass rule."
     )
+    same_n = len({g.n_paired for g in comp.graders}) == 1  # then n is said once, in the title
     cols = [Col("grader", "left"), Col("A"), Col("B"), Col("B − A"), Col("better", "left"), Col("95% CI"),
-            Col("test", "left"), Col("p"), Col("n"), Col("flips")]
+            Col("test, p", "left"), *(() if same_n else (Col("n"),))]
     rows = []
     for g in comp.graders:
         t = g.test
-        ci = f"[{t.low:+.2f}, {t.high:+.2f}]" if not math.isnan(t.low) else f"b={t.b} c={t.c}"
-        p = "<1e-4" if t.p_value < 1e-4 else f"{t.p_value:.4f}"
+        ci = f"[{t.low:+.2f},{t.high:+.2f}]" if not math.isnan(t.low) else f"b={t.b} c={t.c}"
+        p = "<1e-3" if t.p_value < 1e-3 else f"{t.p_value:.3f}"
         rows.append([
             g.grader, _num(g.mean_a), _num(g.mean_b), f"{g.mean_b - g.mean_a:+.3f}",
             f"{g.better or '='} ({g.measure.direction_text})", ci,
-            TEST_NAMES.get(t.method, t.method), p, str(g.n_paired),
-            str(len(g.flipped)) if g.measure.pass_fail else "-",
+            f"{TEST_NAMES.get(t.method, t.method)} {p}", *(() if same_n else (str(g.n_paired),)),
         ])
+    paired = f", {comp.graders[0].n_paired} paired examples" if same_n and comp.graders else ""
     print_fitted(
-        console, cols, rows, keys=1, title=Text(f"A = {comp.dir_a}   B = {comp.dir_b}"),
+        console, cols, rows, keys=1, title=Text(f"A = {comp.dir_a}   B = {comp.dir_b}{paired}"),
         box=box.SIMPLE_HEAD, collapse_padding=True, pad_edge=False,
     )
     console.print(caption)  # below every part, at the console's width
+    for note in compares_notes({g.grader: g.measure for g in comp.graders}):
+        console.print(Text(f"note: {note}"))
     for g in comp.graders:
         if not g.flipped:
             continue
         shown = ", ".join(f"{escape(e)} ({a:g}→{b:g})" for e, a, b in g.flipped[:max_flips])
         more = f" ... and {len(g.flipped) - max_flips} more" if len(g.flipped) > max_flips else ""
-        console.print(f"{g.grader} flipped (A→B): {shown}{more}", highlight=False)
+        console.print(f"{g.grader}: {len(g.flipped)} flipped (A→B): {shown}{more}", highlight=False)

@@ -33,7 +33,7 @@ from toolgym.views.report.tables import (
     html_table,
     render_result_file,
 )
-from toolgym.views.rundata import RunView, load_runs, suite_tables
+from toolgym.views.rundata import RunView, compares_notes, load_runs, suite_tables
 from toolgym.views.summary import COLUMNS, SummaryCell, summary_cells, summary_headers, summary_records
 
 __all__ = ["ReportResult", "build_report", "render_report"]
@@ -158,6 +158,8 @@ def render_report(
     cells = summary_cells(runs)
     headers = summary_headers()
     summary_html = html_table(headers, summary_records(cells), numeric_from=3, css_class="summary")
+    summary_html += "".join(f'<p class="note">{escape(n)}.</p>'
+                            for n in compares_notes({c.grader: c.measure for c in cells}))
 
     chart_html: dict[str, list[str]] = defaultdict(list)
     titles, pngs = [], []

@@ -95,7 +95,7 @@
 
     var status = labelled(box, "status", el("select"));
     status.id = "filter-status";
-    ["", "completed", "step_limit", "error"].forEach(function (s) { option(status, s, s || "any"); });
+    ["", "completed", "step_limit", "repeat_limit", "abandoned", "error", "aborted"].forEach(function (s) { option(status, s, s || "any"); });
     status.addEventListener("change", function () { state.status = status.value; refresh(); });
 
     var failed = el("input");

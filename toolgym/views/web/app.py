@@ -63,6 +63,10 @@ class ViewSettings:
         token: Secret every request must carry; ``None``: none (loopback only).
         cache_dir: Where run databases are kept (:func:`default_cache_dir`).
         poll_s: Seconds between checks of the run directories for changes (live runs).
+        allowed_hosts: ``Host`` header names accepted besides the loopback ones and ``host``
+            (``--allow-host``, as ``serve`` has): the names other machines reach this one by
+            when it listens on ``0.0.0.0``; a leading ``*.`` admits subdomains. Any other
+            ``Host`` gets 400 (DNS rebinding).
     """
 
     host: str = "127.0.0.1"
@@ -70,6 +74,7 @@ class ViewSettings:
     token: str | None = None
     cache_dir: Path = field(default_factory=default_cache_dir)
     poll_s: float = 1.0
+    allowed_hosts: tuple[str, ...] = ()
 
     def check(self) -> None:
         """Raises ValueError: listening beyond loopback without a token, or an empty token."""
@@ -230,6 +235,12 @@ FIRST_ERRORS = (*FIRST_ERROR_TYPES, "none")
 ``none``: rows without one)."""
 
 
+MAX_QUERY_INT = 10**15
+"""The largest integer a query parameter or path may give (a page, a token bound, a trial):
+far above any run, and small enough that SQLite's 64-bit integers hold it times a page size
+(a larger one answered 500 with an ``OverflowError``)."""
+
+
 def _query_of(params: Any) -> Query:
     def number(name: str, kind: type) -> Any:
         raw = params.get(name)
@@ -241,6 +252,8 @@ def _query_of(params: Any) -> Query:
             raise QueryError(f"{name}: {raw!r} is not a number") from None
         if isinstance(value, float) and not math.isfinite(value):
             raise QueryError(f"{name}: {raw!r} is not a finite number")
+        if isinstance(value, int) and not -MAX_QUERY_INT <= value <= MAX_QUERY_INT:
+            raise QueryError(f"{name}: {raw!r} is out of range (at most {MAX_QUERY_INT:,} either way)")
         return value
 
     def listed(name: str, known: tuple[str, ...] | None = None) -> tuple[str, ...]:
@@ -303,8 +316,8 @@ def _parse_ref(ref: str | None, what: str) -> tuple[str, str, int]:
         raise QueryError(f"{what}: give RUN/EXAMPLE_ID/TRIAL")
     run, sep, rest = ref.partition("/")
     example_id, sep2, trial = rest.rpartition("/")
-    if not sep or not sep2 or not trial.isdigit():
-        raise QueryError(f"{what}: {ref!r} is not RUN/EXAMPLE_ID/TRIAL")
+    if not sep or not sep2 or not trial.isdigit() or len(trial) > 15:
+        raise QueryError(f"{what}: {ref!r} is not RUN/EXAMPLE_ID/TRIAL (a trial of at most 15 digits)")
     return run, example_id, int(trial)
 
 
@@ -509,9 +522,19 @@ def create_app(roots: Sequence[Path], settings: ViewSettings) -> Any:
         if idx is None:
             return _error(404, catalog.errors.get(name) or f"no run {name!r}")
         eid, trial = request.path_params["example_id"], request.path_params["trial"]
+        if not 0 <= trial <= MAX_QUERY_INT:
+            return _error(404, f"run {name!r} has no trajectory {eid!r} trial {trial}")
         doc = await run_in_threadpool(trajectory_detail, name, idx, eid, trial, catalog)
         if doc is None:
             return _error(404, f"run {name!r} has no trajectory {eid!r} trial {trial}")
+        env = doc["trajectory"].get("env")
+        names = [other for other in catalog.indexes if other != name]
+        indexes = await asyncio.gather(*(index_of(other) for other in names))  # their first batches, waited together
+        others = []  # the runs a side by side can be shown with: they hold this example and trial
+        for other, other_idx in zip(names, indexes, strict=True):
+            if other_idx is not None and await run_in_threadpool(other_idx.holds, env, eid, trial):
+                others.append(other)
+        doc["same_example_in"] = others
         return _json(doc)
 
     async def api_diff(request: Request) -> Response:
@@ -570,7 +593,8 @@ def create_app(roots: Sequence[Path], settings: ViewSettings) -> Any:
             idx = catalog.get(name)
         except KeyError:
             return _error(404, f"no run {name!r}")
-        files = sorted(p for p in idx.directory.iterdir() if p.is_file() and not p.name.startswith("."))
+        files = sorted(p for p in idx.directory.iterdir()
+                       if p.is_file() and not p.name.startswith(".") and _inside(p, idx.directory))
         wanted = request.path_params.get("name")
         if wanted is None:
             return _json({"run": name, "files": [{"name": p.name, "bytes": p.stat().st_size} for p in files]})
@@ -596,10 +620,20 @@ def create_app(roots: Sequence[Path], settings: ViewSettings) -> Any:
     hosts = [*LOOPBACK_HOSTS, "[::1]"]
     if settings.host not in hosts:
         hosts.append(settings.host)
+    hosts += [h.rsplit(":", 1)[0] if h.count(":") == 1 else h for h in settings.allowed_hosts]  # the middleware drops ports
     middleware = [Middleware(TrustedHostMiddleware, allowed_hosts=hosts), Middleware(_Guard, token=settings.token)]
     app = Starlette(routes=routes, middleware=middleware, lifespan=lifespan)
     app.state.catalog = catalog
     return app
+
+
+def _inside(path: Path, directory: Path) -> bool:
+    """Whether ``path``, its links followed, stays in ``directory`` (a link that leaves the
+    run directory, say to ``/etc/passwd``, is neither listed nor served)."""
+    try:
+        return path.resolve(strict=True).is_relative_to(directory.resolve(strict=True))
+    except OSError:
+        return False
 
 
 def _paired_test(ia: RunIndex, ib: RunIndex, grader: str) -> dict[str, Any] | None:

@@ -62,6 +62,8 @@ from toolgym.runio import (
     RunRecord,
     parse_line,
     read_run,
+    redact_url,
+    redacted_command,
     restore_line,
     result_lines,
     score_fields,
@@ -115,7 +117,8 @@ class Query:
 
     Attributes:
         q: Full-text search (a substring of any indexed text, case-insensitive), or ``""``.
-        status: Statuses to keep (``completed``, ``step_limit``, ``error``, ``aborted``).
+        status: Statuses to keep (``completed``, ``step_limit``, ``repeat_limit``, ``abandoned``, ``error``,
+            ``aborted``).
         grader: With ``passed``: whose pass or fail to filter on; alone: rows it scored.
         passed: ``"1"`` passed, ``"0"`` failed, ``"none"`` unscored (with ``grader``); without
             ``grader``, ``"1"`` keeps trajectories that failed no grader and completed.
@@ -178,6 +181,7 @@ def summary_of(view: RunView) -> list[dict[str, Any]]:
                 "n_unscored": e.n_unscored,
                 "passed": cell.passed,
                 "measure": rule_text(cell.measure),
+                "compares": cell.measure.compares,
                 "pass_fail": cell.measure.pass_fail,
                 "cells": {col.header: col.cell(cell) for col in COLUMNS},
             }
@@ -191,13 +195,15 @@ def _settings(record: RunRecord) -> dict[str, Any]:
         "env": r.env,
         "agent": r.agent,
         "model": r.model,
-        "model_settings": r.model_settings,
+        "model_settings": {**r.model_settings, **({"extra": {k: redact_url(v) if isinstance(v, str) else v
+                                                            for k, v in r.model_settings["extra"].items()}}
+                                                  if isinstance(r.model_settings.get("extra"), dict) else {})},
         "dataset": r.dataset.model_dump(mode="json"),
         "trials": r.trials,
         "graders": r.graders,
         "started_at": r.started_at,
         "finished_at": r.finished_at,
-        "command": r.command,
+        "command": redacted_command(r.command),  # a run.json written before redaction shows none either
         "protocol": getattr(r, "protocol", None) or (r.model_extra or {}).get("protocol"),
     }
 
@@ -773,8 +779,10 @@ class RunIndex:
 
     def _build(self, files: tuple[Any, ...]) -> None:
         try:
-            if self._build_in(files):
-                self._in_child(files)
+            with self._build_lock():
+                if not self._built_elsewhere(files):
+                    if self._build_in(files):
+                        self._in_child(files)
             self.error = None
         except (RunDirError, OSError, ValueError, sqlite3.DatabaseError) as exc:
             self.error = f"{type(exc).__name__}: {exc}"
@@ -808,7 +816,7 @@ class RunIndex:
             progress = {**stored, "done": False, "run_json": list(files[1])}
             fresh = False
         else:
-            new = self.path.with_name(self.path.stem + ".new.sqlite")
+            new = self.path.with_name(f"{self.path.stem}.{os.getpid()}.new.sqlite")  # this process's own
             new.unlink(missing_ok=True)
             db = _writer(new)
             db.executescript(SCHEMA + f"CREATE VIRTUAL TABLE fts USING fts5({', '.join(TEXT_COLUMNS)}, tokenize='trigram');"
@@ -858,6 +866,33 @@ class RunIndex:
             return False
         finally:
             db.close()
+
+    @contextlib.contextmanager
+    def _build_lock(self) -> Iterator[None]:
+        """Hold an exclusive lock on ``KEY.lock`` beside the database while building it (its
+        child process included), so that two ``toolgym view`` processes sharing a cache folder
+        never write one database at once: the second waits, then finds the database the first
+        built (:meth:`_built_elsewhere`). Without ``fcntl`` (Windows): no lock."""
+        try:
+            import fcntl
+        except ImportError:  # pragma: no cover - Windows
+            yield
+            return
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.path.with_suffix(".lock"), "a+", encoding="utf-8") as fh:
+            fcntl.flock(fh, fcntl.LOCK_EX)  # released when the file closes (or the process dies)
+            yield
+
+    def _built_elsewhere(self, files: tuple[Any, ...]) -> bool:
+        """Whether another process, while this one waited for :meth:`_build_lock`, left the
+        database complete and up to date for the run's files as they are: then it is loaded."""
+        stored = self._stored_progress()
+        if not stored or not stored.get("done") or not self._up_to_date(stored) or self._files_now() != files:
+            return False
+        if not self.load_cached():
+            return False
+        self._first.set()
+        return True
 
     def _examples_now(self, builder: _Builder) -> None:
         """Read the dataset, then compute again the rows indexed before it was read."""
@@ -936,7 +971,8 @@ class RunIndex:
             "settings": _settings(record),
             "label": view.label,
             "graders": list(graders),
-            "measures": {g: {"rule": rule_text(m), "pass_fail": m.pass_fail} for g, m in view.measures.items()},
+            "measures": {g: {"rule": rule_text(m), "pass_fail": m.pass_fail, "compares": m.compares}
+                         for g, m in view.measures.items()},
             "summary": summary_of(view),
             "n_trajectories": len(view.trajectories),
             "facets": facets,
@@ -1056,6 +1092,15 @@ class RunIndex:
         if column == "t.id":  # file order: the primary key, no sort
             return f" ORDER BY t.id {direction}"
         return f" ORDER BY {column} IS NULL, {column} {direction}, t.id {direction}"
+
+    def holds(self, env: str, example_id: str, trial: int) -> bool:
+        """Whether the rows indexed so far hold a trajectory of ``example_id``, trial
+        ``trial``, on environment ``env`` (so a side-by-side with it can be shown)."""
+        if self._info is None or self._info.get("settings", {}).get("env") != env:
+            return False
+        with self._connect() as db:
+            return db.execute("SELECT 1 FROM traj WHERE example_id = ? AND trial = ? LIMIT 1",
+                              (example_id, trial)).fetchone() is not None
 
     def row(self, example_id: str, trial: int) -> dict[str, Any] | None:
         """The row of one trajectory (as in :meth:`query`), or ``None``."""

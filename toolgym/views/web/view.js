@@ -138,11 +138,15 @@ async function route() {
 
 function summaryTable(summary) {
   const headers = ["grader", "mean ± stderr", "n", "errors", "unscored", "passed", "measure"];
-  return el("table", { class: "summary" },
+  const table = el("table", { class: "summary" },
     el("thead", {}, el("tr", {}, headers.map((h) => el("th", { text: h })))),
     el("tbody", {}, summary.map((row) => el("tr", { dataset: { grader: row.grader } },
       el("td", { text: row.grader }),
       ...headers.slice(1).map((h) => el("td", { class: h === "measure" ? null : "num", text: row.cells[h] }))))));
+  // what a grader compares, when its measure says (steps_exact: tool names only)
+  const notes = summary.filter((row) => row.compares).map((row) =>
+    el("p", { class: "note", text: `${row.grader} compares ${row.compares}.` }));
+  return notes.length ? el("div", {}, table, ...notes) : table;
 }
 
 function settingsLine(s) {
@@ -358,10 +362,9 @@ function trajectoryHead(detail) {
 async function trajectoryPage(id, run, exampleId, trial) {
   setCrumbs(["runs", "#/"], [run, `#/run/${enc(run)}`], [`${exampleId} · trial ${trial}`]);
   const detail = await api(`/api/runs/${enc(run)}/trajectories/${enc(exampleId)}/${enc(trial)}`);
-  const runs = await api("/api/runs");
   if (id !== renderId) return;
   const t = detail.trajectory, ex = detail.example;
-  const others = runs.runs.filter((r) => r.name !== run).map((r) => r.name);
+  const others = detail.same_example_in || [];  // only the runs that hold this example and trial
   const diffForm = others.length ? el("form", { class: "filters", id: "diff-form", onsubmit: (e) => {
     e.preventDefault();
     const b = document.getElementById("diff-run").value;
