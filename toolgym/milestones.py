@@ -299,8 +299,10 @@ class Milestone:
         if len(self.alternatives) == 1:
             only = self.alternatives
             kind = only[0].kind
-            self.calls, self.states = (only, ()) if kind == "call" else ((), only) if kind == "state" else ((), ())  # type: ignore[assignment]
-            self.observed = () if kind == "call" else only
+            if kind == "call":  # the common case (every milestone of a plan of reference calls)
+                self.calls, self.states, self.observed = only, (), ()  # type: ignore[assignment]
+            else:
+                self.calls, self.states, self.observed = (), only if kind == "state" else (), only  # type: ignore[assignment]
         else:
             self.calls = tuple(a for a in self.alternatives if isinstance(a, CallPattern))
             self.states = tuple(a for a in self.alternatives if isinstance(a, StatePattern))

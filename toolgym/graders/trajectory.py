@@ -269,11 +269,15 @@ def analyse(
     # environment held at the end, whatever was recorded
     recorded = recorded_states(trajectory) if plan_reads_states(plan) else {}
     known = {**recorded, len(steps): trajectory.final_state}
-    observed = observations(trajectory) if plan.observes or plan.reads_tools else None
-    seen = results_seen(trajectory) if plan.reads_tools else None
-    alignment = align(plan, steps, known, judge=judge, observed=observed, seen=seen)
-    diagnosis = diagnose(plan, steps, alignment, trajectory.final_state, judge=judge, states=recorded,
-                         observed=observed, seen=seen)
+    if plan.observes or plan.reads_tools:  # what was said and returned, and what each call had seen
+        observed = observations(trajectory)
+        seen = results_seen(trajectory) if plan.reads_tools else None
+        alignment = align(plan, steps, known, judge=judge, observed=observed, seen=seen)
+        diagnosis = diagnose(plan, steps, alignment, trajectory.final_state, judge=judge, states=recorded,
+                             observed=observed, seen=seen)
+    else:
+        alignment = align(plan, steps, known, judge=judge)
+        diagnosis = diagnose(plan, steps, alignment, trajectory.final_state, judge=judge, states=recorded)
     result = Analysis(plan, steps, alignment, diagnosis, known)
     _LAST[:1] = [(example, trajectory, plan, judge, result)]
     return result
