@@ -8,6 +8,11 @@
   environment's own (altered) operations.
 * ``<env>/ladder.jsonl`` for the four environments: seeded difficulty ladders (seed 0,
   3 examples per level, default levels).
+* ``<env>/multi_turn.jsonl`` for the four environments: hand-written conversations whose
+  request arrives in pieces or changes midway (scripted ``turns``), each expected call marked
+  with the user turn that makes it, and ``<env>/simulated_user.jsonl`` for typewriter_1 and
+  relational_data: the same kind of task for a simulated user (``user``); see
+  docs/multi-turn.md.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from pathlib import Path
 
 from toolgym.data import write_examples
 from toolgym.generators import generate
+from toolgym.records import Example
 from toolgym.suites.multiverse_math.environment import MultiverseMath
 from toolgym.suites.relational_data.environment import make_example
 
@@ -154,6 +160,134 @@ FOLDERS = {
 }
 
 
+# (id, turns, calls per turn): typewriter conversations; each turn's text is typed after the last
+TYPEWRITER_TURNS = [
+    ("tw-mt-01", ["ab", "Now also type: c"], ["ab", "c"]),
+    ("tw-mt-02", ["cat", "Add an s at the end: s"], ["cat", "s"]),
+    ("tw-mt-03", ["do", "Now type: g"], ["do", "g"]),
+    ("tw-mt-04", ["a", "Also type: b", "And finally: c"], ["a", "b", "c"]),
+    ("tw-mt-05", ["sun", "Keep going, type: ny"], ["sun", "ny"]),
+]
+
+# (id, turns, calls per turn, answer rule): the second question follows up on the first answer
+RELATIONAL_TURNS = [
+    ("rd-mt-01", ["Who is Kwame?", "And what is his email address?"],
+     [[c("find_users_by_name", name="Kwame")], [c("get_user_email", user_id=158)]], LAST),
+    ("rd-mt-02", ["Which city is location 46 in?", "What is the weather there right now?"],
+     [[c("get_city_for_location", location_id=46)], [c("get_current_weather_for_location", location_id=46)]], LAST),
+    ("rd-mt-03", ["What is my user id?", "What is my name?"],
+     [[c("get_current_user_id")], [c("get_user_name", user_id=190)]], LAST),
+    ("rd-mt-04", ["Find the user Selma.", "What is her favourite colour?"],
+     [[c("find_users_by_name", name="Selma")], [c("get_user_favorite_color", user_id=203)]], LAST),
+]
+
+# (id, turns, expression): the follow-up works on the previous result
+MULTIVERSE_TURNS = [
+    ("mm-mt-01", ["A shop sells 4 apples in the morning and 9 in the afternoon. How many apples does it sell in total?",
+                  "The next day it sells twice that many. How many is that?"], "multiply(add(4, 9), 2)"),
+    ("mm-mt-02", ["A tank holds 50 litres and 18 litres leak out. How many litres are left?",
+                  "Then 7 more litres leak out. How many litres are left now?"], "subtract(subtract(50, 18), 7)"),
+    ("mm-mt-03", ["What is 3 to the power of 2?", "Add 5 to that."], "add(power(3, 2), 5)"),
+    ("mm-mt-04", ["Multiply 6 by 7.", "Now divide the result by 3."], "divide(multiply(6, 7), 3)"),
+]
+
+SIMULATED_TYPEWRITER = [
+    ("tw-su-01", "ab", ["ab", "c"], "You want the paper to read exactly 'abc'. You have asked for 'ab'. When the "
+     "assistant says it has typed it, ask it to also type the letter c. When it says it has, you are done."),
+    ("tw-su-02", "hi", ["hi", "t"], "You want the paper to read exactly 'hit'. You have asked for 'hi'. When the "
+     "assistant says it has typed it, ask it to also type the letter t. When it says it has, you are done."),
+]
+
+SIMULATED_RELATIONAL = [
+    ("rd-su-01", "Who is Kwame?", [[c("find_users_by_name", name="Kwame")], [c("get_user_email", user_id=158)]],
+     "You want Kwame's email address, but you start by asking who Kwame is. Once the assistant has told you, ask "
+     "for his email address. When it gives you the address, you are done."),
+    ("rd-su-02", "Which city is location 46 in?",
+     [[c("get_city_for_location", location_id=46)], [c("get_current_weather_for_location", location_id=46)]],
+     "You want to know the weather at location 46, but you start by asking which city it is in. Once the assistant "
+     "has told you, ask what the weather is there right now. When it tells you, you are done."),
+]
+
+
+def _typed(env: str, text: str, turn: int) -> list[dict]:
+    if env == "typewriter_1":
+        return [{"name": "type_letter", "arguments": {"letter": x}, "turn": turn} for x in text]
+    return [{"name": x, "arguments": {}, "turn": turn} for x in text]
+
+
+def _turned(calls: list[list[dict]]) -> list[dict]:
+    return [{**call, "turn": k} for k, turn_calls in enumerate(calls, 1) for call in turn_calls]
+
+
+def _as_turn_1(example: Example) -> dict:
+    """An example's record with the ``turn`` of turn 1's calls left implicit (none is turn 1)."""
+    record = example.model_dump(exclude_none=True)
+    for call in record.get("expected_calls", []):
+        if call.get("turn") == 1:
+            del call["turn"]
+    return record
+
+
+def multi_turn_examples(env: str) -> list[Example]:
+    """The scripted multi-turn conversations of ``env`` (see the module docstring)."""
+    from toolgym.replay import replay_calls
+    from toolgym.runner import resolve_benchmark
+
+    out = []
+    if env.startswith("typewriter"):
+        for example_id, turns, pieces in TYPEWRITER_TURNS:
+            calls = [call for k, piece in enumerate(pieces, 1) for call in _typed(env, piece, k)]
+            states = [{"paper": "".join(pieces[:k])} for k in range(1, len(pieces) + 1)]
+            out.append(Example.model_validate(_as_turn_1(Example(
+                id=example_id, input=turns[0], turns=turns[1:], expected_calls=calls, reference=states[-1]["paper"],
+                expected_state=states[-1], expected_states=states,
+                metadata={"n_steps": len(calls), "difficulty": len(turns), "source": "hand-written"}))))
+    elif env == "relational_data":
+        for example_id, turns, per_turn, rule in RELATIONAL_TURNS:
+            flat = [call for turn_calls in per_turn for call in turn_calls]
+            base = make_example(example_id, turns[0], flat, rule, True, {"difficulty": len(turns), "source": "hand-written"},
+                                milestones=True)
+            record = {**base.model_dump(exclude_none=True), "turns": turns[1:], "expected_calls": _turned(per_turn)}
+            # one milestone per call, in order: each names the user turn of its call
+            record["milestones"] = [{**m, "turn": c["turn"]} for m, c in zip(record["milestones"], _turned(per_turn),
+                                                                           strict=True)]
+            out.append(Example.model_validate(_as_turn_1(Example.model_validate(record))))
+    elif env == "multiverse_math":
+        for example_id, turns, expression in MULTIVERSE_TURNS:
+            base = MultiverseMath.example_from_expression(example_id, turns[0], expression, {"source": "hand-written"})
+            calls = [{**call.model_dump(), "turn": 1 if k < len(base.expected_calls) - 1 else 2}
+                     for k, call in enumerate(base.expected_calls)]
+            record = {**base.model_dump(exclude_none=True), "turns": turns[1:], "expected_calls": calls,
+                      "expected_states": [{"calls": len(calls) - 1}, {"calls": len(calls)}]}
+            out.append(Example.model_validate(_as_turn_1(Example.model_validate(record))))
+    benchmark, _ = resolve_benchmark(env)
+    for example in out:  # the states and answers are the environment's own
+        replayed = replay_calls(benchmark, example, example.expected_calls or [])
+        assert replayed.turn_states is not None and replayed.status == "completed", example.id
+    return out
+
+
+def simulated_user_examples(env: str) -> list[Example]:
+    """The simulated-user conversations of ``env`` (typewriter_1 and relational_data)."""
+    out = []
+    if env == "typewriter_1":
+        for example_id, first, pieces, instructions in SIMULATED_TYPEWRITER:
+            calls = [call for k, piece in enumerate(pieces, 1) for call in _typed(env, piece, k)]
+            states = [{"paper": "".join(pieces[:k])} for k in range(1, len(pieces) + 1)]
+            out.append(Example.model_validate(_as_turn_1(Example(
+                id=example_id, input=first, user={"instructions": instructions, "max_turns": 4},
+                expected_calls=calls, expected_state=states[-1], expected_states=states,
+                metadata={"n_steps": len(calls), "difficulty": len(pieces), "source": "hand-written"}))))
+    elif env == "relational_data":
+        for example_id, first, per_turn, instructions in SIMULATED_RELATIONAL:
+            flat = [call for turn_calls in per_turn for call in turn_calls]
+            base = make_example(example_id, first, flat, LAST, True, {"difficulty": len(per_turn), "source": "hand-written"})
+            record = {**base.model_dump(exclude_none=True), "user": {"instructions": instructions, "max_turns": 4},
+                      "expected_calls": _turned(per_turn)}
+            out.append(Example.model_validate(_as_turn_1(Example.model_validate(record))))
+    return out
+
+
 def main() -> None:
     # where several call orders are valid (order_matters false), the example also gets
     # milestones: every call required, ordered by data flow only ($from where an id is looked up)
@@ -175,6 +309,13 @@ def main() -> None:
         ladder = generate(env, seed=0, per_level=3)
         write_examples(FOLDERS[env] / "ladder.jsonl", ladder)
         print(f"{env}/ladder.jsonl: {len(ladder)} examples")
+        conversations = multi_turn_examples(env)
+        write_examples(FOLDERS[env] / "multi_turn.jsonl", conversations)
+        print(f"{env}/multi_turn.jsonl: {len(conversations)} examples")
+        simulated = simulated_user_examples(env)
+        if simulated:
+            write_examples(FOLDERS[env] / "simulated_user.jsonl", simulated)
+            print(f"{env}/simulated_user.jsonl: {len(simulated)} examples")
 
 
 if __name__ == "__main__":

@@ -19,7 +19,8 @@ from toolgym.plugins import get_benchmark, registries
 from toolgym.runio import RunDirError, read_scores, read_trajectories
 
 TOOL_ENVS = ["typewriter_1", "typewriter_26", "relational_data", "multiverse_math"]
-BUILTIN = [(env, ds) for env in TOOL_ENVS for ds in get_benchmark(env).builtin_datasets()]
+BUILTIN = [(env, ds) for env in TOOL_ENVS for ds in get_benchmark(env).builtin_datasets()
+           if ds != "simulated_user"]  # a user model plays those: tests/test_multi_turn_faces.py
 
 
 def make(name: str, **kwargs):
@@ -37,20 +38,26 @@ def replay(env, example, per_step: bool = True) -> tuple[float, list[float], dic
     """Play the example's expected calls (one per step, or all in one turn), then answer with
     the reference. Returns (return, rewards, last info)."""
     calls = list(example.expected_calls or [])
-    turns = [[c] for c in calls] if per_step else ([calls] if calls else [])
     rewards, info = [], {}
-    for i, group in enumerate(turns):
-        action = {"role": "assistant", "content": None,
-                  "tool_calls": [call_dict(c, f"c{i}_{k}") for k, c in enumerate(group)]}
-        _, reward, terminated, truncated, info = env.step(action)
+    n_turns = 1 + len(example.turns or [])  # a multi-turn example: each user turn's calls, then an answer
+    for user_turn in range(1, n_turns + 1):
+        mine = [c for c in calls if (c.turn or 1) == user_turn]
+        turns = [[c] for c in mine] if per_step else ([mine] if mine else [])
+        for i, group in enumerate(turns):
+            action = {"role": "assistant", "content": None,
+                      "tool_calls": [call_dict(c, f"c{user_turn}_{i}_{k}") for k, c in enumerate(group)]}
+            _, reward, terminated, truncated, info = env.step(action)
+            rewards.append(reward)
+            assert not truncated
+            if terminated:
+                return sum(rewards), rewards, info
+        last = user_turn == n_turns
+        answer = "" if example.reference is None or not last else str(example.reference)
+        observation, reward, terminated, _, info = env.step({"role": "assistant", "content": answer})
+        assert terminated == last
+        if not last:
+            assert observation == [{"role": "user", "content": example.turns[user_turn - 1]}]
         rewards.append(reward)
-        assert not truncated
-        if terminated:
-            return sum(rewards), rewards, info
-    answer = "" if example.reference is None else str(example.reference)
-    _, reward, terminated, _, info = env.step({"role": "assistant", "content": answer})
-    assert terminated
-    rewards.append(reward)
     return sum(rewards), rewards, info
 
 

@@ -173,13 +173,13 @@ def test_a_name_taken_within_the_same_second_gets_a_suffix(tmp_path):
 
 
 def test_ctrl_c_names_the_run_and_says_its_episodes_wait_for_grade(tmp_path, capsys, monkeypatch):
-    import toolgym.cli as cli
+    import toolgym.runner as runner
 
     def interrupted(config, progress=True):
         raise KeyboardInterrupt
 
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(cli, "run", interrupted)
+    monkeypatch.setattr(runner, "run", interrupted)  # the command line imports it when a run starts
     assert main(["run", "--env", "typewriter_1", "--agent", "oracle", "--no-progress"]) == 130
     err = capsys.readouterr().err
     [where] = [line.removeprefix("run directory: ") for line in err.splitlines() if line.startswith("run directory: ")]

@@ -36,6 +36,9 @@ _EXPORTS: dict[str, str] = {
     "Step": "toolgym.records",
     "ModelStep": "toolgym.records",
     "ToolStep": "toolgym.records",
+    "UserStep": "toolgym.records",
+    "UserSpec": "toolgym.records",
+    "turn_of_steps": "toolgym.records",
     "ToolCall": "toolgym.records",
     "TokenRecord": "toolgym.records",
     "Score": "toolgym.records",
@@ -104,7 +107,10 @@ if TYPE_CHECKING:  # for type checkers and IDEs; at run time the names load lazi
         ToolCallSpec,
         ToolStep,
         Trajectory,
+        UserSpec,
+        UserStep,
         states_after,
+        turn_of_steps,
     )
     from toolgym.registry import DuplicateNameError, ExtensionError, UnknownNameError
     from toolgym.replay import ReplayError, reference_replay, replay_calls

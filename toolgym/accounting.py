@@ -117,7 +117,7 @@ def played_model_steps(trajectory: Trajectory) -> list[Any]:
     for step in trajectory.steps:
         if step.kind == "tool":
             tools += 1
-        elif tools >= boundary:
+        elif step.kind == "model" and tools >= boundary:
             played.append(step)
     return played
 

@@ -48,6 +48,7 @@ def evaluate(
     executor_options: dict[str, Any] | None = None,
     protocol: str = "free-running",
     inject: str | None = None,
+    user_model: Any = None,
 ) -> EvalResult:
     """Run an agent over a dataset, grade every trajectory, and return everything in memory.
 
@@ -92,6 +93,9 @@ def evaluate(
             ``next_step`` (see :mod:`toolgym.forcing`).
         inject: A fault ``"KIND@K"`` (``tool_error``, ``wrong_value``, ``empty``) injected at
             tool step ``K`` of every teacher-forced episode, graded by ``recovery``.
+        user_model: The model (a spec or a chat model) that plays the simulated user of
+            examples with ``user`` (docs/multi-turn.md); ``None``: none (such a dataset is
+            refused). Examples with scripted ``turns`` need none.
 
     Returns:
         An :data:`EvalResult`.
@@ -109,7 +113,7 @@ def evaluate(
         resume=resume, graders=list(graders) if graders is not None else None,
         settings=settings or ModelSettings(), env_options=dict(env_options or {}),
         grader_settings=dict(grader_settings or {}), executor=executor,
-        executor_options=dict(executor_options or {}), protocol=protocol, inject=inject,
+        executor_options=dict(executor_options or {}), protocol=protocol, inject=inject, user_model=user_model,
     )
     check_resume(config)
     if _loop_running():

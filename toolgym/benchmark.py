@@ -88,6 +88,12 @@ from 0 (the number of calls, or more: after the last step); ``reason`` is one se
 the argument at fault where there is one. ``None``: no divergence. Without it, ``show``
 compares the calls with ``expected_calls`` exactly."""
 
+DatasetByName = Callable[[str], "Path | None"]
+"""``name -> path | None``: the file of a dataset the suite knows by name but does not hold in
+its ``datasets`` folder (one shipped by an installed package); ``None`` for a name it does not
+know. Raises ``DatasetError`` when the name is its own but the file cannot be had (a package
+missing), saying how to get it."""
+
 AnswerFromReplay = Callable[[Example, "list[tuple[str, Any]]"], Any]
 """``(example, [(tool name, decoded observation), ...]) -> answer``: the reference answer the
 observations of the example's expected calls imply (a dataset rule: it must equal the
@@ -107,6 +113,7 @@ class Benchmark:
         datasets: Folder of built-in datasets ``<name>.jsonl`` (``--dataset NAME``; ``test``
             when no dataset is given), or ``None``.
         load_dataset: See :data:`DatasetLoader`.
+        dataset_by_name: See :data:`DatasetByName`.
         from_langchain: See :data:`LangChainAdapter`.
         generator: See :class:`Generator`.
         default_concurrency: Episodes in flight when ``--concurrency`` is not given.
@@ -127,6 +134,7 @@ class Benchmark:
     judge_graders: tuple[str, ...] = ()
     datasets: Path | None = None
     load_dataset: DatasetLoader | None = None
+    dataset_by_name: DatasetByName | None = None
     from_langchain: LangChainAdapter | None = None
     generator: Generator | None = None
     default_concurrency: int = 1

@@ -56,7 +56,8 @@ MAX_LISTED = 50
 
 
 def resolve_dataset(benchmark: Benchmark | None, dataset: str | None) -> Path:
-    """Turn ``--dataset`` (a path, a built-in name, or ``None`` for ``test``) into a file path.
+    """Turn ``--dataset`` (a path, a built-in name, a name the benchmark's ``dataset_by_name``
+    knows, or ``None`` for ``test``) into a file path.
 
     Raises:
         DatasetError: if it is neither an existing file nor a built-in dataset of the
@@ -70,6 +71,9 @@ def resolve_dataset(benchmark: Benchmark | None, dataset: str | None) -> Path:
     folder = benchmark.datasets if benchmark is not None else None
     if folder is not None and (folder / f"{name}.jsonl").exists():
         return folder / f"{name}.jsonl"
+    by_name = benchmark.dataset_by_name if benchmark is not None else None
+    if by_name is not None and dataset and (found := by_name(dataset)) is not None:
+        return found
     known = benchmark.builtin_datasets() if benchmark is not None else []
     env = benchmark.name if benchmark is not None else "?"
     if not known and benchmark is not None:
@@ -488,7 +492,8 @@ def replay_problems(benchmark: Benchmark, example: Example) -> list[str]:
     environment (what the ``oracle`` agent does); an empty list when it satisfies them:
 
     * every expected call runs without a tool error;
-    * the final state holds the example's ``expected_state`` (the keys it names);
+    * the final state holds the example's ``expected_state`` (the keys it names), and the
+      state after each user turn of a multi-turn example its ``expected_states``;
     * when the benchmark derives answers (``answer_from_replay``), the answer the observations
       imply equals ``reference`` (numbers within a relative 1e-9, text ignoring case).
 
@@ -514,6 +519,12 @@ def replay_problems(benchmark: Benchmark, example: Example) -> list[str]:
         problems.append(f"{example.id}: replaying its expected calls fails {where}: {replay.error}")
         return problems
     state = replay.final_state
+    for k, (expected, reached_state) in enumerate(zip(example.expected_states or [], replay.turn_states or [],
+                                                     strict=False), 1):
+        reached = {key: reached_state.get(key) for key in expected}
+        if reached != expected:
+            problems.append(f"{example.id}: replay reaches {reached} after user turn {k}, expected_states[{k - 1}] is "
+                            f"{expected}")
     if example.expected_state is not None:
         reached = {k: state.get(k) for k in example.expected_state}
         if reached != example.expected_state:

@@ -51,6 +51,7 @@ class PartSpecs:
         max_steps: Model turns per episode.
         max_repeats: The repeat guard (identical consecutive tool calls before
             ``repeat_limit``), or ``None``: off.
+        user_model: The simulated user's model spec or chat-model object, or ``None``.
     """
 
     env: Any
@@ -59,6 +60,7 @@ class PartSpecs:
     settings: ModelSettings = field(default_factory=ModelSettings)
     max_steps: int = 40
     max_repeats: int | None = None
+    user_model: Any = None
 
 
 @dataclass

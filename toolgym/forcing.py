@@ -222,7 +222,9 @@ def replay_prefix(
     in the prefix), and set :attr:`Episode.prefix`.
 
     Args:
-        steps: Recorded steps (model turns and tool steps). A recorded tool step whose
+        steps: Recorded steps (user messages, model turns and tool steps; a user message of
+            a later turn records the state after the turn before it and begins its turn). A
+            recorded tool step whose
             ``output`` is compared: the replay must give the same output and error; a
             malformed call is recorded again without being executed.
         recorded_states: The state after each recorded tool step (``None`` entries: not
@@ -234,7 +236,14 @@ def replay_prefix(
     """
     calls: dict[str, ToolCall] = {}
     n = 0
+    episode.begin_turn(1)
     for step in steps:
+        if step.kind == "user":  # a multi-turn prefix: the turns it holds, begun as when played
+            if step.turn > episode.turn:
+                episode.end_turn()
+                episode.begin_turn(step.turn)
+            episode.record_user(step.model_copy())
+            continue
         if step.kind == "model":
             calls = {c.id: c for c in step.tool_calls}
             episode.steps.append(step.model_copy())
@@ -442,6 +451,7 @@ class ForkAgent(Agent):
         self.inner = inner
         self.name = inner.name  # type: ignore[misc]
         self.needs_model = inner.needs_model  # type: ignore[misc]
+        self.multi_turn = inner.multi_turn  # type: ignore[misc]
         self.prefix = list(prefix)
         self.parent = dict(parent)
         self.states = states
@@ -449,9 +459,12 @@ class ForkAgent(Agent):
 
     def describe(self) -> dict[str, Any]:
         return {**self.inner.describe(), "protocol": self.protocol, "parent": self.parent,
-                **({"inject": str(self.injection)} if self.injection else {})}
+                **({"inject": str(self.injection)} if self.injection else {}),
+                **({"user_model": self.user_model_spec} if self.user_model_spec else {})}
 
     async def arun(self, env: Environment, example: Example, trial: int = 0) -> Trajectory:
+        if self.user_model is not None:  # the simulated user the run was given plays on
+            self.inner.user_model, self.inner.user_model_spec = self.user_model, self.user_model_spec
         traj = await _play_from(self.inner, env, example, trial, self.prefix, self.injection, self.states)
         traj.parent = dict(self.parent)
         return traj

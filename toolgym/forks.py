@@ -81,6 +81,7 @@ def fork(
     inject: str | None = None,
     max_steps: int | None = None,
     settings: ModelSettings | None = None,
+    user_model: Any = None,
 ) -> RunResult:
     """Continue a recorded trajectory from tool step ``at`` in a new run directory ``out``.
 
@@ -100,6 +101,10 @@ def fork(
             parent that had a fault before ``at`` gets it again (unless ``inject`` is given).
         max_steps: Model turns of the continuation (default: the parent's).
         settings: Model settings (default: temperature 0).
+        user_model: The simulated user's model of a multi-turn example with ``user``
+            (default: the parent's, ``run.json``'s ``agent.user_model``). A multi-turn fork
+            continues the parent's conversation: the user steps before ``at`` are replayed,
+            then the same scripted turns, or the simulator, follow the new agent's answers.
 
     Raises:
         PrefixMismatch: when the prefix's replay differs from the record (the step named);
@@ -160,6 +165,7 @@ def fork(
         env=env_spec if not env_spec.startswith("<object") else benchmark, out=Path(out), agent=forked,
         dataset=[example], max_steps=steps, settings=settings, env_options=dict(record.env_options),
         protocol="fork", inject=str(injection) if injection else None, grader_settings=dict(record.grader_settings),
+        user_model=user_model if user_model is not None else record.agent.get("user_model") if example.user else None,
         graders=[record.spec_of(f"grader:{name}") or name for name in record.graders] or None,  # the parent's
     )
     result = run(config, progress=False)

@@ -22,6 +22,12 @@ JMultiWOZ-TC: one episode per user turn, ``terminated``), or after ``max_steps``
 (``truncated``). A tool-free task (Vietnamese multiple choice) is one step per question: the
 answer has no call, so the episode ends there and the answer is graded.
 
+A multi-turn example (``turns``, or a simulated ``user`` played by ``user_model``) is one
+episode too: when the assistant answers without a call, the next user message arrives as the
+observation (``[{"role": "user", "content": ...}]``, ``info["user_turn"]`` its number) and the
+episode goes on; it is ``terminated`` when the user has no more turns or stops (the stop token
+never appears in an observation), ``truncated`` when ``max_steps`` turns are spent.
+
 Gymnasium wrappers hide attributes of the environment: reach :meth:`ToolgymEnv.trajectory`,
 :meth:`ToolgymEnv.areset` and :meth:`ToolgymEnv.astep` through ``env.unwrapped``.
 """
@@ -46,7 +52,7 @@ except ModuleNotFoundError as exc:  # pragma: no cover - exercised in a subproce
 import numpy as np
 
 from toolgym.agents import Episode
-from toolgym.data import write_examples
+from toolgym.data import DatasetError, write_examples
 from toolgym.environments import Environment, ToolBug
 from toolgym.graders import grader_name
 from toolgym.graders.alignment import align, diagnose
@@ -61,7 +67,7 @@ from toolgym.graders.trajectory import (
 from toolgym.openai_format import assistant_message, prompt_messages, step_messages, tool_schemas
 from toolgym.parsing import hermes_message, model_step, openai_assistant_message
 from toolgym.plugins import registries
-from toolgym.records import Example, Score, TokenRecord, Trajectory
+from toolgym.records import Example, Score, TokenRecord, Trajectory, UserStep
 from toolgym.runio import (
     SCORES_FILE,
     TRAJECTORIES_FILE,
@@ -84,6 +90,7 @@ from toolgym.runner import (
     new_record,
     resolve_benchmark,
 )
+from toolgym.users import UserModelError, make_user
 
 __all__ = [
     "AGENT_NAME",
@@ -267,6 +274,8 @@ class ToolgymEnv(gymnasium.Env):
             exporters ``toolgym run`` calls after grading, and ``run.json``'s ``finished_at``.
         model: A label recorded as the trajectories' ``model`` (the policy being trained).
         render_mode: ``None`` or ``"ansi"`` (:meth:`render` returns the conversation as text).
+        user_model: The chat model (a spec or a langchain-core chat model) that plays the
+            simulated user of examples with ``user`` (see :mod:`toolgym.users`).
 
     Raises:
         UnknownNameError / ExtensionError: for an environment or grader that cannot be found.
@@ -294,6 +303,7 @@ class ToolgymEnv(gymnasium.Env):
         out: str | Path | None = None,
         model: str | None = None,
         render_mode: str | None = None,
+        user_model: Any = None,
     ) -> None:
         if max_steps < 1:
             raise ValueError(f"max_steps must be at least 1, got {max_steps}")
@@ -307,6 +317,18 @@ class ToolgymEnv(gymnasium.Env):
         examples = loaded[:limit] if limit else loaded
         self.examples: list[Example] = examples
         self._by_id = {ex.id: ex for ex in examples}
+        simulated = [ex.id for ex in examples if ex.user is not None]
+        if simulated and user_model is None:
+            raise DatasetError(f"{dataset_path or 'the dataset'}: {len(simulated)} example(s) have a simulated user "
+                               f"(first: {simulated[0]!r}): give user_model= (a model spec or a chat model)")
+        self.user_model, self.user_model_spec = user_model, None
+        if isinstance(user_model, str):
+            from toolgym.providers import ModelSettings, build_model
+
+            self.user_model_spec = user_model
+            self.user_model = build_model(user_model, ModelSettings()) if simulated else None
+        elif user_model is not None:
+            self.user_model_spec = f"object:{type(user_model).__name__}"
         made = make_graders(self.benchmark, graders, examples=examples)
         self.graders = [g for g, _ in made]
         self.primary = self.graders[0] if self.graders else None
@@ -452,6 +474,11 @@ class ToolgymEnv(gymnasium.Env):
         self._env = env
         self._episode = Episode(env, example, trial)
         self._episode.states.start()
+        self._last_turn = False
+        if example.multi_turn:
+            self._episode.user = make_user(example, self.user_model, self.user_model_spec)
+            self._episode.record_user(UserStep(text=example.first_message, turn=1))
+        self._episode.begin_turn(1)
         self._messages = prompt_messages(env, example)
         self._done = False
         self._potential = 0.0
@@ -546,7 +573,22 @@ class ToolgymEnv(gymnasium.Env):
         observation = step_messages([model, *episode.steps[first_tool:]], answered)[1:]
         self._messages.extend(observation)
         terminated = truncated = False
-        if error is not None or not model.tool_calls:
+        user_turn = None
+        if error is None and not model.tool_calls and episode.user is not None:
+            episode.final_answer = model.text
+            try:
+                user_turn, ended = self._next_user_turn(episode)
+            except UserModelError as exc:  # an infrastructure error: the episode ends in error
+                user_turn, ended, error = None, "error", f"UserModelError: {exc}"
+            if user_turn is not None:
+                observation.append({"role": "user", "content": episode.steps[-1].text})
+                self._messages.append(observation[-1])
+            elif ended == "step_limit":
+                truncated = True
+                episode.status = "step_limit"
+            else:
+                terminated = True
+        elif error is not None or not model.tool_calls:
             terminated = True
             if not model.tool_calls:
                 episode.final_answer = model.text
@@ -559,9 +601,39 @@ class ToolgymEnv(gymnasium.Env):
         if self.reward_mode == "stepwise":
             reward = self._shaping()
         info: dict[str, Any] = {"example_id": episode.example.id, "turn": turn, "status": "running"}
+        if user_turn is not None:
+            info["user_turn"] = user_turn
         if terminated or truncated:
             reward += self._finish(error, info)
         return copy.deepcopy(observation), float(reward), terminated, truncated, info
+
+    def _next_user_turn(self, episode: Episode) -> tuple[int | None, str | None]:
+        """After the assistant's answer in a multi-turn episode: record the turn's state and
+        start the next user turn (its message recorded as the last step). Returns ``(turn,
+        None)``, or ``(None, why)`` when the conversation ends (``"ended"``, ``"step_limit"``).
+
+        Raises:
+            UserModelError: from a failing simulated user (the caller records the error).
+        """
+        user = episode.user
+        episode.end_turn()
+        if self._last_turn or episode.turn >= user.max_turns:
+            return None, "ended"
+        if episode.model_turns >= self.max_steps:
+            return None, "step_limit"
+        turn = episode.turn + 1
+        reply = _run(user.reply(episode.conversation(), turn))
+        if reply is None:
+            return None, "ended"
+        step = UserStep(text=reply.text, turn=turn, stop=reply.stop, latency_s=reply.latency_s,
+                        input_tokens=reply.input_tokens, output_tokens=reply.output_tokens)
+        if reply.stop and not reply.text:
+            episode.record_user(step.model_copy(update={"turn": episode.turn}))
+            return None, "ended"
+        self._last_turn = reply.stop
+        episode.begin_turn(turn)
+        episode.record_user(step)
+        return turn, None
 
     def _shaping(self) -> float:
         """``Φ_after − Φ_before`` of :meth:`step`'s stepwise reward."""
@@ -588,6 +660,8 @@ class ToolgymEnv(gymnasium.Env):
         episode = self._episode
         assert episode is not None
         self._done = True
+        if episode.user is not None and error is None and len(episode.turn_states or []) < episode.turn:
+            episode.end_turn()  # the state after the turn the episode ended in
         trajectory = episode.trajectory(AGENT_NAME, self.model_label, error)
         example = episode.example
         graders = list(self.graders)
@@ -730,6 +804,21 @@ class ToolgymEnv(gymnasium.Env):
         scores = read_scores(self.out)
         record.trials = max([record.trials, *(t.trial + 1 for t in trajectories)])  # trials played so far
         finish_run(self.out, self.benchmark, record, trajectories, scores, examples)
+
+
+def _run(coroutine: Any) -> Any:
+    """Await ``coroutine`` from synchronous code: here when no event loop runs, else (inside
+    :meth:`ToolgymEnv.astep`) on a thread of its own."""
+    import asyncio
+
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coroutine)
+    import concurrent.futures
+
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, coroutine).result()
 
 
 def env_id(name: str) -> str:

@@ -284,6 +284,8 @@ class Milestone:
     """For a milestone with a state alternative: whether a state met on the way counts even
     when it no longer holds at the end. A state milestone that no other milestone comes after
     must hold in the final state unless it is transient."""
+    turn: int | None = None
+    """The user turn the milestone belongs to (``"turn": k``), named in errors about it."""
     similarity: tuple[tuple[str, Similarity], ...] = ()
     """Partial credit when unmatched (``milestone_similarity``): argument name or state key →
     its measure; for a message or answer, one measure keyed ``""`` (the text)."""
@@ -427,8 +429,8 @@ def pattern_matchers(pattern: Pattern) -> tuple[Matcher, ...]:
     return (pattern.value,) if pattern.value is not None else ()
 
 
-_MILESTONE_KEYS = {"id", "after", "optional", "transient", "call", "state", "any_of", "message", "answer", "result",
-                   "similarity"}
+_MILESTONE_KEYS = {"id", "after", "optional", "transient", "call", "state", "any_of", "turn", "message", "answer",
+                   "result", "similarity"}
 _RESULT_KEYS = {"name", "value"}
 _CALL_KEYS = {"name", "arguments", "args"}
 
@@ -538,6 +540,9 @@ def _milestone(spec: Any, index: int) -> Milestone:
     optional = spec.get("optional", False)
     if not isinstance(optional, bool):
         raise SpecError(f"{where}.optional", f"expected true or false, got {_type_name(optional)}")
+    turn = spec.get("turn")
+    if turn is not None and (isinstance(turn, bool) or not isinstance(turn, int) or turn < 1):
+        raise SpecError(f"{where}.turn", f"expected a user turn number (1 or more), got {turn!r}")
     alternatives = _pattern(spec, where, allow_any_of=True)
     refs = frozenset().union(*(a.refs for a in alternatives))
     similarity = _similarity(spec["similarity"], alternatives, f"{where}.similarity") if "similarity" in spec else ()
@@ -546,7 +551,8 @@ def _milestone(spec: Any, index: int) -> Milestone:
         raise SpecError(f"{where}.transient", f"expected true or false, got {_type_name(transient)}")
     if transient and not any(a.kind == "state" for a in alternatives):
         raise SpecError(f"{where}.transient", "only a state milestone (or an any_of with a state) can be transient")
-    return Milestone(mid, index, alternatives, tuple(dict.fromkeys(after)), optional, refs, transient, similarity)
+    return Milestone(mid, index, alternatives, tuple(dict.fromkeys(after)), optional, refs, transient=transient, turn=turn,
+                     similarity=similarity)
 
 
 def _similarity(spec: Any, alternatives: tuple[Pattern, ...], where: str) -> tuple[tuple[str, Similarity], ...]:

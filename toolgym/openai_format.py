@@ -28,7 +28,7 @@ from langchain_core.messages import convert_to_openai_messages
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
 from toolgym.environments import Environment
-from toolgym.records import Example, ModelStep, Step, ToolCall, ToolStep
+from toolgym.records import Example, ModelStep, Step, ToolCall, ToolStep, UserStep
 
 __all__ = [
     "assistant_message",
@@ -99,7 +99,9 @@ def step_messages(steps: Iterable[Step], answered: Collection[str] = ()) -> list
     Each model turn is an assistant message; the tool steps after it are tool messages for its
     well-formed calls (and the malformed calls whose id is in ``answered``), and one user
     message with the observations of the other calls (malformed ones, or calls the model did
-    not make in that turn)."""
+    not make in that turn). The user messages of a multi-turn episode after the first (which
+    is the prompt's) are user messages in place; a simulated user's bare stop, which the agent
+    never saw, is left out."""
     out: list[dict[str, Any]] = []
     pending: set[str] = set()
     notes: list[str] = []
@@ -115,6 +117,11 @@ def step_messages(steps: Iterable[Step], answered: Collection[str] = ()) -> list
             message = assistant_message(step, answered)
             out.append(message)
             pending = {c["id"] for c in message.get("tool_calls", [])}
+        elif isinstance(step, UserStep):
+            if step.turn > 1 and not (step.stop and not step.text):
+                flush()
+                out.append({"role": "user", "content": step.text})
+                pending = set()
         elif isinstance(step, ToolStep):
             if step.call_id in pending and (not step.malformed or step.call_id in answered):
                 pending.discard(step.call_id)

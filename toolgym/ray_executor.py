@@ -138,8 +138,15 @@ def build_parts(parts: PartSpecs, limiter: BaseRateLimiter | None = None) -> tup
     if limiter is not None and isinstance(model, ResilientChatModel):
         model.share_rate_limiter(limiter)
     label = parts.model if isinstance(parts.model, str) or parts.model is None else f"object:{type(parts.model).__name__}"
-    return agent_obj(model=model, model_spec=label if agent_obj.needs_model else None, max_steps=parts.max_steps,
-                     **repeat_guard(parts.max_repeats)), benchmark.environment
+    agent = agent_obj(model=model, model_spec=label if agent_obj.needs_model else None, max_steps=parts.max_steps,
+                      **repeat_guard(parts.max_repeats))
+    if parts.user_model is not None:  # a simulated user, built here as the driver built it
+        from toolgym.providers import build_model
+
+        user = parts.user_model
+        agent.user_model = build_model(user, settings) if isinstance(user, str) else user
+        agent.user_model_spec = user if isinstance(user, str) else f"object:{type(user).__name__}"
+    return agent, benchmark.environment
 
 
 @ray.remote(num_cpus=0)

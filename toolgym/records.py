@@ -57,6 +57,26 @@ class ToolCallSpec(BaseModel):
 
     name: str
     arguments: dict[str, JSONValue] = Field(default_factory=dict)
+    turn: int | None = Field(default=None, ge=1, exclude_if=lambda value: value is None)
+    """In a multi-turn example: the user turn (1-based) whose answer makes this call; ``None``
+    is turn 1 (and left out of ``model_dump``, so a single-turn call dumps as before). The
+    ``oracle`` agent plays each turn's calls in that turn."""
+
+
+class UserSpec(BaseModel):
+    """A simulated user (``Example.user``): a chat model plays the user from ``instructions``.
+
+    Attributes:
+        instructions: What the user wants and knows (the simulator's system prompt); never
+            shown to the agent.
+        max_turns: The most user turns of the conversation, the example's ``input`` (turn 1)
+            included; the conversation ends there if the user has not stopped before.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    instructions: str = Field(min_length=1)
+    max_turns: int = Field(ge=1)
 
 
 _PLANS: dict[int, tuple[Any, Plan]] = {}
@@ -86,6 +106,14 @@ class Example(BaseModel):
         read_only: Glob patterns of the tools that only read.
         extra_calls: ``forbid`` (default), ``allow_read_only`` or ``allow``: whether calls
             matched to no milestone are errors.
+        turns: Scripted user messages that follow ``input``: user turn ``k + 1`` is
+            ``turns[k - 1]`` (turn 1 is ``input``). Each arrives once the agent has answered
+            the previous one without a tool call, in the same conversation and environment.
+        user: A simulated user instead of ``turns`` (:class:`UserSpec`; a chat model given
+            by ``--user-model`` plays it).
+        expected_states: The state after each user turn, one per turn (``1 + len(turns)``
+            with ``turns``, at most ``user.max_turns`` with ``user``, else 1); only the keys
+            each names are compared, by the ``turn_state`` grader.
         allowed_changes: JSON Pointer patterns (``fnmatch`` globs, ``*`` also crossing ``/``)
             of state paths the task may change beyond what its reference changes (a draft, a
             log line): ``collateral_damage`` counts no change there, nor below it.
@@ -106,7 +134,25 @@ class Example(BaseModel):
     minefields: list[JSONValue] | None = None
     read_only: list[str] | None = None
     extra_calls: Literal["forbid", "allow_read_only", "allow"] | None = None
+    turns: list[str] | None = None
+    user: UserSpec | None = None
+    expected_states: list[dict[str, JSONValue]] | None = None
     allowed_changes: list[str] | None = None
+
+    @property
+    def multi_turn(self) -> bool:
+        """Whether more than one user turn may be played (``turns`` or ``user`` given)."""
+        return self.turns is not None or self.user is not None
+
+    @property
+    def first_message(self) -> str:
+        """The text of user turn 1: ``input``, or the last user message of an ``input`` given
+        as a chat history."""
+        if isinstance(self.input, str):
+            return self.input
+        users = [m.get("content") for m in self.input if isinstance(m, dict) and m.get("role") == "user"]
+        last = users[-1] if users else ""
+        return last if isinstance(last, str) else str(last)
 
     @property
     def plan(self) -> Plan | None:
@@ -164,7 +210,36 @@ class Example(BaseModel):
         elif self.minefields is not None or self.read_only is not None or self.extra_calls is not None:
             given = [k for k in ("minefields", "read_only", "extra_calls") if getattr(self, k) is not None]
             raise ValueError(f"field {given[0]}: only meaningful with milestones (give 'milestones', even [])")
+        self._check_turns()
         return self
+
+    def _check_turns(self) -> None:
+        """The multi-turn fields agree: ``turns`` or ``user``, not both; ``expected_states`` one
+        per user turn; an expected call's ``turn`` within the turns."""
+        if self.turns is not None and self.user is not None:
+            raise ValueError("field user: give scripted 'turns' or a simulated 'user', not both")
+        most = 1 + len(self.turns) if self.turns is not None else self.user.max_turns if self.user is not None else 1
+        if self.expected_states is not None:
+            n = len(self.expected_states)
+            if self.user is not None:
+                if not 1 <= n <= most:
+                    raise ValueError(f"field expected_states: {n} state(s) for a simulated user of at most "
+                                     f"{most} turn(s); give one per user turn, 1 to {most}")
+            elif n != most:
+                raise ValueError(f"field expected_states: {n} state(s) for {most} user turn(s) (input and "
+                                 f"{most - 1} in turns); give one per user turn")
+        last = 1
+        for i, call in enumerate(self.expected_calls or []):
+            if call.turn is not None and call.turn > most:
+                raise ValueError(f"field expected_calls.{i}.turn: turn {call.turn} of an example with {most} user turn(s)")
+            if (call.turn or 1) < last:
+                raise ValueError(f"field expected_calls.{i}.turn: turn {call.turn or 1} after a call of turn {last} "
+                                 "(the calls are listed in the order played)")
+            last = call.turn or 1
+        for i, milestone in enumerate(self.milestones or []):
+            turn = milestone.get("turn") if isinstance(milestone, dict) else None
+            if isinstance(turn, int) and turn > most:
+                raise ValueError(f"field milestones.{i}.turn: turn {turn} of an example with {most} user turn(s)")
 
 
 class ToolCall(BaseModel):
@@ -264,7 +339,33 @@ class ToolStep(BaseModel):
     state_patch: list[dict[str, JSONValue]] | None = None
 
 
-Step = Annotated[ModelStep | ToolStep, Field(discriminator="kind")]
+class UserStep(BaseModel):
+    """One user message of a multi-turn episode, recorded where it arrived.
+
+    Recorded for every user turn of an example with ``turns`` or ``user`` (turn 1, the
+    ``input``, included), so the turn of any later step is the ``turn`` of the last user step
+    before it (:meth:`Trajectory.turns`). A single-turn episode records none.
+
+    Attributes:
+        text: The message the agent received.
+        turn: The user turn it starts (1-based).
+        stop: True for a simulated user's closing message, the one that carried the stop
+            token (removed from ``text``): it starts no turn (``turn`` is the turn it ends)
+            and never reaches the agent.
+        latency_s / input_tokens / output_tokens: The simulated user's model call (``None``
+            for a scripted message); never counted as the agent's.
+    """
+
+    kind: Literal["user"] = "user"
+    text: str = ""
+    turn: int = 1
+    stop: bool = False
+    latency_s: float | None = None
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+
+
+Step = Annotated[ModelStep | ToolStep | UserStep, Field(discriminator="kind")]
 
 Status = Literal["completed", "step_limit", "repeat_limit", "error", "aborted", "abandoned"]
 
@@ -316,6 +417,10 @@ class Trajectory(BaseModel):
             the ``text`` of its first model step. The record stores the number, not the text:
             :func:`toolgym.load_run` reads the text back from the file (an empty text, with a
             warning, when the file has moved or changed since the import). ``None`` otherwise.
+        turn_states: For a multi-turn episode: ``Environment.read_state()`` after the
+            agent's answer to each user turn, one per turn played (what ``turn_state``
+            grades); ``None`` for a single-turn episode.
+        user_model: The simulated user's model spec, when a model played the user.
     """
 
     schema_version: int = SCHEMA_VERSION
@@ -336,10 +441,28 @@ class Trajectory(BaseModel):
     prefix_steps: int | None = None
     injected: dict[str, JSONValue] | None = None
     source_line: int | None = None
+    turn_states: list[dict[str, JSONValue]] | None = None
+    user_model: str | None = None
 
     @property
     def model_steps(self) -> list[ModelStep]:
         return [s for s in self.steps if s.kind == "model"]
+
+    @property
+    def user_steps(self) -> list[UserStep]:
+        """The user messages of a multi-turn episode (``[]`` for a single-turn one)."""
+        return [s for s in self.steps if s.kind == "user"]
+
+    def turns(self) -> list[list[Step]]:
+        """The steps grouped per user turn (:func:`turn_of_steps`): group ``k - 1`` holds user
+        turn ``k``'s user step and the agent's steps that answer it. A single-turn episode
+        (no user step) is one group of all its steps."""
+        groups: list[list[Step]] = []
+        for step, turn in zip(self.steps, turn_of_steps(self), strict=True):
+            while len(groups) < turn:
+                groups.append([])
+            groups[turn - 1].append(step)
+        return groups
 
     @property
     def tool_steps(self) -> list[ToolStep]:
@@ -348,6 +471,18 @@ class Trajectory(BaseModel):
     @property
     def key(self) -> tuple[str, int]:
         return (self.example_id, self.trial)
+
+
+def turn_of_steps(trajectory: Trajectory) -> list[int]:
+    """The user turn (1-based) of every step of ``trajectory``, in step order: the ``turn`` of
+    the last user step at or before it; 1 before any user step (a single-turn episode: all 1).
+    """
+    turn, out = 1, []
+    for step in trajectory.steps:
+        if step.kind == "user":
+            turn = step.turn
+        out.append(turn)
+    return out
 
 
 def states_after(trajectory: Trajectory) -> list[dict[str, JSONValue] | None]:

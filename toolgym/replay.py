@@ -59,11 +59,11 @@ def _as_call(call: Any, k: int) -> ToolCallSpec:
     if isinstance(call, dict) and isinstance(call.get("name"), str):
         arguments = call.get("arguments", call.get("args", {}))
         if isinstance(arguments, dict):
-            return ToolCallSpec(name=call["name"], arguments=arguments)
+            return ToolCallSpec(name=call["name"], arguments=arguments, turn=call.get("turn"))
     raise ReplayError(f"replay: call {k + 1} is not a {{'name': str, 'arguments': object}}: {call!r}")
 
 
-def reference_turns(example: Example, calls: Sequence[Any]) -> list[list[Any]]:
+def reference_call_groups(example: Example, calls: Sequence[Any]) -> list[list[Any]]:
     """How a reference solution's ``calls`` are grouped into model turns: all in one turn (as
     parallel calls), unless the example's milestones read results with ``$from``; then one
     call per turn, since a value read from a result can only be written in a later turn.
@@ -90,12 +90,18 @@ def replay_calls(
     """Run ``calls`` in order on a fresh environment reset for ``example`` and record them as
     a run records a trajectory.
 
-    The trajectory holds one model step carrying the calls (as the ``oracle`` agent's first
+    The trajectory holds a model step carrying the calls (as the ``oracle`` agent's first
     turn does; one model step per call when the example's milestones read results with
-    ``$from``: :func:`reference_turns`), then one tool step per call with its output, ``error`` and ``rejected`` flags
+    ``$from``: :func:`reference_call_groups`; one per user turn of a multi-turn example), each
+    followed by one tool step per call with its output, ``error`` and ``rejected`` flags
     and ``state_patch``; ``initial_state`` is the state after reset and ``final_state`` the
     state after the last call. A call that fails (a tool error, an unknown tool, a bad
     argument) is recorded like a model's and the replay goes on.
+
+    ``Environment.begin_turn(1)`` is called before the first call. For a multi-turn example
+    the calls are played turn by turn (``ToolCallSpec.turn``; none is turn 1), ``begin_turn(k)``
+    before turn ``k``'s, and ``turn_states`` holds the state after each of the reference's user
+    turns (:func:`reference_turns`), as an episode records it.
 
     Args:
         benchmark: A :class:`toolgym.Benchmark` (its name goes in ``env``) or an
@@ -119,9 +125,9 @@ def replay_calls(
     specs = [_as_call(c, k) for k, c in enumerate(calls)]
     started = time.perf_counter()
     tool_calls = [ToolCall(id=f"replay_{k}", name=c.name, arguments=c.arguments) for k, c in enumerate(specs)]
-    turns = reference_turns(example, tool_calls)
-    steps: list[ModelStep | ToolStep] = [ModelStep(tool_calls=turns[0])] if tool_calls else []
-    turn_of_call = [t for t, turn in enumerate(turns) for _ in turn]
+    groups = reference_call_groups(example, tool_calls)
+    group_of_call = [g for g, group in enumerate(groups) for _ in group]
+    steps: list[ModelStep | ToolStep] = []
     error = None
     state: dict[str, Any] = {}
     env = env_cls()
@@ -133,9 +139,19 @@ def replay_calls(
             error = f"{type(exc).__name__} in reset: {exc}"
         else:
             recorder.start()
-            for k, call in enumerate(tool_calls):
-                if k and turn_of_call[k] != turn_of_call[k - 1]:
-                    steps.append(ModelStep(tool_calls=turns[turn_of_call[k]]))
+            env.begin_turn(1)
+            turn, turn_states = 1, [] if example.multi_turn else None
+            for k, (call, spec) in enumerate(zip(tool_calls, specs, strict=True)):
+                call_turn = getattr(spec, "turn", None) or 1
+                while turn_states is not None and turn < call_turn:  # the reference's next user turn
+                    turn_states.append(without_surrogates(env.read_state()))
+                    turn += 1
+                    env.begin_turn(turn)
+                if k == 0 or group_of_call[k] != group_of_call[k - 1] or call_turn != (getattr(specs[k - 1], "turn", None) or 1):
+                    # a model step holds the calls of one group made in one user turn
+                    later = [c for j, c in enumerate(tool_calls) if j >= k and group_of_call[j] == group_of_call[k]
+                             and (getattr(specs[j], "turn", None) or 1) == call_turn]
+                    steps.append(ModelStep(tool_calls=later))
                 try:
                     result = env.call(call.name, call.arguments)
                 except ToolBug as exc:
@@ -149,6 +165,13 @@ def replay_calls(
                 ))
             try:
                 state = env.read_state()
+                if turn_states is not None and error is None:
+                    turn_states.append(without_surrogates(state))
+                    while turn < reference_turns(example):  # the turns after its last call
+                        turn += 1
+                        env.begin_turn(turn)
+                        state = env.read_state()
+                        turn_states.append(without_surrogates(state))
             except Exception as exc:  # noqa: BLE001 - recorded, as a run does
                 error = error or f"{type(exc).__name__} in read_state of {env_name!r}: {exc}"
     finally:
@@ -158,7 +181,18 @@ def replay_calls(
         error=without_surrogates(error), steps=steps, final_state=without_surrogates(state),
         duration_s=time.perf_counter() - started,
         initial_state=without_surrogates(recorder.initial_state), state_note=recorder.note,
+        turn_states=turn_states if example.multi_turn and not error else None,
     )
+
+
+def reference_turns(example: Example) -> int:
+    """The user turns the reference solution of ``example`` plays: ``1 + len(turns)`` with
+    scripted turns; with a simulated user, as many as ``expected_states`` names or the last
+    expected call's ``turn`` needs; 1 for a single-turn example."""
+    if example.turns is not None:
+        return 1 + len(example.turns)
+    calls = max((c.turn or 1 for c in example.expected_calls or []), default=1)
+    return max(len(example.expected_states or []), calls, 1)
 
 
 _CACHE: OrderedDict[tuple[int, int], tuple[Any, Example, Any, Trajectory]] = OrderedDict()

@@ -31,6 +31,8 @@ from toolgym.records import (
     ToolCallSpec,
     ToolStep,
     Trajectory,
+    UserSpec,
+    UserStep,
     without_surrogates,
 )
 
@@ -182,7 +184,7 @@ def write_json_atomic(path: Path, data: Any) -> None:
 
 _PLAIN: dict[type[BaseModel], tuple[str, ...]] = {
     Trajectory: ("duration_s",), ModelStep: ("latency_s",), ToolStep: (), ToolCall: (), Score: ("value",),
-    TokenRecord: ("completion_logprobs",), Example: (), ToolCallSpec: (),
+    TokenRecord: ("completion_logprobs",), Example: (), ToolCallSpec: (), UserStep: ("latency_s",), UserSpec: (),
 }
 """Record classes whose JSON is their fields in declaration order (no alias, serializer,
 computed or excluded field), with their fields typed float (pydantic writes an int there as

@@ -29,11 +29,13 @@ from toolgym.records import (
     ToolCall,
     ToolStep,
     Trajectory,
+    UserStep,
     without_surrogates,
 )
 from toolgym.registry import Registry
 
-__all__ = ["AGENTS", "Agent", "Episode", "as_agent_class", "play_and_record", "register_agent", "repeat_guard"]
+__all__ = ["AGENTS", "Agent", "Episode", "as_agent_class", "play_and_record", "play_turns", "register_agent",
+           "repeat_guard"]
 
 _BUILTIN = {name: f"toolgym.agents.{name}" for name in (
     "tool_calling", "oracle", "react_json", "xml_prompting", "direct", "loglik"
@@ -86,10 +88,14 @@ class Episode:
     Steps are appended to a plain list (never copied), so recording costs O(1) per step.
     """
 
-    def __init__(self, env: Environment, example: Example, trial: int = 0) -> None:
+    def __init__(self, env: Environment, example: Example, trial: int = 0, user: Any = None) -> None:
         self.env = env
         self.example = example
         self.trial = trial
+        self.user = user  # a toolgym.users.User for a multi-turn example, else None
+        self.turn = 1  # the user turn being played
+        self.turns_begun = 0  # the last turn whose Environment.begin_turn was called
+        self.turn_states: list[dict[str, Any]] | None = None  # the state after each user turn (multi-turn)
         self.steps: list[Step] = []
         self.messages: list[BaseMessage] = []  # the chat history, for architectures that keep one
         self.prefix: list[Step] = []  # steps played before the agent took over (teacher forcing, a fork)
@@ -98,6 +104,48 @@ class Episode:
         self.final_answer: str | None = None
         self.started = time.perf_counter()
         self.states = StateRecorder(env)  # started right after reset (Agent.arun, the Gym, serve)
+
+    def record_user(self, step: UserStep) -> None:
+        """Append a user message (a multi-turn episode); a step that starts a turn sets
+        :attr:`turn`."""
+        if not step.stop or step.turn > self.turn:
+            self.turn = step.turn
+        self.steps.append(step)
+
+    def begin_turn(self, turn: int) -> None:
+        """Call ``env.begin_turn(turn)`` once per turn (a replayed prefix may have begun it)."""
+        if turn > self.turns_begun:
+            self.turns_begun = turn
+            self.env.begin_turn(turn)
+
+    def end_turn(self) -> None:
+        """Record the state after the agent's answer to the current user turn."""
+        state = self.env.read_state()
+        if self.turn_states is None:
+            self.turn_states = []
+        self.turn_states.append(without_surrogates(state))
+
+    def conversation(self) -> list[dict[str, str]]:
+        """What a simulated user has seen: its messages and the agent's answers, as
+        ``{"role": "user" | "assistant", "content": str}`` (an answer is the text of the last
+        model turn of a user turn when it made no tool call; nothing of tools or state)."""
+        out: list[dict[str, str]] = []
+        last: ModelStep | None = None
+
+        def answer() -> None:
+            if last is not None and not last.tool_calls:
+                out.append({"role": "assistant", "content": last.text})
+
+        for step in self.steps:  # a replayed prefix is part of the steps
+            if step.kind == "user":
+                answer()
+                last = None
+                if not (step.stop and not step.text):
+                    out.append({"role": "user", "content": step.text})
+            elif step.kind == "model":
+                last = step
+        answer()
+        return out
 
     def record_model(self, step: ModelStep) -> None:
         """Append a model turn."""
@@ -168,6 +216,8 @@ class Episode:
             duration_s=time.perf_counter() - self.started,
             initial_state=without_surrogates(initial),
             state_note=self.states.note,
+            turn_states=self.turn_states,
+            user_model=getattr(self.user, "model_spec", None),
         )
 
 
@@ -190,6 +240,12 @@ class Agent:
 
     name: ClassVar[str] = ""
     needs_model: ClassVar[bool] = True
+    multi_turn: ClassVar[bool] = False
+    """Whether the architecture plays later user turns (:meth:`play_turn`)."""
+    user_model: Any = None
+    """The chat model that plays a simulated user (``--user-model``; set by the runner)."""
+    user_model_spec: str | None = None
+    """Its spec, recorded in trajectories."""
 
     def __init__(
         self, model: BaseChatModel | None = None, model_spec: str | None = None, max_steps: int = 40,
@@ -229,6 +285,31 @@ class Agent:
         ``episode.status`` and ``episode.final_answer``. Implemented by each architecture."""
         raise NotImplementedError
 
+    async def play_turn(self, episode: Episode, text: str) -> None:
+        """Play a later user turn (2 or more) of a multi-turn episode: ``text``, the user's
+        message, continues ``episode.messages``; play until the model answers without a tool
+        call (or the limits), as :meth:`play` does. The environment's tools are read again
+        (:meth:`Environment.begin_turn` may have changed them).
+
+        Raises:
+            ValueError: when the architecture plays single-turn episodes only (the default).
+        """
+        raise ValueError(f"the {self.name or type(self).__name__} agent plays single-turn episodes only "
+                         "(multi-turn examples need tool_calling, react_json, xml_prompting or oracle)")
+
+    def user_for(self, example: Example) -> Any:
+        """The user of ``example``'s episode (:func:`toolgym.users.make_user` with this
+        agent's user model), or ``None`` for a single-turn example.
+
+        Raises:
+            ValueError: for a simulated user without a user model.
+        """
+        if not example.multi_turn:
+            return None
+        from toolgym.users import make_user
+
+        return make_user(example, self.user_model, self.user_model_spec)
+
     async def arun(self, env: Environment, example: Example, trial: int = 0) -> Trajectory:
         """Play one episode on a freshly reset environment and return its trajectory.
 
@@ -256,10 +337,13 @@ class Agent:
         return asyncio.run(_boxed(self.arun(env, example, trial))).value
 
     def describe(self) -> dict[str, Any]:
-        """Settings recorded in ``run.json``."""
-        described = {"agent": self.name, "max_steps": self.max_steps}
+        """Settings recorded in ``run.json`` (``max_repeats`` when the repeat guard is on,
+        ``user_model`` when a model plays simulated users)."""
+        described: dict[str, Any] = {"agent": self.name, "max_steps": self.max_steps}
         if self.max_repeats is not None:  # recorded only when the guard is on
             described["max_repeats"] = self.max_repeats
+        if self.user_model_spec is not None:
+            described["user_model"] = self.user_model_spec
         return described
 
 
@@ -276,7 +360,7 @@ async def play_and_record(agent: Agent, episode: Episode, setup: Callable[[], An
     try:
         if setup is not None:
             setup()
-        await agent.play(episode)
+        await play_turns(agent, episode)
     except asyncio.CancelledError:
         raise
     except ToolBug as exc:
@@ -284,6 +368,55 @@ async def play_and_record(agent: Agent, episode: Episode, setup: Callable[[], An
     except Exception as exc:
         error = f"{type(exc).__name__}: {exc}"
     return episode.trajectory(agent.name, agent.model_spec, error)
+
+
+async def play_turns(agent: Agent, episode: Episode) -> None:
+    """The episode loop: for each user turn ``k``, ``env.begin_turn(k)``, the user's message,
+    then the agent plays until it answers without a tool call; for a multi-turn example the
+    state after the turn is recorded (:attr:`Episode.turn_states`) and the user
+    (:attr:`Episode.user`, made by :meth:`Agent.user_for` when not set) gives the next
+    message, until it stops, its turns run out, the agent's status is no longer
+    ``completed``, or ``max_steps`` model turns (counted over the whole episode) are spent
+    with a turn still to come (status ``step_limit``).
+
+    Every user message of a multi-turn episode is a :class:`UserStep`, turn 1 (the input)
+    included; a single-turn episode records none.
+
+    Raises:
+        Exception: whatever the agent or the user raises (``UserModelError`` for a failing
+            simulated user); :func:`play_and_record` records it as the episode's error.
+    """
+    env, example = episode.env, episode.example
+    episode.begin_turn(1)
+    if not example.multi_turn:
+        await agent.play(episode)
+        return
+    user = episode.user = episode.user if episode.user is not None else agent.user_for(example)
+    if not any(s.kind == "user" for s in episode.prefix):  # a fork continues the turns of its prefix
+        episode.record_user(UserStep(text=example.first_message, turn=1))
+    await agent.play(episode)
+    episode.end_turn()
+    last = False
+    while episode.status == "completed" and not last and episode.turn < user.max_turns:
+        if env.max_model_turns is not None and episode.model_turns >= env.max_model_turns:
+            break  # the environment's protocol ends the episode (one forced model turn)
+        if episode.model_turns >= agent.max_steps:  # another turn is due and the budget is spent
+            episode.status = "step_limit"
+            break
+        turn = episode.turn + 1
+        reply = await user.reply(episode.conversation(), turn)
+        if reply is None:
+            break
+        step = UserStep(text=reply.text, turn=turn, stop=reply.stop, latency_s=reply.latency_s,
+                        input_tokens=reply.input_tokens, output_tokens=reply.output_tokens)
+        if reply.stop and not reply.text:  # a bare stop token: recorded, never shown to the agent
+            episode.record_user(step.model_copy(update={"turn": episode.turn}))
+            break
+        last = reply.stop  # a last message: the agent answers it, then the conversation ends
+        episode.begin_turn(turn)
+        episode.record_user(step)
+        await agent.play_turn(episode, reply.text)
+        episode.end_turn()
 
 
 class _Box:

@@ -21,7 +21,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from langchain_core.messages import AIMessage, BaseMessage, SystemMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 from langchain_core.runnables import RunnableConfig
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from langgraph.graph import END
@@ -71,8 +71,10 @@ class PromptedAgent(Agent):
     Subclasses implement :meth:`tools_prompt`, :meth:`parse` and :meth:`observation`. The
     episode ends when a reply contains no call (``completed``, with the parsed final answer)
     or after ``max_steps`` model turns (``step_limit``). Every call of a reply is executed in
-    order.
+    order. Plays multi-turn episodes: each later user message joins the same history.
     """
+
+    multi_turn = True
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -187,6 +189,11 @@ class PromptedAgent(Agent):
                 results.clear()
 
         for step in steps:
+            if step.kind == "user":
+                if step.turn > 1 and not (step.stop and not step.text):  # turn 1 (the input) is in the prompt
+                    flush()
+                    messages.append(HumanMessage(step.text))
+                continue
             if step.kind == "model":
                 flush()
                 calls = list(step.tool_calls)
@@ -202,6 +209,17 @@ class PromptedAgent(Agent):
         episode.messages = self.start_messages(episode)
         if episode.prefix:
             episode.messages += self.prefix_messages(episode.prefix)
+        await self._invoke(episode)
+
+    async def play_turn(self, episode: Episode, text: str) -> None:
+        """The user's message joins the history; the system prompt is written again for the
+        environment's tools as they are now."""
+        if episode.messages and isinstance(episode.messages[0], SystemMessage):
+            episode.messages[0] = SystemMessage(self.system_prompt(episode.env))
+        episode.messages.append(HumanMessage(text))
+        await self._invoke(episode)
+
+    async def _invoke(self, episode: Episode) -> None:
         await self.graph.ainvoke(
             {"turns": 0},
             config={"configurable": {"episode": episode}, "recursion_limit": recursion_limit(self.max_steps)},

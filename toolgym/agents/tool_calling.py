@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 from typing import Any, TypedDict
 
-from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.prompt_values import ChatPromptValue
 from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END, START, StateGraph
@@ -85,8 +85,11 @@ class ToolCallingAgent(Agent):
     after ``max_steps`` model turns (``step_limit``).
 
     Malformed calls (arguments not JSON, call written as text) are recorded as such and
-    answered with an error observation.
+    answered with an error observation. Plays multi-turn episodes: each later user message
+    joins the same history.
     """
+
+    multi_turn = True
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -148,6 +151,10 @@ class ToolCallingAgent(Agent):
         messages: list[BaseMessage] = []
         ids: set[str] = set()
         for step in steps:
+            if step.kind == "user":
+                if step.turn > 1 and not (step.stop and not step.text):  # turn 1 (the input) is in the prompt
+                    messages.append(HumanMessage(step.text))
+                continue
             if step.kind == "model":
                 good = [c for c in step.tool_calls if not c.malformed]
                 bad = [c for c in step.tool_calls if c.malformed]
@@ -177,10 +184,19 @@ class ToolCallingAgent(Agent):
         return "model"
 
     async def play(self, episode: Episode) -> None:
-        configurable = {"episode": episode, "model": self.model_for(episode)}
         episode.messages = episode.env.prompt(episode.example)
         if episode.prefix:
             episode.messages += self.prefix_messages(episode.prefix)
+        await self._invoke(episode)
+
+    async def play_turn(self, episode: Episode, text: str) -> None:
+        """The user's message joins the history as a ``HumanMessage``; the model is bound to
+        the environment's tools as they are now."""
+        episode.messages.append(HumanMessage(text))
+        await self._invoke(episode)
+
+    async def _invoke(self, episode: Episode) -> None:
+        configurable = {"episode": episode, "model": self.model_for(episode)}
         await self.graph.ainvoke(
             {"turns": 0},
             config={"configurable": configurable, "recursion_limit": recursion_limit(self.max_steps)},

@@ -139,7 +139,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         force=args.force, max_errors=args.max_errors,
         settings=settings, grader_settings=judge_settings(args), env_options=env_options(args),
         executor=args.executor, executor_options={"address": args.ray_address} if args.ray_address else {},
-        protocol=args.protocol, inject=args.inject,
+        protocol=args.protocol, inject=args.inject, user_model=args.user_model,
     )
     check_resume(config)
     with locked_run_dir(out), serve_for(args, settings, out):
@@ -430,6 +430,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--env", required=True, help="environment name (see `list`)")
     p.add_argument("--agent", default="tool_calling")
     p.add_argument("--model", default="local", help="PROVIDER[:MODEL], e.g. local, scripted:FILE")
+    p.add_argument(
+        "--user-model", metavar="SPEC",
+        help="PROVIDER[:MODEL] that plays the simulated user of examples with `user` (multi-turn; docs/multi-turn.md)",
+    )
     p.add_argument("--dataset", help="JSONL or LangChain JSON file, or a built-in dataset name (default: test)")
     p.add_argument("--limit", type=positive_int, help="only the first N examples")
     p.add_argument("--trials", type=positive_int, default=1, help="episodes per example")

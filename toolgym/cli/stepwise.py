@@ -46,6 +46,8 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
                    "stepwise grader's first error")
     p.add_argument("--model", help="PROVIDER[:MODEL] that plays on (default: the run's)")
     p.add_argument("--agent", help="agent that plays on (default: the run's)")
+    p.add_argument("--user-model", metavar="SPEC",
+                   help="PROVIDER[:MODEL] that plays a simulated user (default: the run's; docs/multi-turn.md)")
     p.add_argument("--out", required=True, help="the new run directory")
     p.add_argument("--inject", type=inject_arg, metavar="KIND@K",
                    help="replace the result of tool step K: tool_error, wrong_value or empty (graded by recovery)")
@@ -73,7 +75,7 @@ def cmd_fork(args: argparse.Namespace) -> int:
     try:
         with locked_run_dir(out), serve_for(args, settings, out):
             result = fork(args.run, args.example, args.at, out, model=args.model, agent=args.agent, trial=args.trial,
-                          inject=args.inject, max_steps=args.max_steps, settings=settings)
+                          inject=args.inject, max_steps=args.max_steps, settings=settings, user_model=args.user_model)
     except PrefixMismatch as exc:
         print(f"error: {args.run}: the prefix of {args.example} does not replay as recorded, so it cannot be "
               f"continued: {exc}", file=sys.stderr)

@@ -232,6 +232,25 @@ class Environment:
     def close(self) -> None:
         """Release resources (database connections, files) at the end of the episode."""
 
+    def begin_turn(self, turn: int) -> None:
+        """Called before user turn ``turn`` (1-based) reaches the agent, in every episode
+        (turn 1 right after :meth:`reset`; later turns only in a multi-turn episode). Does
+        nothing by default.
+
+        An environment may change its tools here (a function that becomes available in a
+        later turn): it then calls :meth:`tools_changed` and returns a :meth:`tool_set_key`
+        naming the new set. Agents read the tools again at every user turn.
+
+        Args:
+            turn: The user turn about to start.
+        """
+
+    def tools_changed(self) -> None:
+        """Forget the tools computed so far, so :attr:`functions` and :attr:`tools` are built
+        again from :meth:`tool_functions` (call it when the tool set changes mid-episode)."""
+        self._functions = None
+        self._tools = None
+
     def prompt(self, example: Example) -> list[BaseMessage]:
         """The messages the agent starts from: the instructions and the example's input.
 

@@ -42,6 +42,7 @@ class Grader(Protocol):
 _BUILTIN = {
     "final_state": "toolgym.graders.state",
     "collateral_damage": "toolgym.graders.state",
+    "turn_state": "toolgym.graders.state",
     "steps_exact": "toolgym.graders.steps",
     "step_ratio": "toolgym.graders.steps",
     "answer_match": "toolgym.graders.answer",

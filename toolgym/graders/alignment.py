@@ -1021,11 +1021,13 @@ def first_error_what(first: Mapping[str, Any]) -> str:
 
 def first_error_text(first: Mapping[str, Any]) -> str:
     """A first error in words, where first: ``step 3 (delete_user): forbidden: the call
-    delete_user matches minefield 0``; ``end of trajectory: missing (email)`` without a step."""
+    delete_user matches minefield 0``; ``end of trajectory: missing (email)`` without a step;
+    ``turn 2, step 3 (...): ...`` when it names the user turn (a multi-turn episode)."""
     step = first.get("step")
+    turn = f"turn {first['turn']}, " if first.get("turn") is not None else ""
     if step is None:
-        return "end of trajectory: " + first_error_what(first)
-    return f"step {step}" + (f" ({first['tool']})" if first.get("tool") else "") + ": " + first_error_what(first)
+        return f"{turn}end of trajectory: " + first_error_what(first)
+    return f"{turn}step {step}" + (f" ({first['tool']})" if first.get("tool") else "") + ": " + first_error_what(first)
 
 
 class _Explainer:
@@ -1112,7 +1114,8 @@ class _Explainer:
         argument = call.wrong_argument(s.arguments, self.context) if s.arguments else None
         label.argument = argument or None
         label.expected = call.expected()
-        label.note += f"; it meant {m.id}" + (f" (argument {argument!r})" if argument else "")
+        label.note += f"; it meant {m.id}" + (f": {_argument_text(call, argument, s.arguments, self.context)}"
+                                              if argument else "")
 
     def __call__(self, label: StepLabel, s: StepView, i: int) -> None:
         ms, context = self.ms, self.context

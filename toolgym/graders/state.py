@@ -1,5 +1,6 @@
 """State graders: ``final_state`` (LangChain tool-usage benchmark: "the state of the
-environment"; τ²-bench's replayed target state) and ``collateral_damage`` (AppWorld's check
+environment"; τ²-bench's replayed target state), ``turn_state`` (the state after every user
+turn, as BFCL's multi-turn checker compares it) and ``collateral_damage`` (AppWorld's check
 for changes nobody asked for).
 
 Both read the stored trajectory; where they need the state the reference solution reaches,
@@ -18,7 +19,7 @@ from typing import Any, ClassVar
 from toolgym.graders import make_score, register_grader
 from toolgym.records import Example, Measure, Score, Trajectory
 
-__all__ = ["CollateralDamage", "FinalState", "allowed_by", "changed_paths", "leaves", "pointer"]
+__all__ = ["CollateralDamage", "FinalState", "TurnState", "allowed_by", "changed_paths", "leaves", "pointer"]
 
 PATHS_SHOWN = 100
 """Changed paths ``collateral_damage`` lists in its details (the count covers all)."""
@@ -244,3 +245,53 @@ class CollateralDamage:
             paths=paths, count=len(damage), reference_changed=sorted(wanted), **extra,
             initial_state="trajectory" if trajectory.initial_state is not None else "reference replay",
         )
+
+
+@register_grader("turn_state")
+@dataclass(frozen=True)
+class TurnState:
+    """The fraction of user turns after which the environment's state matches the example's
+    ``expected_states`` (one per user turn; only the keys each names are compared, as
+    ``final_state`` compares ``expected_state``); passes when every turn matches. The state
+    after each turn is the trajectory's ``turn_states`` (recorded when the agent answered the
+    turn; a single-turn trajectory's only state is its ``final_state``). A turn the episode
+    never reached (the user stopped early, ``step_limit``) counts as a mismatch. After BFCL's
+    multi-turn state check, made after every user turn
+    (``bfcl_eval/eval_checker/multi_turn_eval/multi_turn_checker.py``).
+
+    ``details``: ``turns`` (one ``{"turn", "matches", "diff"}`` per expected state, ``diff``
+    as ``final_state``'s), ``first_mismatch`` (the first turn that does not match, or
+    ``None``). Applies to examples with ``expected_states``.
+    """
+
+    name: ClassVar[str] = "turn_state"
+    measure: ClassVar[Measure] = Measure(
+        kind="continuous", direction="higher", pass_if=">=", threshold=1.0,
+        reference="toolgym issue 36, after BFCL's multi-turn checker: the share of user turns whose state "
+                  "matches expected_states; passes when all do",
+    )
+    kept_details: ClassVar[tuple[str, ...]] = ("first_mismatch",)
+
+    def grade(self, example: Example, trajectory: Trajectory) -> Score | None:
+        expected_states = example.expected_states
+        if expected_states is None:
+            return None
+        states = trajectory.turn_states if trajectory.turn_states is not None else [trajectory.final_state]
+        rows = []
+        for k, expected in enumerate(expected_states, 1):
+            actual_state = states[k - 1] if k <= len(states) else None
+            if actual_state is None:
+                rows.append({"turn": k, "matches": False, "diff": {}, "played": False})
+                continue
+            diff = {key: {"expected": v, "actual": actual_state.get(key)}
+                    for key, v in expected.items() if actual_state.get(key) != v}
+            rows.append({"turn": k, "matches": not diff, "diff": diff})
+        matched = sum(r["matches"] for r in rows)
+        first = next((r["turn"] for r in rows if not r["matches"]), None)
+        if first is None:
+            explanation = f"the state matches after all {len(rows)} user turn(s)"
+        else:
+            row = rows[first - 1]
+            why = "never played" if row.get("played") is False else f"differs in {sorted(row['diff'])}"
+            explanation = f"{matched}/{len(rows)} user turn(s) match; first mismatch after turn {first}: {why}"
+        return make_score(self, trajectory, matched / len(rows), explanation, turns=rows, first_mismatch=first)

@@ -31,7 +31,16 @@ from toolgym.graders.alignment import (
     first_error_text,
 )
 from toolgym.milestones import ARGS_MODES, Plan, StatePattern, calls_plan
-from toolgym.records import BINARY, Example, Measure, Score, ToolCallSpec, Trajectory, states_after
+from toolgym.records import (
+    BINARY,
+    Example,
+    Measure,
+    Score,
+    ToolCallSpec,
+    Trajectory,
+    states_after,
+    turn_of_steps,
+)
 
 __all__ = [
     "TRAJECTORY_MODES",
@@ -385,6 +394,21 @@ class _MilestoneGrader:
         return analyse(example, trajectory, plan, self.value_judge() if plan.needs_judge else None)
 
 
+def error_turn(first: dict[str, Any] | None, trajectory: Trajectory, plan: Plan) -> int | None:
+    """The user turn a first error belongs to: the turn of its tool step in a multi-turn
+    trajectory (:func:`toolgym.records.turn_of_steps`), else the ``turn`` its milestone names
+    (a missing milestone), else ``None``."""
+    if first is None:
+        return None
+    step = first.get("step")
+    if isinstance(step, int) and trajectory.user_steps:
+        tools = [turn for s, turn in zip(trajectory.steps, turn_of_steps(trajectory), strict=True) if s.kind == "tool"]
+        if 1 <= step <= len(tools):
+            return tools[step - 1]
+    milestone = next((m for m in plan.milestones if m.id == first.get("milestone")), None)
+    return milestone.turn if milestone is not None else None
+
+
 def _alignment_rows(a: Analysis) -> list[dict[str, Any]]:
     return [label.row(s.name) for s, label in zip(a.steps, a.diagnosis.labels, strict=True)]
 
@@ -405,7 +429,9 @@ class TrajectoryMatch(_MilestoneGrader):
     error and why), the milestones never reached, the minefields hit, whether the search was
     exact, and ``first_error``: ``{"step": 1-based tool step or None, "type": wrong_tool |
     wrong_arguments | missing | out_of_order | extra_call | forbidden | malformed | rejected,
-    "milestone": id or None, "argument": name or None}`` (``None`` when it passes).
+    "milestone": id or None, "argument": name or None}`` (``None`` when it passes), plus
+    ``"turn"``: the user turn of that step in a multi-turn trajectory, or the ``turn`` its
+    milestone names (``"turn": k`` in the milestone), when either is known.
 
     Applies to examples with ``milestones``; with ``trajectory_mode`` set, also to examples
     with ``expected_calls`` and no milestones, graded as that agentevals mode
@@ -466,18 +492,22 @@ class TrajectoryMatch(_MilestoneGrader):
         assert a is not None
         d, al = a.diagnosis, a.alignment
         required = sum(1 for m in plan.milestones if not m.optional)
+        first_error = d.first_error
+        turn = error_turn(first_error, trajectory, plan)
+        if first_error is not None and turn is not None:
+            first_error = {**first_error, "turn": turn}
         if d.passed:
             explanation = f"all {required} required milestones matched" if required else required_text(0, 0)
             if al.optional_matched:
                 explanation += f", {al.optional_matched} optional"
         else:
-            explanation = first_error_text(d.first_error or {})
+            explanation = first_error_text(first_error or {})
             explanation += f"; {required_text(al.required_matched, required)}"
         if not al.exact:
             explanation += f" ({al.method})"
         return make_score(
             self, trajectory, float(d.passed), explanation,
-            first_error=d.first_error,
+            first_error=first_error,
             alignment=_alignment_rows(a),
             missing=d.missing,
             missing_optional=d.missing_optional,

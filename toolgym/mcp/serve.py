@@ -36,6 +36,15 @@ when the server was stopped, not graded (not the agent's doing). Tool
 errors and invalid arguments are results with ``isError: true`` carrying the messages the
 in-process agents see; a broken tool ends the episode with status ``error``.
 
+A multi-turn example with scripted ``turns`` is served as one episode: ``start_episode`` gives
+user turn 1 (the input, ``user_turn`` 1); ``end_episode(answer)`` answers the current user
+turn, and while the conversation has turns left its result is the next one, ``{"example_id",
+"trial", "status": "running", "user_turn": k, "message": the user's message}``, not the end:
+the client plays it with the same environment (the tool list may change, with a
+``tools/list_changed`` notification) and answers with ``end_episode`` again. The episode is
+recorded and graded when the last turn is answered. Examples with a simulated ``user`` are not
+served (the server has no user model): the dataset is refused at start-up.
+
 Definitions: MCP specification 2025-06-18, "Lifecycle", "Tools" and "Transports" (streamable
 HTTP: Origin validation against DNS rebinding, loopback binding by default), and RFC 6750
 (bearer tokens).
@@ -63,9 +72,10 @@ from langchain_core.messages import AIMessage
 from langchain_core.utils.function_calling import convert_to_openai_tool
 
 from toolgym.agents import Episode
+from toolgym.data import DatasetError
 from toolgym.environments import Environment, ToolBug
 from toolgym.parsing import model_step
-from toolgym.records import Example, ModelStep, Score, ToolCall, Trajectory, without_surrogates
+from toolgym.records import Example, ModelStep, Score, ToolCall, Trajectory, UserStep, without_surrogates
 from toolgym.runio import (
     SCORES_FILE,
     TRAJECTORIES_FILE,
@@ -84,6 +94,7 @@ from toolgym.runner import (
     new_record,
     resolve_benchmark,
 )
+from toolgym.users import ScriptedUser
 
 __all__ = [
     "CONTROL_TOOLS",
@@ -213,6 +224,10 @@ class ServedRun:
         self.reveal_scores = reveal_scores
         self.env_cls: type[Environment] = self.benchmark.environment
         dataset_path, self.examples = load_run_examples(self.benchmark, dataset, limit, env_options or {})
+        simulated = [ex.id for ex in self.examples if ex.user is not None]
+        if simulated:
+            raise DatasetError(f"{dataset_path or 'the dataset'}: {len(simulated)} example(s) have a simulated user "
+                               f"(first: {simulated[0]!r}), which serve does not play; serve scripted turns only")
         self.by_id = {ex.id: ex for ex in self.examples}
         graders_made = make_graders(self.benchmark, graders, grader_settings, self.examples)
         self.graders = [g for g, _ in graders_made]
@@ -475,6 +490,10 @@ class Session:
             ))
             raise RuntimeError(f"the environment failed to start example {example.id!r}: {error}") from None
         episode.states.start()
+        if example.multi_turn:
+            episode.user = ScriptedUser(list(example.turns or []))
+            episode.record_user(UserStep(text=example.first_message, turn=1))
+        episode.begin_turn(1)
         self.episode = episode
         return {
             "example_id": example.id,
@@ -482,6 +501,7 @@ class Session:
             "instructions": env.instructions,
             "input": example.input,
             "answer_with": ANSWER_WITH,
+            **({"user_turn": 1} if example.multi_turn else {}),
         }
 
     def call(self, call_id: str, name: str, arguments: dict[str, Any]) -> tuple[str, bool]:
@@ -528,9 +548,13 @@ class Session:
             episode.record_model(ModelStep(tool_calls=[call]))
         return call
 
-    def end(self, answer: str | None) -> Trajectory:
+    def end(self, answer: str | None) -> Trajectory | dict[str, Any]:
         """End the running episode (its final state read, its environment closed); the caller
-        records and grades the trajectory with :meth:`ServedRun.record_trajectory`.
+        records and grades the trajectory with :meth:`ServedRun.record_trajectory`. In a
+        multi-turn episode with turns left, the answer ends the user turn only: the next
+        user turn starts and its message is returned (``{"status": "running", "user_turn",
+        "message", ...}``); the episode goes on (at ``max_steps`` model turns it ends with
+        status ``step_limit`` instead).
 
         The answer is the model's last turn (a turn without calls, as a run's last turn is),
         unless the environment's protocol turns are used up (``max_model_turns``); it is the
@@ -546,6 +570,17 @@ class Session:
         if limit is None or episode.model_turns < limit:
             episode.record_model(ModelStep(text=without_surrogates(answer or "")))
         episode.final_answer = answer
+        if episode.user is not None:
+            episode.end_turn()
+            turns = episode.example.turns or []
+            if episode.turn <= len(turns) and episode.model_turns < self.served.max_steps:
+                turn = episode.turn + 1
+                episode.begin_turn(turn)
+                episode.record_user(UserStep(text=turns[turn - 2], turn=turn))
+                return {"example_id": episode.example.id, "trial": episode.trial, "status": "running",
+                        "user_turn": turn, "message": turns[turn - 2]}
+            if episode.turn <= len(turns):
+                episode.status = "step_limit"
         return self._trajectory()
 
     def abort(self, reason: str, by_agent: bool = False) -> None:
@@ -701,6 +736,12 @@ def build_server(served: ServedRun, stopping: list[str] | None = None) -> Any:
                 trajectory = session.end(answer)
             except ValueError as exc:
                 return _text_result(f"Error: {exc}", True)
+            if isinstance(trajectory, dict):  # the next user turn of a multi-turn episode
+                if session.listed is not None and session.env_tools() != session.listed:
+                    ctx = server.request_context
+                    await ctx.session.send_notification(
+                        types.ServerNotification(types.ToolListChangedNotification()), related_request_id=ctx.request_id)
+                return _text_result(trajectory)
             recorded = served.append(trajectory)  # False: the server is stopping
             # grading may be slow (a judge model): in a worker thread, the other sessions go on
             scores = await anyio.to_thread.run_sync(served.grade, trajectory) if recorded else []

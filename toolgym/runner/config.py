@@ -71,6 +71,9 @@ class RunConfig:
             (only with a :class:`toolgym.forcing.ForkAgent`, made by ``toolgym fork``).
         inject: A fault ``KIND@K`` (``tool_error``, ``wrong_value`` or ``empty`` at tool step
             ``K``) for a teacher-forced run or a fork; see :mod:`toolgym.forcing`.
+        user_model: The chat model that plays a simulated user (examples with ``user``): a
+            model spec as ``model`` takes, or a langchain-core chat model object; ``None``: no
+            simulated user (a dataset with one is refused). See :mod:`toolgym.users`.
     """
 
     env: Any
@@ -95,6 +98,7 @@ class RunConfig:
     executor_options: dict[str, Any] = field(default_factory=dict)
     protocol: str = "free-running"
     inject: str | None = None
+    user_model: Any = None
 
     def __post_init__(self) -> None:
         """Refuse counts the command line would refuse (``ValueError`` naming the field)."""

@@ -76,6 +76,7 @@ def run(config: RunConfig, progress: bool = True) -> RunResult:
     resumed = before.announce(out, jobs) if out is not None and config.resume else None
     workers = _workers(config, jobs, concurrency)
     agent, model_label, model_ref, model_part = _agent(config, agent_obj, jobs, executor, workers)
+    user_part = _user(config, agent, examples, jobs, executor, workers)
     agent = protocol.wrap(agent, config, executor)
     if out is not None:  # only now: a model refused while it was built (a server's probe) leaves nothing behind
         out.mkdir(parents=True, exist_ok=True)
@@ -99,6 +100,7 @@ def run(config: RunConfig, progress: bool = True) -> RunResult:
         env=config.env if env_ref.source == "object" else env_ref.spec,
         agent=config.agent if agent_ref.source == "object" else agent_ref.spec,
         model=model_part, settings=config.settings, max_steps=config.max_steps, max_repeats=config.max_repeats,
+        user_model=user_part,
     )
     episodes = Episodes(jobs, examples, concurrency, workers, agent, env_cls=benchmark.environment, parts=parts)
     finished = _play(executor, episodes, out, list(before.kept), error_limit, record,
@@ -128,6 +130,17 @@ def _examples(config: RunConfig, benchmark: Benchmark, agent_obj: Any) -> tuple[
     if benchmark.max_trials is not None and config.trials > benchmark.max_trials:
         raise ValueError(f"{benchmark.name} allows at most {benchmark.max_trials} trial(s) per example, got --trials {config.trials}")
     dataset_path, examples = load_run_examples(benchmark, config.dataset, config.limit, config.env_options)
+    multi = [ex.id for ex in examples if ex.multi_turn]
+    if multi and not getattr(agent_obj, "multi_turn", False):  # an instance (a fork) answers for its inner agent
+        raise DatasetError(
+            f"{dataset_path or 'the dataset'}: {len(multi)} example(s) are multi-turn (first: {multi[0]!r}), and the "
+            f"{getattr(agent_obj, 'name', '') or agent_cls.__name__} agent plays single-turn episodes only; use tool_calling, react_json, xml_prompting "
+            "or oracle")
+    simulated = [ex.id for ex in examples if ex.user is not None]
+    if simulated and config.user_model is None:
+        raise DatasetError(
+            f"{dataset_path or 'the dataset'}: {len(simulated)} example(s) have a simulated user (first: "
+            f"{simulated[0]!r}): give the model that plays it with --user-model SPEC (user_model= in Python)")
     unplayable = getattr(agent_cls, "unplayable", None)
     missing = unplayable(examples) if unplayable is not None else []
     if missing:
@@ -167,6 +180,10 @@ class _Protocol:
         if config.protocol == "fork" and not isinstance(agent_obj, forcing.ForkAgent):
             raise ValueError("protocol 'fork' is made by toolgym fork (toolgym.forks.fork), not by run")
         forced = config.protocol == "teacher-forced"
+        if forced and (multi := [ex.id for ex in examples if ex.multi_turn]):
+            raise DatasetError(
+                f"{dataset_path or 'dataset'}: {len(multi)} example(s) are multi-turn (first: {multi[0]!r}); teacher "
+                "forcing replays a single-turn reference path (fork a multi-turn trajectory instead: toolgym fork)")
         if forced:
             pathless = [ex.id for ex in examples if not forcing.reference_calls(ex)]
             if pathless:
@@ -319,6 +336,34 @@ def _agent(
             model = agent_cls.make_model(model_label, settings) if jobs and executor.in_process else None
     agent = agent_cls(model=model, model_spec=model_label, max_steps=config.max_steps, **repeat_guard(config.max_repeats))
     return agent, model_label, model_ref, model_part
+
+
+def _user(
+    config: RunConfig, agent: Agent, examples: list[Example], jobs: list[tuple[Example, int]], executor: Executor,
+    workers: int,
+) -> Any:
+    """Give ``agent`` the simulated user's model and its spec (recorded whenever given; the
+    model built only when this process plays episodes that have a simulated user); returns
+    what a remote executor builds it from (``None`` without one).
+
+    Raises:
+        UnknownNameError / ExtensionError / ValueError: for a user model that cannot be built.
+    """
+    if config.user_model is None:
+        return None
+    settings = config.settings
+    if workers > 1 and settings.rps is not None and executor.in_process:
+        settings = dataclasses.replace(settings, rps=settings.rps / workers)
+    if not isinstance(config.user_model, str) and _is_chat_model(config.user_model):
+        agent.user_model, agent.user_model_spec = config.user_model, f"object:{type(config.user_model).__name__}"
+        return config.user_model
+    spec, _ = model_spec_ref(str(config.user_model))
+    agent.user_model_spec = spec
+    if jobs and executor.in_process and any(ex.user is not None for ex, _ in jobs):
+        from toolgym.providers import build_model
+
+        agent.user_model = build_model(spec, settings)
+    return spec
 
 
 def _play(

@@ -60,7 +60,7 @@ def check_resume(config: RunConfig) -> None:
         raise RunDirError(resume_refusal(out, {k: [b, n] for k, b, n in changed}))
 
 
-RESUME_SETTINGS = ("max_steps", "max_repeats", "temperature", "seed", "max_tokens", "base_url")
+RESUME_SETTINGS = ("max_steps", "max_repeats", "temperature", "seed", "max_tokens", "base_url", "user_model")
 """Settings a resumed run must share with the run it continues (they change the results)."""
 
 
@@ -74,6 +74,11 @@ def setting_differences(config: RunConfig, record: RunRecord) -> list[tuple[str,
               **{k: saved.get(k) for k in ("temperature", "seed", "max_tokens")}}
     current = {"max_steps": config.max_steps, "max_repeats": config.max_repeats,
                **{k: now.get(k) for k in ("temperature", "seed", "max_tokens")}}
+    if record.agent.get("user_model") is not None or config.user_model is not None:
+        user = config.user_model
+        before["user_model"] = record.agent.get("user_model")
+        current["user_model"] = (model_spec_ref(user)[0] if isinstance(user, str)
+                                 else None if user is None else f"object:{type(user).__name__}")
     extra_before, extra_now = saved.get("extra") or {}, now.get("extra") or {}
     if "serve" not in extra_before and "serve" not in extra_now:
         before["base_url"], current["base_url"] = extra_before.get("base_url"), extra_now.get("base_url")

@@ -222,6 +222,9 @@ def print_trajectory(
         console.print(line)
     tool_index = 0
     for number, step in enumerate(traj.steps, 1):
+        if step.kind == "user":
+            console.print(user_step_line(number, step))
+            continue
         if step.kind == "model":
             tokens = ""
             if step.input_tokens is not None or step.output_tokens is not None:
@@ -282,7 +285,7 @@ def print_trajectory(
         console.print(Text.assemble(("final answer: ", "bold"), _safe(traj.final_answer)))
     console.print(Text.assemble(("final state: ", "bold"), _json(traj.final_state)))
     if aligned is not None:
-        rows = [number for number, step in enumerate(traj.steps, 1) if step.kind != "model"]
+        rows = [number for number, step in enumerate(traj.steps, 1) if step.kind == "tool"]
         for line in alignment_summary(aligned.details, rows):
             console.print(line)
     if not scores:
@@ -301,6 +304,21 @@ def print_trajectory(
                 f": {_safe(s.explanation, SHOWN_CHARS)}",
             )
         )
+
+
+def user_step_line(number: int, step: Any) -> Text:
+    """A user message of a multi-turn episode: its turn and text (a simulated user's latency
+    and tokens, a stop)."""
+    what = "stop" if step.stop else f"user · turn {step.turn}"
+    extra = ""
+    if step.latency_s is not None:
+        extra = f"  ({step.latency_s:.2f} s"
+        if step.input_tokens is not None or step.output_tokens is not None:
+            extra += f", {step.input_tokens if step.input_tokens is not None else '?'} in → "
+            extra += f"{step.output_tokens if step.output_tokens is not None else '?'} out tokens"
+        extra += ", simulated user)"
+    text = _safe(step.text) if step.text else "(ends the conversation)"
+    return Text.assemble((f"{number:>3} {what}", "bold magenta"), extra, "\n      ", text)
 
 
 def state_change_text(change: dict[str, Any]) -> str:

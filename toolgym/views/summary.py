@@ -68,12 +68,15 @@ class Column:
     header: str
     cell: Callable[[SummaryCell], str]
     numeric: bool = True
+    hide_when_zero: bool = False
+    """Left out of the terminal table when every cell reads ``0`` (a count that is rarely
+    anything else), so the common table stays narrow."""
 
 
 COLUMNS: list[Column] = [
     Column("mean ± stderr", lambda c: c.estimate.format()),
     Column("n", lambda c: str(c.estimate.n)),
-    Column("abandoned", lambda c: str(c.abandoned)),
+    Column("abandoned", lambda c: str(c.abandoned), hide_when_zero=True),
     Column("errors", lambda c: str(c.estimate.n_errors)),
     Column("unscored", lambda c: str(c.estimate.n_unscored)),
     Column("passed", lambda c: "-" if c.passed is None else f"{c.passed}/{c.estimate.n}"),
@@ -160,7 +163,8 @@ def print_summary(cells: Sequence[SummaryCell], console, title: str = "summary")
     """Print the summary as one table that fits ``console`` (a ``rich.console.Console``)
     without cutting a name: every column when that fits; otherwise the runs are numbered
     (``run 1: ENV · LABEL · DIRECTORY`` above the table) and each grader's measure is written
-    once below it, so the table keeps one row per run and grader, as the report's does. Still
+    once below it, so the table keeps one row per run and grader, as the report's does; a
+    count column marked ``hide_when_zero`` that reads 0 everywhere is left out. Still
     too wide (long grader names on a narrow terminal), its columns are stacked in parts by
     :func:`toolgym.views.fit.fitted_tables`. Below it, what a grader compares when its
     measure says (:func:`toolgym.views.rundata.compares_notes`).
@@ -174,8 +178,9 @@ def print_summary(cells: Sequence[SummaryCell], console, title: str = "summary")
 
     from toolgym.views.fit import Col, fitted_tables
 
-    stats = [Col(c.header, "right" if c.numeric else "left", wrap=not c.numeric) for c in COLUMNS]
-    records = [[visible(v) for v in r] for r in summary_records(cells)]  # control characters shown, not obeyed
+    columns = [c for c in COLUMNS if not (c.hide_when_zero and all(c.cell(x) == "0" for x in cells))]
+    stats = [Col(c.header, "right" if c.numeric else "left", wrap=not c.numeric) for c in columns]
+    records = [[visible(v) for v in r] for r in summary_records(cells, columns)]  # control characters shown, not obeyed
     keys = [Col(h, "left") for h in KEY_HEADERS]
     starts = [i for i, c in enumerate(cells) if i == 0 or (cells[i - 1].env, cells[i - 1].run) != (c.env, c.run)]
     whole = fitted_tables(console, [*keys, *stats], records, keys=3, title=Text(visible(title)), sections=starts)
@@ -185,7 +190,7 @@ def print_summary(cells: Sequence[SummaryCell], console, title: str = "summary")
         console.print(Text(visible(title), style="bold"))
         for (env, label, directory), n in numbers.items():
             console.print(Text(visible(f"run {n}: {env} · {label} · {directory}")))
-        shown = [i for i, c in enumerate(COLUMNS) if c.header != "measure"]
+        shown = [i for i, c in enumerate(columns) if c.header != "measure"]
         compact = [[str(numbers[(c.env, c.run, c.directory)]), visible(c.grader), *(r[3 + i] for i in shown)]
                    for c, r in zip(cells, records, strict=True)]
         cols = [Col("run", "right"), keys[2], *(stats[i] for i in shown)]

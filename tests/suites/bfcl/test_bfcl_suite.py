@@ -197,7 +197,7 @@ def test_irrelevance_official_and_strict_columns(irrelevance, tmp_path):
     tables = {t.title: t for t in __import__("toolgym.suites.bfcl.results", fromlist=["report"]).report(result.run)}
     row = tables["bfcl: accuracy by category"].rows[0]
     assert row["malformed (counted correct officially)"] == 1 and row["strict abstention"].startswith("0.333")
-    assert any("multi-turn and agentic" in n for n in tables["bfcl: accuracy by category"].notes)
+    assert any("agentic (web search, memory)" in n for n in tables["bfcl: accuracy by category"].notes)
 
 
 @pytest.mark.slow  # end-to-end: run by .ci/run (-m slow), skipped by the default command
@@ -245,4 +245,4 @@ def test_the_summary_and_the_html_report_show_accuracy_by_category_and_error_typ
     build_report([tmp_path / "a", tmp_path / "b"], tmp_path / "report.html")
     html = (tmp_path / "report.html").read_text(encoding="utf-8")
     assert 'id="suites"' in html and "bfcl: failures by error type" in html
-    assert "multi-turn and agentic" in html
+    assert "agentic (web search, memory)" in html

@@ -17,7 +17,7 @@ def test_built_equals_validated_and_serialises_the_same():
               "model": "m", "status": "completed", "error": None, "steps": [built(ModelStep, step)],
               "final_state": {"result_file": {"file": "f", "line": 1}}, "final_answer": None, "duration_s": 0.0,
               "initial_state": None, "state_note": None, "parent": None, "prefix_steps": None, "injected": None,
-              "source_line": 1}
+              "source_line": 1, "turn_states": None, "user_model": None}
     made = built(Trajectory, dict(values))
     assert made == Trajectory.model_validate(values)
     assert made.model_dump_json() == Trajectory.model_validate(values).model_dump_json()

@@ -1,6 +1,8 @@
-"""BFCL v4, the Berkeley Function Calling Leaderboard, as a replay suite: its 13 single-turn
-categories (github.com/ShishirPatil/gorilla, ``berkeley-function-call-leaderboard``; data
-Apache 2.0), read by path. The multi-turn and agentic categories are not in this data.
+"""BFCL v4, the Berkeley Function Calling Leaderboard: its 13 single-turn categories
+(github.com/ShishirPatil/gorilla, ``berkeley-function-call-leaderboard``; data Apache 2.0),
+read by path, and its four multi-turn categories, by name or path, with the API classes and the
+official checker imported from the ``bfcl-eval`` package (:mod:`toolgym.suites.bfcl.multi_turn`).
+The agentic categories (web search, memory) are not run.
 
 The suite declares:
 
@@ -26,6 +28,7 @@ from toolgym.suites.bfcl.agent import BFCLPromptingAgent
 from toolgym.suites.bfcl.data import load_examples
 from toolgym.suites.bfcl.environment import BFCL
 from toolgym.suites.bfcl.graders import BFCLAbstention, BFCLAccuracy, BFCLOptimal
+from toolgym.suites.bfcl.multi_turn import category_path
 from toolgym.suites.bfcl.results import export_published, first_divergence, import_result_file, report
 
 __all__ = ["SUITE"]
@@ -39,12 +42,14 @@ SUITE = Suite(
             environment=BFCL,
             graders=tuple(g.name for g in GRADERS),
             load_dataset=load_examples,
+            dataset_by_name=category_path,
             max_trials=1,
             report=report,
             exporters=(export_published,),
             importer=import_result_file,
             divergence=first_divergence,
-            description="BFCL v4 single-turn categories (AST and relevance checks), read by path: BFCL_v4_<category>.json",
+            description=("BFCL v4: the single-turn categories read by path (BFCL_v4_<category>.json); the multi-turn "
+                         "ones by name (multi_turn_base, ...) from the bfcl-eval package or by path"),
         )
     ],
     graders=list(GRADERS),

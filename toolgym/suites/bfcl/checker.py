@@ -602,7 +602,7 @@ def unsatisfiable(examples: list[Example]) -> dict[str, str]:
     found = {}
     for example in examples:
         entry = entry_of(example)
-        if entry.kind in ("irrelevance", "relevance"):
+        if entry.kind in ("irrelevance", "relevance", "multi_turn"):
             continue
         verdict = check(entry, [{c.name: c.arguments} for c in example.expected_calls or []])
         if not verdict.valid:

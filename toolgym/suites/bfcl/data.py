@@ -32,6 +32,7 @@ from typing import Any
 
 from toolgym import DatasetError, Example, ToolCallSpec
 from toolgym.data import read_text
+from toolgym.suites.bfcl.multi_turn import MULTI_TURN_CATEGORIES, is_multi_turn_file, load_multi_turn
 from toolgym.suites.bfcl.values import first_value, to_source
 
 __all__ = [
@@ -54,8 +55,8 @@ CATEGORIES = (
     "live_simple", "live_multiple", "live_parallel", "live_parallel_multiple",
     "irrelevance", "live_irrelevance", "live_relevance",
 )
-"""The 13 single-turn categories of BFCL v4 this suite reads (the multi-turn and agentic
-categories are not in this data)."""
+"""The 13 single-turn categories of BFCL v4 this suite reads by path (the four multi-turn ones:
+:data:`toolgym.suites.bfcl.multi_turn.MULTI_TURN_CATEGORIES`; the agentic ones are not run)."""
 
 _FILE = re.compile(r"BFCL_v\d+_(\w+?)(?:_result|_score)?\.json$")
 _ID = re.compile(r"^(?P<category>[a-z_]+?)_\d+(?:-\d+)*$")
@@ -89,7 +90,7 @@ def category_of(entry_id: str, path: Path | None = None) -> str:
         DatasetError: when neither names a category.
     """
     match = _ID.match(entry_id)
-    if match and match["category"] in CATEGORIES:
+    if match and (match["category"] in CATEGORIES or match["category"] in MULTI_TURN_CATEGORIES):
         return match["category"]
     if path is not None and (m := _FILE.search(path.name)):
         return m.group(1)
@@ -203,20 +204,28 @@ class Entry:
         category: Its test category (:data:`CATEGORIES`).
         language: ``python``, ``java`` or ``javascript``.
         functions: The function documents as in the data.
-        ground_truth: ``[{fn: {arg: [acceptable values]}}]``; empty for (ir)relevance.
+        ground_truth: ``[{fn: {arg: [acceptable values]}}]``; empty for (ir)relevance; for a
+            multi-turn entry, per turn, the call strings.
+        initial_config: A multi-turn entry's ``{class: configuration}`` (else ``None``).
+        involved_classes: A multi-turn entry's API classes (else ``None``).
     """
 
     id: str
     category: str
     language: str
     functions: list[dict[str, Any]]
-    ground_truth: list[dict[str, dict[str, list[Any]]]]
+    ground_truth: list[Any]
+    initial_config: dict[str, Any] | None = None
+    involved_classes: list[str] | None = None
 
     @property
     def kind(self) -> str:
-        """``irrelevance``, ``relevance``, ``parallel``, ``multiple`` or ``simple`` (the
-        checker the leaderboard applies, chosen by the category name as there)."""
+        """``multi_turn``, ``irrelevance``, ``relevance``, ``parallel``, ``multiple`` or
+        ``simple`` (the checker the leaderboard applies, chosen by the category name as
+        there)."""
         c = self.category
+        if c.startswith("multi_turn"):
+            return "multi_turn"
         if "irrelevance" in c:
             return "irrelevance"
         if "relevance" in c:
@@ -232,8 +241,10 @@ def entry_of(example: Example) -> Entry:
     """
     meta = example.metadata
     try:
+        multi = bool(meta.get("multi_turn"))
         return Entry(example.id, str(meta["category"]), str(meta["language"]), list(meta["functions"]),
-                     list(meta.get("ground_truth") or []))
+                     list(meta.get("ground_truth") or []),
+                     dict(meta["initial_config"]) if multi else None, list(meta["involved_classes"]) if multi else None)
     except KeyError as exc:
         raise DatasetError(f"example {example.id!r} is not a BFCL entry (metadata lacks {exc})") from None
 
@@ -271,17 +282,18 @@ def load_examples(path: Path, options: dict[str, Any]) -> list[Example] | None:
     """The examples of a BFCL test file (the benchmark's ``load_dataset``).
 
     Args:
-        path (Path): ``BFCL_v4_<category>.json`` (JSON Lines).
+        path (Path): ``BFCL_v4_<category>.json`` (JSON Lines); a multi-turn category's file
+            is read by :func:`toolgym.suites.bfcl.multi_turn.load_multi_turn`.
         options (dict): ``answers``: the possible-answer file (default: :func:`answers_path`;
             needed for every category but the (ir)relevance ones).
 
     Returns:
-        list[Example] | None: One example per entry, or ``None`` when the file is not a BFCL
+        list[Example] | None: One example per entry (a multi-turn entry: one conversation), or ``None`` when the file is not a BFCL
         test file (no ``question`` and ``function`` on its first line) but may hold examples
         written for the environment (``metadata.category``), so the generic loaders read it.
 
     Raises:
-        DatasetError: naming the file and line of a bad record, a multi-turn entry, a missing
+        DatasetError: naming the file and line of a bad record, a missing
             answers file, or an entry without an answer; for a file of some other
             environment's examples; for a possible-answer file given as
             the dataset, naming the questions file to give instead.
@@ -293,7 +305,7 @@ def load_examples(path: Path, options: dict[str, Any]) -> list[Example] | None:
                 first = json.loads(handle.readline() or "{}")
         except (OSError, UnicodeDecodeError, json.JSONDecodeError):
             return None
-        if not (isinstance(first, dict) and "question" in first and "function" in first):
+        if not (isinstance(first, dict) and "question" in first and ("function" in first or "involved_classes" in first)):
             metadata = first.get("metadata") if isinstance(first, dict) else None
             if isinstance(first, dict) and first and not (isinstance(metadata, dict) and "category" in metadata):
                 raise DatasetError(
@@ -312,6 +324,7 @@ def load_examples(path: Path, options: dict[str, Any]) -> list[Example] | None:
         )
     answers: dict[str, Any] = {}
     given = options.get("answers")
+    multi_turn = bool(rows) and is_multi_turn_file(path, rows[0][1])
     needs_answers = any("relevance" not in category_of(r["id"], path) for _, r in rows)
     answer_file = Path(given) if given else answers_path(path)
     if needs_answers:
@@ -322,6 +335,8 @@ def load_examples(path: Path, options: dict[str, Any]) -> list[Example] | None:
             if not isinstance(truth, list):
                 raise DatasetError(f"{answer_file}:{number}: 'ground_truth' must be a list")
             answers[record["id"]] = truth
+    if multi_turn:
+        return load_multi_turn(path, rows, answers, answer_file)
     examples = []
     for number, record in rows:
         where = f"{path}:{number}"
@@ -329,7 +344,7 @@ def load_examples(path: Path, options: dict[str, Any]) -> list[Example] | None:
         if not isinstance(question, list) or not question or not isinstance(question[0], list):
             raise DatasetError(f"{where}: 'question' must be a list of turns, each a list of messages")
         if len(question) != 1:
-            raise DatasetError(f"{where}: entry {record['id']!r} has {len(question)} turns; only single-turn categories are supported")
+            raise DatasetError(f"{where}: entry {record['id']!r} has {len(question)} turns but no 'involved_classes' (a multi-turn entry needs them)")
         if not isinstance(functions, list) or not all(isinstance(f, dict) and "name" in f for f in functions):
             raise DatasetError(f"{where}: 'function' must be a list of function documents with a 'name'")
         category = category_of(record["id"], path)

@@ -1,7 +1,9 @@
 """The BFCL graders: the leaderboard's verdict per entry, and two columns it does not have.
 
-* ``bfcl_accuracy``: the official checker (:func:`toolgym.suites.bfcl.checker.check`); its
-  mean over a category is the leaderboard's accuracy of that category. Every failure carries
+* ``bfcl_accuracy``: the official checker (:func:`toolgym.suites.bfcl.checker.check`; for the
+  multi-turn categories the package's own ``multi_turn_checker``,
+  :mod:`toolgym.suites.bfcl.multi_turn`); its mean over a category is the leaderboard's
+  accuracy of that category. Every failure carries
   its ``error_type`` and, where one argument is at fault, that argument (``details.param``).
 * ``bfcl_optimal``: the same, with parallel calls matched optimally instead of greedily
   (:func:`~toolgym.suites.bfcl.checker.check_optimal`); equal to the official verdict on every
@@ -20,7 +22,15 @@ from typing import ClassVar
 
 from toolgym import Example, Measure, Score, Trajectory, make_score
 from toolgym.suites.bfcl.data import entry_of
-from toolgym.suites.bfcl.results import ABSTENTION, ACCURACY, OPTIMAL, outcome_of, result_of, verdict_of
+from toolgym.suites.bfcl.results import (
+    ABSTENTION,
+    ACCURACY,
+    OPTIMAL,
+    judgement_of,
+    outcome_of,
+    result_of,
+    verdict_of,
+)
 
 __all__ = ["BFCLAbstention", "BFCLAccuracy", "BFCLOptimal"]
 
@@ -28,8 +38,25 @@ CHECKER = ("ast_checker.py and eval_runner.py of github.com/ShishirPatil/gorilla
            "(berkeley-function-call-leaderboard/bfcl_eval/eval_checker)")
 
 
-def _score(grader, example: Example, trajectory: Trajectory, optimal: bool) -> Score:
+def _multi_turn_score(grader, entry, trajectory: Trajectory) -> Score:
+    judged = judgement_of(entry, trajectory)
+    view, official = judged.view, judged.official
+    detail = {"category": entry.category, "turn_states": judged.turn_states}
+    if official["valid"]:
+        return make_score(grader, trajectory, 1.0, "passes the leaderboard's multi-turn checks", **detail)
+    where = {"turn": view.turn, "step": view.step, "call": view.call, "stepwise_error_type": view.error_type,
+             "reason": view.reason}
+    return make_score(
+        grader, trajectory, 0.0, f"{official.get('error_type')}: {view.reason or official.get('error_message')}",
+        error_type=official.get("error_type"), error=official.get("error_message"),
+        checker_details=official.get("details"), **where, **detail,
+    )
+
+
+def _score(grader, example: Example, trajectory: Trajectory, optimal: bool) -> Score | None:
     entry = entry_of(example)
+    if entry.kind == "multi_turn":
+        return None if optimal else _multi_turn_score(grader, entry, trajectory)
     verdict = verdict_of(entry, trajectory, optimal=optimal)
     if verdict.valid:
         return make_score(grader, trajectory, 1.0, "passes the leaderboard's checks", category=entry.category)
@@ -63,7 +90,16 @@ class BFCLAccuracy:
         Returns:
             Score: 1.0 or 0.0; ``details``: ``category``, and on failure ``error_type``,
             ``error``, ``param`` (the first argument found wrong) and ``cause`` (for a
-            parallel mismatch, the closest candidate's ``error_type``).
+            parallel mismatch, the closest candidate's ``error_type``). For a multi-turn
+            entry, the package's ``multi_turn_checker``'s verdict, ``details``:
+            ``category``, ``turn_states`` (per played turn, whether the state equals the
+            ground truth's; the run record keeps it for failures only), and on failure its
+            ``error_type`` and ``error``,
+            ``checker_details`` (its ``differences`` or ``missing_items``) and toolgym's
+            stepwise view: ``turn`` (from 1), ``step`` (the model step of that turn at
+            fault, from 1, or ``None``), ``call`` (the call at fault over the trajectory,
+            from 0), ``stepwise_error_type`` and ``reason``
+            (:func:`toolgym.suites.bfcl.multi_turn.stepwise`).
         """
         return _score(self, example, trajectory, optimal=False)
 
@@ -81,8 +117,9 @@ class BFCLOptimal:
     name: ClassVar[str] = OPTIMAL
     measure: ClassVar[Measure] = Measure(reference=f"toolgym: optimal instead of greedy matching of parallel calls in {CHECKER}")
 
-    def grade(self, example: Example, trajectory: Trajectory) -> Score:
-        """The verdict with optimal matching (see :class:`BFCLAccuracy` for the fields)."""
+    def grade(self, example: Example, trajectory: Trajectory) -> Score | None:
+        """The verdict with optimal matching (see :class:`BFCLAccuracy` for the fields);
+        ``None`` for a multi-turn entry, which has no parallel matching."""
         return _score(self, example, trajectory, optimal=True)
 
 

@@ -32,15 +32,36 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
-from toolgym import Example, ModelStep, ReportTable, Run, Score, ToolCall, Trajectory
+from toolgym import (
+    Example,
+    ModelStep,
+    ReportTable,
+    Run,
+    Score,
+    Step,
+    ToolCall,
+    ToolStep,
+    Trajectory,
+    UserStep,
+)
 from toolgym.data import DatasetError, read_text
 from toolgym.stats import clustered_estimate
 from toolgym.suites.bfcl.checker import Verdict, abstention, check, check_optimal, unsatisfiable
 from toolgym.suites.bfcl.data import CATEGORIES, Entry, entry_of
+from toolgym.suites.bfcl.multi_turn import (
+    MULTI_TURN_CATEGORIES,
+    Judgement,
+    call_string,
+    judge,
+    keyword_call,
+    method_signatures,
+)
 
 __all__ = [
     "IMPORTED_AGENT",
     "first_divergence",
+    "judgement_of",
+    "multi_turn_result",
     "ORIGIN",
     "PROMPTING_AGENT",
     "export_published",
@@ -64,9 +85,13 @@ VERSION_PREFIX = "BFCL_v4"
 ACCURACY, OPTIMAL, ABSTENTION = "bfcl_accuracy", "bfcl_optimal", "bfcl_abstention"
 """The names of the suite's graders (:mod:`toolgym.suites.bfcl.graders`), read by the report."""
 
-OVERALL_NOTE = ("BFCL v4 here is its 13 single-turn categories only: the multi-turn and agentic "
-                "(web search, memory) categories are not in this data, so no overall figure is the "
-                "leaderboard's overall accuracy")
+OVERALL_NOTE = ("the leaderboard's overall accuracy weights its groups of categories and includes the agentic "
+                "(web search, memory) ones, which toolgym does not run: no row here is that overall figure")
+
+MULTI_TURN_NOTE = ("multi-turn overall: the unweighted mean of the four multi-turn categories' accuracies, as the "
+                   "leaderboard computes its Multi Turn Overall Acc")
+
+_ORDER = (*CATEGORIES, *MULTI_TURN_CATEGORIES)
 
 
 def result_of(trajectory: Trajectory) -> Any:
@@ -106,10 +131,63 @@ def _native(trajectory: Trajectory) -> bool:
     return trajectory.agent not in (PROMPTING_AGENT, IMPORTED_AGENT) and not isinstance(trajectory.final_state.get(ORIGIN), dict)
 
 
+def multi_turn_result(trajectory: Trajectory) -> Any:
+    """A multi-turn trajectory's result in the checker's decoded form: per user turn, per
+    model step that made calls, the calls as strings (``["cd(folder='document')", ...]``,
+    :func:`toolgym.suites.bfcl.multi_turn.call_string`).
+
+    Steps are grouped by the user steps of the trajectory (all in turn 1 when it has none). A
+    step without calls is left out, and so is a step with a call whose text did not decode
+    (``raw`` kept: arguments that are not JSON, a call written as text), as the leaderboard's
+    runner leaves out a step that does not decode. A call that decoded but was refused (a
+    function not offered, such as one a miss_func entry still withholds) is kept: the
+    leaderboard's decoding does not look at the offered names, and its checker executes any
+    method of the involved classes. An
+    imported line's ``result`` is returned as it was; a trajectory that ended in ``error``
+    gives ``"Error during inference: <error>"`` (not a list: the checker's inference error).
+    """
+    origin = trajectory.final_state.get(ORIGIN)
+    if isinstance(origin, dict) and "result" in origin:
+        return origin["result"]
+    if trajectory.status == "error":
+        return f"Error during inference: {trajectory.error}"
+    turns: list[list[list[str]]] = [[]]
+    users = 0
+    for step in trajectory.steps:
+        kind = getattr(step, "kind", None)
+        if kind == "user":
+            if step.stop:  # a simulated user's closing message starts no turn
+                continue
+            users += 1
+            if users > 1:
+                turns.append([])
+        elif kind == "model" and step.tool_calls and not any(c.raw is not None for c in step.tool_calls):
+            turns[-1].append([call_string(c.name, c.arguments) for c in step.tool_calls])
+    return turns
+
+
+def _entry_dict(entry: Entry) -> dict[str, Any]:
+    return {"id": entry.id, "initial_config": entry.initial_config or {}, "involved_classes": entry.involved_classes or []}
+
+
+def judgement_of(entry: Entry, trajectory: Trajectory) -> Judgement:
+    """The official verdict and toolgym's stepwise view of a multi-turn trajectory
+    (:func:`toolgym.suites.bfcl.multi_turn.judge` on :func:`multi_turn_result`)."""
+    return judge(_entry_dict(entry), multi_turn_result(trajectory), entry.ground_truth)
+
+
 def verdict_of(entry: Entry, trajectory: Trajectory, optimal: bool = False) -> Verdict:
     """The official (or, with ``optimal``, the optimal-matching) verdict on a trajectory.
 
-    A native trajectory whose result is text holds no call (see :func:`result_of`)."""
+    A native trajectory whose result is text holds no call (see :func:`result_of`). A
+    multi-turn entry gets the package's ``multi_turn_checker``'s verdict (:func:`judgement_of`),
+    ``call`` being the call toolgym's replay finds at fault."""
+    if entry.kind == "multi_turn":
+        judged = judgement_of(entry, trajectory)
+        if judged.official["valid"]:
+            return Verdict(True)
+        return Verdict(False, judged.official.get("error_type"), str(judged.official.get("error_message", "")),
+                       call=judged.view.call)
     result = result_of(trajectory)
     if isinstance(result, str) and _native(trajectory) and trajectory.status != "error":
         result = _NO_CALL
@@ -133,7 +211,15 @@ def first_divergence(example: Example, trajectory: Trajectory) -> tuple[int, str
     """Where the trajectory fails the official checks (the benchmark's ``divergence``, shown by
     ``show``): the model call at fault (or after the last call, for a result that fails as a
     whole) and ``"<error_type>: <what>"``, naming the argument; ``None`` when it passes."""
-    verdict = verdict_of(entry_of(example), trajectory)
+    entry = entry_of(example)
+    if entry.kind == "multi_turn":
+        judged = judgement_of(entry, trajectory)
+        if judged.official["valid"]:
+            return None
+        view = judged.view
+        return (view.call if view.call is not None else sum(len(s.tool_calls) for s in trajectory.model_steps),
+                f"{judged.official.get('error_type')}: {view.reason or judged.official.get('error_message')}")
+    verdict = verdict_of(entry, trajectory)
     if verdict.valid:
         return None
     calls = sum(len(s.tool_calls) for s in trajectory.model_steps)
@@ -175,9 +261,10 @@ def export_published(run: Run) -> list[Path]:
     for category, pairs in groups.items():
         result_rows, wrong = [], []
         for example, traj in pairs:
-            result = result_of(traj)
+            entry = entry_of(example)
+            result = multi_turn_result(traj) if entry.kind == "multi_turn" else result_of(traj)
             result_rows.append({"id": example.id, "result": result})
-            verdict = verdict_of(entry_of(example), traj)
+            verdict = verdict_of(entry, traj)
             if not verdict.valid:
                 wrong.append({"id": example.id, "test_category": category, "valid": False, "error": [verdict.error],
                               "error_type": verdict.error_type, "model_result": result})
@@ -198,7 +285,11 @@ def import_result_file(path: Path, examples: list[Example]) -> list[Trajectory]:
     """Read a result file (``{"id", "result"}`` per line, any tool's) into trajectories.
 
     Each line becomes a trajectory of agent ``imported`` whose model step holds the result's
-    text (a string result) or its decoded calls (a list), and whose ``final_state`` keeps the
+    text (a string result) or its decoded calls (a list), or, for a multi-turn entry, one
+    model step per step of the decoded form (per turn, per step, a list of call strings:
+    ``[[["cd(folder='x')"], ["ls()"]], [...]]``), each turn opened by its user step, each call
+    followed by a tool step with its result, and ``turn_states`` the states after each turn
+    (toolgym's replay, what ``turn_state`` grades), and whose ``final_state`` keeps the
     line's ``result`` verbatim (:data:`ORIGIN`); graders read that. An empty file gives no
     trajectory, with a warning.
 
@@ -210,6 +301,7 @@ def import_result_file(path: Path, examples: list[Example]) -> list[Trajectory]:
     """
     path = Path(path)
     known = {ex.id for ex in examples}
+    by_id = {ex.id: ex for ex in examples}
     try:
         lines = read_text(path).splitlines()
     except DatasetError as exc:  # names the encoding (UTF-16, ...) or the first byte not UTF-8
@@ -231,7 +323,9 @@ def import_result_file(path: Path, examples: list[Example]) -> list[Trajectory]:
         result = record["result"]
         text = result if isinstance(result, str) else ""
         calls = []
-        if isinstance(result, list):
+        if by_id[entry_id].metadata.get("multi_turn"):
+            steps = _multi_turn_steps(result, by_id[entry_id])
+        elif isinstance(result, list):
             for i, item in enumerate(result):
                 if isinstance(item, dict) and len(item) == 1:
                     name, args = next(iter(item.items()))
@@ -246,14 +340,58 @@ def import_result_file(path: Path, examples: list[Example]) -> list[Trajectory]:
                 "per id"
             )
         first_line[entry_id] = number
+        turn_states = None
+        if not by_id[entry_id].metadata.get("multi_turn"):
+            steps = [ModelStep(text=text, tool_calls=calls)]
+        elif isinstance(result, list):
+            entry = entry_of(by_id[entry_id])
+            turn_states = judge(_entry_dict(entry), result, entry.ground_truth).view.states
         trajectories.append(Trajectory(
             example_id=entry_id, trial=0, env="bfcl", agent=IMPORTED_AGENT, model=None, status="completed",
-            steps=[ModelStep(text=text, tool_calls=calls)],
+            steps=steps, turn_states=turn_states,
             final_state={ORIGIN: {"file": str(path), "line": number, "result": result}},
         ))
     if not trajectories:
         warnings.warn(f"{path}: the file holds no result; nothing is graded and no score file is written", stacklevel=2)
     return trajectories
+
+
+def _multi_turn_steps(result: Any, example: Example) -> list[Step]:
+    """The steps of an imported multi-turn line, for ``show``: for each turn a user step with
+    the entry's user message, for each step of the decoded
+    form a model step with its calls by name and arguments, and a tool step per call with the
+    result the checker's execution gives it (toolgym's replay,
+    :func:`toolgym.suites.bfcl.multi_turn.stepwise`); a string that is not a call of literals
+    is a malformed call with its text. Grading reads the line's ``result`` itself, not these
+    steps."""
+    messages = list(example.metadata.get("turns") or [])
+    if not isinstance(result, list):
+        return [UserStep(text=messages[0] if messages else "", turn=1), ModelStep(text=str(result), tool_calls=[])]
+    entry = entry_of(example)
+    outputs = iter(judge(_entry_dict(entry), result, entry.ground_truth).view.outputs)
+    signatures = method_signatures(list(example.metadata.get("involved_classes") or []))
+    steps: list[Step] = []
+    for t, turn in enumerate(result):
+        steps.append(UserStep(text=messages[t] if t < len(messages) else "", turn=t + 1))
+        for s, step in enumerate(turn if isinstance(turn, list) else []):
+            if not (isinstance(step, list) and step and all(isinstance(c, str) for c in step)):
+                continue  # holds no call: left out, as the checker's runner leaves it out
+            calls, tools = [], []
+            for c, text in enumerate(step):
+                ident = f"imported_{t}_{s}_{c}"
+                output = next(outputs, "")
+                try:
+                    name, arguments = keyword_call(text, signatures)
+                    calls.append(ToolCall(id=ident, name=name, arguments=arguments))
+                except (ValueError, TypeError) as exc:
+                    name, arguments = text.split("(")[0][:64] or "?", {}
+                    calls.append(ToolCall(id=ident, name=name, arguments={}, malformed=f"not a call of literals: {exc}",
+                                          raw=text))
+                error = output.startswith("Error during execution") or output.startswith('{"error"')
+                tools.append(ToolStep(call_id=ident, name=name, arguments=arguments, output=output, error=error))
+            steps.append(ModelStep(text="", tool_calls=calls))
+            steps.extend(tools)
+    return steps
 
 
 # --- report ---------------------------------------------------------------------------------
@@ -285,7 +423,7 @@ def report(run: Run) -> list[ReportTable]:
     official = scored.get(ACCURACY)
     if not official:
         return []
-    order = sorted(official, key=lambda c: CATEGORIES.index(c) if c in CATEGORIES else 99)
+    order = sorted(official, key=lambda c: _ORDER.index(c) if c in _ORDER else 99)
     rows = []
     for category in order:
         row: dict[str, Any] = {"category": category, "official accuracy ± s.e.": _rate(official[category]),
@@ -305,8 +443,15 @@ def report(run: Run) -> list[ReportTable]:
         every = [s for c in order for s in official[c]]
         rows.append({"category": "all (unweighted over entries)", "official accuracy ± s.e.": _rate(every), "n": len(every),
                      "optimal matching": None, "strict abstention": None, "malformed (counted correct officially)": None})
-    errors = sum(t.status == "error" for t in run.trajectories)
     notes = [OVERALL_NOTE]
+    if all(c in official for c in MULTI_TURN_CATEGORIES):
+        means = [sum(s.value for s in official[c]) / len(official[c]) for c in MULTI_TURN_CATEGORIES]
+        rows.append({"category": "multi-turn overall (unweighted over the 4 categories)",
+                     "official accuracy ± s.e.": f"{sum(means) / len(means):.3f}",
+                     "n": sum(len(official[c]) for c in MULTI_TURN_CATEGORIES),
+                     "optimal matching": None, "strict abstention": None, "malformed (counted correct officially)": None})
+        notes.append(MULTI_TURN_NOTE)
+    errors = sum(t.status == "error" for t in run.trajectories)
     if errors:
         notes.append(f"{errors} trajectory(ies) ended in error: outside these rows, counted in the score files as the leaderboard does")
     tables = [ReportTable(title=f"{run.env}: accuracy by category", rows=rows, notes=notes)]

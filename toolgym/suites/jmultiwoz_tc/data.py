@@ -503,7 +503,7 @@ def _load(files: DataFiles, tools_path: str, options: dict[str, Any]) -> list[Ex
             texts[dialogue] = question
         else:  # read without its text: the next turn is parsed whole
             texts.pop(dialogue, None)
-        calls = [built(ToolCallSpec, {"name": c["name"], "arguments": c["arguments"]}) for c in entry.calls]
+        calls = [built(ToolCallSpec, {"name": c["name"], "arguments": c["arguments"], "turn": None}) for c in entry.calls]
         examples.append(
             built(Example, {  # validated above
                 "schema_version": _SCHEMA_VERSION,
@@ -524,6 +524,9 @@ def _load(files: DataFiles, tools_path: str, options: dict[str, Any]) -> list[Ex
                 "minefields": None,
                 "read_only": None,
                 "extra_calls": None,
+                "turns": None,
+                "user": None,
+                "expected_states": None,
                 "allowed_changes": None,
             })
         )

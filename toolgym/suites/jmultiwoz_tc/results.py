@@ -465,6 +465,7 @@ def import_result_file(path: Path, examples: list[Example]) -> list[Trajectory]:
             "steps": [step], "final_state": {ORIGIN: {"file": where, "line": rec.line}}, "final_answer": None,
             "duration_s": 0.0, "initial_state": None, "state_note": None, "parent": None, "prefix_steps": None,
             "injected": None, "source_line": rec.line,  # an imported turn records no states
+            "turn_states": None, "user_model": None,
         })
         _state(traj, rec)  # the line just read: graders and exporter do not parse it again
         trajectories.append(traj)

@@ -35,7 +35,9 @@ for calls that were never executed}``; a tool step is ``{"t": name, "a": argumen
 output, "err": 1, "mf": malformed, "raw": raw, "al": alignment label (:func:`_label`), "sp":
 [[op, path, before, after, has_before, has_after]...] its state change (absent: not recorded;
 ``[]``: unchanged; for move and copy ``[op, path, from, after, 1, 1]``), "spn": changes left
-out}``. Optional keys are left out when empty.
+out}``; a user message of a multi-turn episode is ``{"u": text, "tn": its turn, "stop": 1 (the
+simulated user's last message), "l": the simulated user's latency_s}``. Optional keys are left
+out when empty.
 """
 
 from __future__ import annotations
@@ -163,6 +165,14 @@ def trajectory_payload(
     for step in traj.steps:
         if step.kind == "model":
             steps.append(_model_step(step, executed, max_chars))
+            continue
+        if step.kind == "user":
+            user: dict[str, Any] = {"u": clip(step.text, max_chars), "tn": step.turn}
+            if step.stop:
+                user["stop"] = 1
+            if step.latency_s is not None:
+                user["l"] = round(step.latency_s, 3)
+            steps.append(user)
             continue
         entry: dict[str, Any] = {
             "t": step.name,

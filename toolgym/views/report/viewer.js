@@ -292,7 +292,14 @@
     t.s.forEach(function (s, n) {
       var tr = add(body, el("tr"));
       add(tr, el("td", "n", n + 1));
-      if (s.m !== undefined) {
+      if (s.u !== undefined) {
+        tr.className = "user";
+        add(tr, el("td", "kind", s.stop ? "stop" : "user"));
+        var ucell = add(tr, el("td", "actual"));
+        add(ucell, el("div", "meta", "turn " + s.tn + (s.l !== undefined ? " · simulated user · " + s.l.toFixed(3) + " s" : "")));
+        add(ucell, el("pre", "text", s.u || "(ends the conversation)"));
+        add(tr, el("td", "expected"));
+      } else if (s.m !== undefined) {
         tr.className = "model";
         add(tr, el("td", "kind", "model"));
         var cell = add(tr, el("td", "actual"));

@@ -209,9 +209,12 @@ def _settings(record: RunRecord) -> dict[str, Any]:
 
 
 def _texts(traj: Trajectory, example: Example | None) -> tuple[str, str, str, str, str]:
-    model, reasoning, calls, results = [], [], [], []
+    model, reasoning, calls, results, users = [], [], [], [], []
     for step in traj.steps:
-        if step.kind == "model":
+        if step.kind == "user":  # a multi-turn episode: its later user messages are searched as input
+            if step.turn > 1 and step.text:
+                users.append(step.text)
+        elif step.kind == "model":
             if step.text:
                 model.append(step.text)
             if step.reasoning:
@@ -227,7 +230,7 @@ def _texts(traj: Trajectory, example: Example | None) -> tuple[str, str, str, st
     if traj.error:
         results.append(traj.error)
     return (
-        _input_text(example.input) if example is not None else "",
+        "\n".join([_input_text(example.input) if example is not None else "", *users]).strip("\n"),
         "\n".join(model), "\n".join(reasoning), "\n".join(calls), "\n".join(results),
     )
 

@@ -334,10 +334,20 @@ function toolStep(step, firstErrorStep) {
     step.state_after !== undefined ? el("details", {}, el("summary", { text: "state after" }), fold(step.state_after)) : null);
 }
 
+function userStep(step) {
+  const sim = step.latency_s !== null && step.latency_s !== undefined;
+  const tokens = [step.input_tokens !== null && step.input_tokens !== undefined ? `${step.input_tokens} in` : null,
+    step.output_tokens !== null && step.output_tokens !== undefined ? `${step.output_tokens} out` : null].filter(Boolean).join(" · ");
+  const what = step.stop ? `user stops${step.text ? ` · last message, turn ${step.turn}` : ""}` : `user · turn ${step.turn}`;
+  return el("div", { class: `step user${step.stop ? " stop" : ""}`, dataset: { index: step.index, turn: step.turn } },
+    el("div", { class: "meta", text: `${what}${sim ? ` · simulated user · ${num(step.latency_s, 2)} s${tokens ? ` · ${tokens} tokens` : ""}` : ""}` }),
+    step.text ? fold(step.text) : el("div", { class: "meta", text: "(ends the conversation)" }));
+}
+
 function stepsView(detail) {
   const fe = detail.first_error;
   let turn = 0;
-  return detail.trajectory.steps.map((s) => (s.kind === "model" ? modelStep(s, ++turn) : toolStep(s, fe ? fe.step : null)));
+  return detail.trajectory.steps.map((s) => (s.kind === "user" ? userStep(s) : s.kind === "model" ? modelStep(s, ++turn) : toolStep(s, fe ? fe.step : null)));
 }
 
 function trajectoryHead(detail) {
