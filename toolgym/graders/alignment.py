@@ -209,7 +209,7 @@ class _Layout:
     the milestones' positions, the parts they form through ``after`` and ``$from``, and the
     candidate rows of exact plain-valued calls with their alternatives merged."""
 
-    __slots__ = ("index", "optional", "required", "root", "groups", "simple", "exact", "by_name")
+    __slots__ = ("index", "optional", "required", "root", "groups", "simple", "exact", "by_name", "assignment")
 
     def __init__(self, plan: Plan) -> None:
         ms = plan.milestones
@@ -239,6 +239,9 @@ class _Layout:
             self.groups = {j: (j,) for j in range(len(ms))}
         # a milestone that can be solved alone when no step may match another one with it
         self.simple = tuple([not (m.after or m.refs or m.observed) for m in ms])
+        # a plain assignment problem: only calls, no order, no $from, all required or all
+        # optional (the agentevals modes' unordered, subset and superset plans)
+        self.assignment = bool(ms) and all(self.simple) and len(set(optional)) == 1
         exact, self.by_name = plan.call_index
         self.exact = {key: row if len(row) < 2 else _merged(row) for key, row in exact.items()}
 
@@ -391,6 +394,12 @@ def align(
                 shared = True
         candidates.append(row)
 
+    if shared and layout.assignment and policy != "allow_read_only":
+        # every milestone of one weight, every step of one penalty: any maximum matching of
+        # milestones with the steps that fit them is optimal (without a step that fits two
+        # milestones, each milestone is a part of its own, solved at once below)
+        found, work = _matching(ms, range(m_count), [i for i, row in enumerate(candidates) if row], candidates)
+        return _finish(plan, layout, steps, found, allowed, candidates, True, "exact search", work)
     root = layout.root
     groups = layout.groups
     if shared:
@@ -415,7 +424,6 @@ def align(
             else:
                 found_steps.append(i)
 
-    step_milestone: list[str | None] = [None] * n
     matched: dict[str, tuple[str, int]] = {}
     exact, explored = True, 0
     for r, members in groups.items():
@@ -433,27 +441,48 @@ def align(
             for i in part_steps:  # type: ignore[union-attr]
                 if penalty[i] > penalty[best]:
                     best = i
-            mid = ms[j].id
-            matched[mid] = ("step", best)
-            step_milestone[best] = mid
+            matched[ms[j].id] = ("step", best)
             explored += len(part_steps)  # type: ignore[arg-type]
             continue
         if _is_chain(ms, members, index):
             found, work = _chain(ms, members, part_steps or [], candidates, weight, penalty)
+            ok = True
+        elif _is_uniform(ms, members, part_steps or [], weight, penalty):
+            found, work = _matching(ms, members, part_steps or [], candidates)
             ok = True
         else:
             found, work, ok = _search(ms, members, part_steps or [], candidates, weight, penalty, steps, states,
                                       index, judge, limit, plan.final_only, observed or {}, tool_context)
         exact &= ok
         explored += work
-        for mid, where in found.items():
-            matched[mid] = where
-            if where[0] == "step":
-                step_milestone[where[1]] = mid
+        matched.update(found)
+    return _finish(plan, layout, steps, matched, allowed, candidates, exact,
+                   "exact search" if exact else f"beam search keeping the best {limit} states per step (not exact)",
+                   explored)
+
+
+def _finish(
+    plan: Plan,
+    layout: _Layout,
+    steps: Sequence[StepView],
+    matched: dict[str, tuple[str, int]],
+    allowed: list[bool],
+    candidates: list[list[tuple[int, tuple[CallPattern, ...]]]],
+    exact: bool,
+    method: str,
+    explored: int,
+) -> Alignment:
+    """The :class:`Alignment` of the matches found: each step's milestone, the counts, the
+    steps that brought a milestone about."""
+    ms, index = plan.milestones, layout.index
+    step_milestone: list[str | None] = [None] * len(steps)
+    for mid, (kind, pos) in matched.items():
+        if kind == "step":
+            step_milestone[pos] = mid
     optional_matched = sum(1 for mid in matched if layout.optional[index[mid]])
     brought = _brought_about(ms, index, steps, step_milestone, matched, plan.observes) if matched else {}
     unmatched = forbidden = 0
-    for i in range(n):
+    for i in range(len(steps)):
         if step_milestone[i] is None and i not in brought:
             unmatched += 1
             if not allowed[i]:
@@ -466,7 +495,7 @@ def align(
         forbidden_unmatched=forbidden,
         unmatched=unmatched,
         exact=exact,
-        method="exact search" if exact else f"beam search keeping the best {limit} states per step (not exact)",
+        method=method,
         states_explored=explored,
         candidates=[[j for j, _ in row] for row in candidates],
         allowed=allowed,
@@ -495,18 +524,8 @@ def _within_turns(plan: Plan, steps: list[StepView]) -> Alignment | None:
         segment = range(start, end)  # these steps, and the milestones at the same positions
         fits = {i: [j for j in segment if any(c.name == steps[i].name and c.wrong_argument(steps[i].arguments) is None
                                               for c in ms[j].calls)] for i in segment}
-        owner: dict[int, int] = {}  # milestone -> step
-
-        def augment(i: int, seen: set[int], fits: dict[int, list[int]] = fits, owner: dict[int, int] = owner) -> bool:
-            for j in fits[i]:
-                if j not in seen:
-                    seen.add(j)
-                    if j not in owner or augment(owner[j], seen):
-                        owner[j] = i
-                        return True
-            return False
-
-        if not all(augment(i, set()) for i in segment):
+        owner: dict[int, int] = {}  # milestone -> step (the steps look for milestones here)
+        if not all(_augment(i, fits, owner, set()) for i in segment):
             return None
         for j, i in owner.items():
             step_milestone[i] = ms[j].id
@@ -564,6 +583,62 @@ def _is_chain(ms: tuple[Milestone, ...], members: Sequence[int], index: Mapping[
         if k > 0 and (len(m.after) != 1 or index[m.after[0]] != members[k - 1]):
             return False
     return True
+
+
+def _is_uniform(
+    ms: tuple[Milestone, ...], members: Sequence[int], part_steps: Sequence[int], weight: list[int], penalty: list[int]
+) -> bool:
+    """Whether the part is a plain assignment problem: no ``after``, no ``$from``, nothing
+    observed (only calls), every milestone of the same weight (all required or all optional)
+    and every step of the same penalty (the policy allows all of them or none). Then every
+    maximum matching is optimal (the agentevals modes' plans are such parts)."""
+    first = weight[members[0]]
+    for j in members:
+        m = ms[j]
+        if m.after or m.refs or m.observed or weight[j] != first:
+            return False
+    if part_steps:
+        p = penalty[part_steps[0]]
+        return all(penalty[i] == p for i in part_steps)
+    return True
+
+
+def _matching(
+    ms: tuple[Milestone, ...],
+    members: Sequence[int],
+    part_steps: Sequence[int],
+    candidates: list[list[tuple[int, tuple[CallPattern, ...]]]],
+) -> tuple[dict[str, tuple[str, int]], int]:
+    """A maximum matching of the part's milestones with the steps that fit them, by
+    augmenting paths (Kuhn's algorithm): the milestones in the order written, each trying
+    the steps in order, so a milestone takes the earliest step left when it can. Returns the
+    matches and the (milestone, step) pairs that fit."""
+    inside = set(members)
+    fits: dict[int, list[int]] = {j: [] for j in members}
+    pairs = 0
+    for i in part_steps:
+        for j, _ in candidates[i]:
+            if j in inside:
+                fits[j].append(i)
+                pairs += 1
+    owner: dict[int, int] = {}  # step -> milestone
+    for j in members:
+        if fits[j]:
+            _augment(j, fits, owner, set())
+    return {ms[j].id: ("step", i) for i, j in sorted(owner.items())}, pairs
+
+
+def _augment(j: int, fits: Mapping[int, list[int]], owner: dict[int, int], seen: set[int]) -> bool:
+    """Kuhn's augmenting path from milestone ``j``: give it a step, moving the milestone that
+    held the step to another of its steps when it can (a module function, not a closure, so
+    no reference cycle is left for the garbage collector)."""
+    for i in fits[j]:
+        if i not in seen:
+            seen.add(i)
+            if i not in owner or _augment(owner[i], fits, owner, seen):
+                owner[i] = j
+                return True
+    return False
 
 
 def _chain(
