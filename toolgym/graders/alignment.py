@@ -1274,7 +1274,11 @@ def _argument_text(call: CallPattern, argument: str, arguments: Mapping[str, Any
     """Why argument ``argument`` of a call does not fit ``call``: not given, not expected, or
     the value given beside the value expected (a ``$from`` resolved to the value it names),
     with their types when only the type differs (``'158'`` (string) vs ``158`` (integer))."""
-    matcher = next((m for k, m in call.arguments or () if k == argument), None)
+    matcher = None
+    for k, m in call.arguments or ():
+        if k == argument:
+            matcher = m
+            break
     if argument not in arguments:
         return f"argument {argument!r} missing"
     given = arguments[argument]
