@@ -82,11 +82,23 @@ def test_the_policy_decides_which_extra_step_is_left_unmatched():
 
 
 def test_beyond_the_limit_it_says_so():
-    plan = compile_plan([{"id": f"m{i}", "call": {"name": "f"}} for i in range(6)])
+    # one optional milestone among required ones: no plain assignment problem, so the search runs
+    plan = compile_plan([{"id": f"m{i}", "call": {"name": "f"}, **({"optional": True} if i == 0 else {})}
+                         for i in range(6)])
     exact = align(plan, [call("f")] * 6)
     beam = align(plan, [call("f")] * 6, limit=3)
-    assert exact.exact and exact.required_matched == 6
+    assert exact.exact and exact.required_matched == 5 and exact.optional_matched == 1
     assert not beam.exact and "beam search" in beam.method
+
+
+def test_a_plain_assignment_problem_is_a_maximum_matching():
+    # all required, no order: the agentevals unordered mode's plan; any maximum matching is optimal
+    plan = compile_plan([{"id": f"m{i}", "call": {"name": "f", "arguments": {"x": {"$in": list(range(i, 3))}}}}
+                         for i in range(3)])
+    steps = [call("f", x=0), call("f", x=2), call("f", x=1), call("f", x=9)]
+    result = align(plan, steps)
+    assert result.required_matched == 3 and result.forbidden_unmatched == 1 and result.exact
+    assert result.step_milestone == ["m0", "m2", "m1", None]
 
 
 def test_sixteen_unordered_milestones_are_exact():

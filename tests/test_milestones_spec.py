@@ -86,7 +86,7 @@ def test_an_example_without_milestones_has_no_plan(tmp_path):
         ({"milestones": [{"id": "a", "call": {"name": "f", "args": "loose"}}]},
          "milestones[0].call.args", "unknown mode 'loose'"),
         ({"milestones": [{"id": "a", "call": {"name": "f"}, "state": {"k": 1}}]},
-         "milestones[0]", "exactly one of 'call', 'state' or 'any_of'"),
+         "milestones[0]", "exactly one of 'call', 'state', 'message', 'answer', 'result' or 'any_of'"),
         ({"milestones": [{"id": "a", "calls": {"name": "f"}}]}, "milestones[0].calls", "unknown field"),
         ({"milestones": [{"id": "a", "call": {"name": "f"}}, {"id": "a", "call": {"name": "g"}}]},
          "milestones[1].id", "already the id of milestones[0]"),

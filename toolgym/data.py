@@ -421,6 +421,10 @@ def check_tools(benchmark: Benchmark, examples: list[Example], where: str | Path
                 if getattr(call, "kind", "") == "call" and call.name not in tools:
                     field = ".call" if len(milestone.alternatives) == 1 else f".any_of[{alt}].call"
                     users.setdefault(call.name, {}).setdefault(ex.id, f"milestones[{milestone.index}]{field}.name")
+                named = call.name if getattr(call, "kind", "") == "result" else None
+                if named is not None and named not in tools:  # a result of a tool that does not exist
+                    field = ".result" if len(milestone.alternatives) == 1 else f".any_of[{alt}].result"
+                    users.setdefault(named, {}).setdefault(ex.id, f"milestones[{milestone.index}]{field}.name")
     problems = []
     for name, uses in users.items():
         shown = ", ".join(f"{ex_id!r} ({field})" for ex_id, field in list(uses.items())[:3])

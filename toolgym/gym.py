@@ -57,7 +57,13 @@ from toolgym.environments import Environment, ToolBug
 from toolgym.graders import grader_name
 from toolgym.graders.alignment import align, diagnose
 from toolgym.graders.steps import first_divergence, step_names
-from toolgym.graders.trajectory import plan_reads_states, recorded_states, step_views
+from toolgym.graders.trajectory import (
+    observations,
+    plan_reads_states,
+    recorded_states,
+    results_seen,
+    step_views,
+)
 from toolgym.openai_format import assistant_message, prompt_messages, step_messages, tool_schemas
 from toolgym.parsing import hermes_message, model_step, openai_assistant_message
 from toolgym.plugins import registries
@@ -219,15 +225,19 @@ def milestone_potential(example: Example, steps: list[Any], initial_state: dict[
     milestones (1.0 when all are optional), 0.0 once a call or a state hits a minefield. State
     milestones and minefields are checked against the state after each tool step, rebuilt from
     the steps' recorded patches and ``initial_state`` (the state after reset); without them they
-    count only at the end (the final grader's value)."""
+    count only at the end (the final grader's value). ``message`` and ``result`` milestones count
+    from the turn that says the text or the step that returns the result; ``answer`` ones only
+    at the end, when the final answer is known."""
     plan = example.plan
     assert plan is not None
     required = sum(1 for m in plan.milestones if not m.optional)
     so_far = Trajectory.model_construct(steps=steps, initial_state=initial_state)
     views = step_views(so_far, results=any(m.refs for m in plan.milestones))
     states = recorded_states(so_far) if initial_state is not None and plan_reads_states(plan) else {}
-    alignment = align(plan, views, states)
-    if diagnose(plan, views, alignment, states=states).mines:
+    observed = observations(so_far) if plan.observes or plan.reads_tools else None
+    seen = results_seen(so_far) if plan.reads_tools else None
+    alignment = align(plan, views, states, observed=observed, seen=seen)
+    if diagnose(plan, views, alignment, states=states, observed=observed, seen=seen).mines:
         return 0.0
     return alignment.required_matched / required if required else 1.0
 

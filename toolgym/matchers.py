@@ -17,8 +17,10 @@ JSON value (and, for ``$from`` and ``$judge``, a :class:`MatchContext`). The ope
 ``{"$regex": p}``                        a string that ``p`` matches whole (``re.fullmatch``)
 ``{"$in": [v, ...]}``                    any one of the values (each may be an operator)
 ``{"$any": true}``                       any value at all
-``{"$contains": s}``                     a string holding ``s``, or a list with an element
-                                        that matches ``s``
+``{"$contains": s}``                     a string holding ``s`` (``{"$lenient": t}`` as ``s``:
+                                        holding ``t`` once both are normalised as
+                                        ``$lenient`` does), or a list with an element that
+                                        matches ``s``
 ``{"$prefix": s}``                       a string starting with ``s``
 ``{"$unordered": [v, ...]}``             a list equal as a multiset (elements may be
                                         operators; the pairing is a maximum matching)
@@ -26,10 +28,17 @@ JSON value (and, for ``$from`` and ``$judge``, a :class:`MatchContext`). The ope
 ``{"$from": id, "path": p}``             equal to the part at JSON pointer ``p`` (RFC 6901;
                                         default ``""``, the whole) of the result of the step
                                         that matched milestone ``id``
+``{"$from": {"tool": t}, "path": p}``    equal to the part at ``p`` of the result of any tool
+                                        step of tool ``t`` that the model had seen
+                                        (:attr:`MatchContext.tool_results`)
 ``{"$judge": criterion}``                an LLM judge decides (needs a judge:
                                         :class:`MatchContext.judge`)
 ``{"$literal": v}``                      ``v`` by plain equality, never read as an operator
 ======================================  =====================================================
+
+Partial credit (:class:`Similarity`, compiled by :func:`compile_similarity`) is apart from
+matching: a number in [0, 1] saying how close an actual value is to a reference, by ROUGE-L
+(:func:`rouge_l`) for text or by numeric closeness (:func:`closeness`).
 """
 
 from __future__ import annotations
@@ -37,7 +46,7 @@ from __future__ import annotations
 import math
 import re
 import unicodedata
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -48,8 +57,13 @@ __all__ = [
     "JudgeRequired",
     "MatchContext",
     "Matcher",
+    "Similarity",
     "SpecError",
+    "closeness",
     "compile_matcher",
+    "compile_similarity",
+    "rouge_l",
+    "text_tokens",
     "json_equal",
     "json_key",
     "literal",
@@ -167,10 +181,14 @@ class MatchContext:
             its text) of the step that matched it; read by ``$from``.
         judge: ``judge(criterion, value) -> bool`` deciding ``$judge``; ``None`` when no judge
             is configured (a ``$judge`` then raises :class:`JudgeRequired`).
+        tool_results: Tool name → the results (JSON values) of its steps that ran without
+            error and that the model had seen when it made the call being matched; read by
+            ``{"$from": {"tool": name}}``.
     """
 
     results: Mapping[str, Any] = field(default_factory=dict)
     judge: Callable[[str, Any], bool] | None = None
+    tool_results: Mapping[str, Sequence[Any]] = field(default_factory=dict)
 
 
 EMPTY_CONTEXT = MatchContext()
@@ -179,10 +197,12 @@ EMPTY_CONTEXT = MatchContext()
 class Matcher:
     """A compiled matcher. ``match(actual, context)`` → bool; ``expected()`` a JSON value
     describing what was expected (for explanations); ``refs`` the milestone ids that ``$from``
-    inside it reads."""
+    inside it reads; ``reads_tools`` the tool names that ``{"$from": {"tool": ...}}`` inside it
+    reads."""
 
     refs: frozenset[str] = frozenset()
     needs_judge: bool = False
+    reads_tools: frozenset[str] = frozenset()
 
     def match(self, actual: Any, context: MatchContext = EMPTY_CONTEXT) -> bool:  # pragma: no cover
         raise NotImplementedError
@@ -336,7 +356,11 @@ class Contains(Matcher):
 
     def match(self, actual: Any, context: MatchContext = EMPTY_CONTEXT) -> bool:
         if isinstance(actual, str):
-            return isinstance(self.part, str) and self.part in actual
+            if isinstance(self.part, str):
+                return self.part in actual
+            if type(self.element) is Lenient:  # a lenient substring
+                return lenient_text(self.element.text) in lenient_text(actual)
+            return False
         if isinstance(actual, list):
             return any(self.element.match(a, context) for a in actual)
         return False
@@ -396,25 +420,48 @@ resolve."""
 
 @dataclass(eq=False)
 class From(Matcher):
+    """``$from``: the part at ``path`` of the result of the step that matched ``milestone``,
+    or, with ``tool`` set (``milestone`` then ``""``), of any seen result of that tool."""
+
     milestone: str
     path: str
+    tool: str | None = None
 
     @property
     def refs(self) -> frozenset[str]:  # type: ignore[override]
-        return frozenset({self.milestone})
+        return frozenset({self.milestone}) if self.tool is None else frozenset()
+
+    @property
+    def reads_tools(self) -> frozenset[str]:  # type: ignore[override]
+        return frozenset({self.tool}) if self.tool is not None else frozenset()
 
     def resolve(self, context: MatchContext) -> Any:
         """The value this ``$from`` names, or a sentinel when the milestone has no result or
-        the pointer does not resolve."""
+        the pointer does not resolve (for the tool form: the value in its first seen result
+        where the pointer resolves)."""
+        if self.tool is not None:
+            for result in context.tool_results.get(self.tool, ()):
+                value = jsonpointer.resolve_pointer(result, self.path, _MISSING)
+                if value is not _MISSING:
+                    return value
+            return _MISSING
         if self.milestone not in context.results:
             return _MISSING
         return jsonpointer.resolve_pointer(context.results[self.milestone], self.path, _MISSING)
 
     def match(self, actual: Any, context: MatchContext = EMPTY_CONTEXT) -> bool:
+        if self.tool is not None:  # any seen result of the tool may hold it
+            return any(
+                (value := jsonpointer.resolve_pointer(result, self.path, _MISSING)) is not _MISSING
+                and json_equal(value, actual)
+                for result in context.tool_results.get(self.tool, ())
+            )
         value = self.resolve(context)
         return value is not _MISSING and json_equal(value, actual)
 
     def expected(self) -> Any:
+        if self.tool is not None:
+            return {"$from": {"tool": self.tool}, "path": self.path}
         return {"$from": self.milestone, "path": self.path}
 
 
@@ -526,7 +573,13 @@ def _compile_subset(spec: dict[str, Any], where: str) -> Matcher:
 
 def _compile_from(spec: dict[str, Any], where: str) -> Matcher:
     _check_keys(spec, "$from", ("path",), where)
-    milestone = _string(spec, "$from", where)
+    source, tool = spec["$from"], None
+    if isinstance(source, dict):
+        if set(source) != {"tool"} or not isinstance(source["tool"], str) or not source["tool"]:
+            raise SpecError(where, f'$from takes a milestone id or {{"tool": name}}, got {_short(source)}')
+        milestone, tool = "", source["tool"]
+    else:
+        milestone = _string(spec, "$from", where)
     path = spec.get("path", "")
     if not isinstance(path, str):
         raise SpecError(where, f"path takes a JSON pointer string, got {_short(path)}")
@@ -534,7 +587,7 @@ def _compile_from(spec: dict[str, Any], where: str) -> Matcher:
         jsonpointer.JsonPointer(path)
     except jsonpointer.JsonPointerException as exc:
         raise SpecError(where, f"path {path!r} is not a JSON pointer (RFC 6901): {exc}") from None
-    return From(milestone, path)
+    return From(milestone, path, tool)
 
 
 def _compile_judge(spec: dict[str, Any], where: str) -> Matcher:
@@ -628,8 +681,155 @@ def _with_refs(m: Matcher) -> Matcher:
     if children and not isinstance(m, From):
         refs = frozenset().union(*(c.refs for c in children))
         judge = any(c.needs_judge for c in children)
+        tools = frozenset().union(*(c.reads_tools for c in children))
         if refs:
             object.__setattr__(m, "refs", refs)
         if judge:
             object.__setattr__(m, "needs_judge", True)
+        if tools:
+            object.__setattr__(m, "reads_tools", tools)
     return m
+
+
+# ---- partial credit ---------------------------------------------------------------------------
+
+_TOKEN = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]|[^\W_]+")
+
+
+def text_tokens(text: str) -> list[str]:
+    """The tokens ROUGE-L compares: ``text`` normalised with Unicode NFKC and case folding,
+    then each run of letters and digits one token, except that each Chinese character, kana or
+    kanji is a token of its own (those scripts do not separate words with spaces)."""
+    return _TOKEN.findall(unicodedata.normalize("NFKC", text).casefold())
+
+
+def _lcs_length(a: Sequence[str], b: Sequence[str]) -> int:
+    """The length of a longest common subsequence of ``a`` and ``b`` (dynamic programme over
+    one row, O(len(a) * len(b)) time)."""
+    if len(a) < len(b):
+        a, b = b, a
+    row = [0] * (len(b) + 1)
+    for x in a:
+        previous = 0  # row[j - 1] of the row before
+        for j, y in enumerate(b, 1):
+            here = row[j]
+            row[j] = previous + 1 if x == y else max(row[j], row[j - 1])
+            previous = here
+    return row[-1]
+
+
+def rouge_l(reference: str, candidate: str) -> float:
+    """ROUGE-L between two texts: the F-measure of the longest common subsequence of their
+    tokens (Lin 2004, "ROUGE: A Package for Automatic Evaluation of Summaries", section 3.1):
+    with ``LCS`` its length, ``R = LCS / len(reference)``, ``P = LCS / len(candidate)`` and
+    ``F = 2PR / (P + R)`` (``beta = 1``, as the ``rouge-score`` package reports ``fmeasure``).
+    Tokens are :func:`text_tokens` (no stemming). 0.0 when either text has no token.
+
+    Returns:
+        float: In [0, 1]; 1.0 for the same tokens in the same order.
+    """
+    ref, cand = text_tokens(reference), text_tokens(candidate)
+    if not ref or not cand:
+        return 0.0
+    lcs = _lcs_length(ref, cand)
+    if lcs == 0:
+        return 0.0
+    recall, precision = lcs / len(ref), lcs / len(cand)
+    return 2 * precision * recall / (precision + recall)
+
+
+def closeness(actual: Any, target: float, scale: float) -> float:
+    """Numeric closeness: ``max(0, 1 - |actual - target| / scale)``, 1.0 at the target and 0.0
+    from ``scale`` away; 0.0 for a value that is not a number (a boolean is not one).
+
+    Args:
+        actual: The value given.
+        target: The reference number.
+        scale: The distance at which closeness reaches 0 (positive).
+    """
+    if not _is_number(actual) or not math.isfinite(actual):
+        return 0.0
+    return max(0.0, 1.0 - abs(actual - target) / scale)
+
+
+@dataclass(frozen=True)
+class Similarity:
+    """A partial-credit measure of one value against a reference.
+
+    Attributes:
+        kind: ``rouge_l`` (:func:`rouge_l` of a text with ``reference``, a string) or ``num``
+            (:func:`closeness` of a number to ``reference`` with ``scale``).
+        reference: The reference text or number.
+        scale: For ``num``: the distance at which closeness reaches 0.
+    """
+
+    kind: str
+    reference: Any
+    scale: float = 1.0
+
+    def score(self, actual: Any) -> float:
+        """The similarity of ``actual``, in [0, 1] (0.0 for a value of the wrong type)."""
+        if self.kind == "rouge_l":
+            return rouge_l(self.reference, actual) if isinstance(actual, str) else 0.0
+        return closeness(actual, self.reference, self.scale)
+
+    def expected(self) -> Any:
+        if self.kind == "rouge_l":
+            return {"rouge_l": self.reference}
+        return {"num": self.reference, "scale": self.scale}
+
+
+def _reference_of(matcher: Matcher | None) -> Any:
+    """The plain value a matcher compares with, when it has one (for a measure written without
+    its reference): a plain value, ``$literal``, ``$lenient``, ``$contains`` of a string, ``$num``."""
+    if isinstance(matcher, Equal):
+        return matcher.value
+    if isinstance(matcher, Lenient):
+        return matcher.text
+    if isinstance(matcher, Contains) and isinstance(matcher.part, str):
+        return matcher.part
+    if isinstance(matcher, Num):
+        return matcher.target
+    return None
+
+
+def compile_similarity(spec: Any, matcher: Matcher | None, where: str) -> Similarity:
+    """Compile a partial-credit measure: ``"rouge_l"``, ``{"rouge_l": text}``, ``"num"``,
+    ``{"num": x}``, ``{"num": x, "scale": s}`` (``x`` ``null``: the matcher's number). Without
+    its reference, a measure takes the value ``matcher`` compares with (a plain value,
+    ``$literal``, ``$lenient``, ``$contains`` of a string, ``$num``'s number); ``num``'s scale
+    defaults to ``|x|`` (closeness is then one minus the relative error), 1 when ``x`` is 0.
+
+    Raises:
+        SpecError: naming ``where``: an unknown measure, a reference of the wrong type, a
+            measure whose reference cannot be read from the matcher, a scale that is not
+            positive.
+    """
+    if isinstance(spec, str):
+        kind, given, scale = spec, None, None
+    elif isinstance(spec, dict) and len(spec) >= 1 and next(iter(spec)) in ("rouge_l", "num"):
+        kind = next(iter(spec))
+        allowed = {"rouge_l"} if kind == "rouge_l" else {"num", "scale"}
+        extra = sorted(set(spec) - allowed)
+        if extra:
+            raise SpecError(where, f"{kind} does not take {extra[0]!r}")
+        given, scale = spec[kind], spec.get("scale")
+    else:
+        raise SpecError(where, f'expected a measure ("rouge_l", "num", {{"rouge_l": text}}, {{"num": x, "scale": s}}), '
+                               f"got {_short(spec)}")
+    if kind not in ("rouge_l", "num"):
+        raise SpecError(where, f"unknown measure {kind!r} (known: rouge_l, num)")
+    reference = given if given is not None else _reference_of(matcher)
+    if kind == "rouge_l":
+        if not isinstance(reference, str):
+            raise SpecError(where, "rouge_l needs a reference text: write {\"rouge_l\": \"...\"}"
+                            if given is None else f"rouge_l takes a string, got {_short(given)}")
+        return Similarity("rouge_l", reference)
+    if not _is_number(reference) or not math.isfinite(reference):
+        raise SpecError(where, "num needs a reference number: write {\"num\": x}"
+                        if given is None else f"num takes a finite number, got {_short(given)}")
+    if scale is None:
+        scale = abs(reference) or 1.0
+    if not _is_number(scale) or not math.isfinite(scale) or scale <= 0:
+        raise SpecError(where, f"scale takes a positive number, got {_short(scale)}")
+    return Similarity("num", float(reference), float(scale))

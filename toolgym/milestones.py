@@ -25,6 +25,11 @@ An example may carry (beside ``expected_calls``, which keeps its meaning)::
   milestones never count against a trajectory.
 * A ``state`` milestone that no other milestone comes after must hold in the final state (a
   state met on the way and undone by the end is not met), unless it sets ``"transient": true``.
+* A milestone may also be ``message`` (a matcher over what the agent says: the text of each
+  model step and the final answer), ``answer`` (a matcher over the final answer only) or
+  ``result`` (``{"name": tool, "value": matcher}``: some tool step that ran without error
+  returned a matching result, BFCL's response check). Like a state, these are observed after
+  a step (a text said after ``k`` tool steps, the result of tool step ``k``) and use no step.
 * ``minefields``: a call or state that fails the trajectory whatever else it did.
 * ``read_only`` (``fnmatch`` globs of tool names) and ``extra_calls`` (``forbid``, the default,
   ``allow_read_only`` or ``allow``) decide whether a call matched to no milestone is an error.
@@ -39,7 +44,7 @@ pointing at a milestone that is not always matched earlier (not an ancestor thro
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from functools import cached_property
@@ -50,8 +55,10 @@ from toolgym.matchers import (
     Equal,
     MatchContext,
     Matcher,
+    Similarity,
     SpecError,
     compile_matcher,
+    compile_similarity,
     json_key,
 )
 from toolgym.matchers import Literal as LiteralValue
@@ -60,8 +67,10 @@ __all__ = [
     "ARGS_MODES",
     "EXTRA_CALLS",
     "CallPattern",
+    "MessagePattern",
     "Milestone",
     "Plan",
+    "ResultPattern",
     "StatePattern",
     "calls_plan",
     "compile_plan",
@@ -210,7 +219,54 @@ class StatePattern:
         return {"state": {k: m.expected() for k, m in self.items}}
 
 
-Pattern = CallPattern | StatePattern
+@dataclass(eq=False, slots=True)
+class MessagePattern:
+    """What the agent says: ``matcher`` against each text the agent said at one point (the text
+    of a model step, the final answer), or only the final answer when ``final``."""
+
+    matcher: Matcher
+    final: bool = False
+    refs: frozenset[str] = frozenset()
+
+    kind: Literal["message"] = "message"
+
+    def match(self, texts: Sequence[str], context: MatchContext = EMPTY_CONTEXT) -> bool:
+        """Whether one of ``texts`` matches."""
+        return any(self.matcher.match(t, context) for t in texts)
+
+    def expected(self) -> dict[str, Any]:
+        return {"answer" if self.final else "message": self.matcher.expected()}
+
+
+@dataclass(eq=False, slots=True)
+class ResultPattern:
+    """What a tool step returned (its output parsed as JSON, else its text), for a step that
+    ran without error: of tool ``name`` (``None``: any tool), matching ``value`` (``None``: any
+    result)."""
+
+    name: str | None = None
+    value: Matcher | None = None
+    refs: frozenset[str] = frozenset()
+
+    kind: Literal["result"] = "result"
+
+    def match(self, name: str, result: Any, context: MatchContext = EMPTY_CONTEXT) -> bool:
+        """Whether the result ``result`` of a step of tool ``name`` matches."""
+        return (self.name is None or name == self.name) and (self.value is None or self.value.match(result, context))
+
+    def expected(self) -> dict[str, Any]:
+        body: dict[str, Any] = {}
+        if self.name is not None:
+            body["name"] = self.name
+        if self.value is not None:
+            body["value"] = self.value.expected()
+        return {"result": body}
+
+
+Pattern = CallPattern | StatePattern | MessagePattern | ResultPattern
+OBSERVED_KINDS = ("state", "message", "answer", "result")
+"""The milestone kinds matched by what is observed after a step (a state, a text, a result),
+not by a step."""
 
 
 @dataclass(eq=False, slots=True)
@@ -230,19 +286,29 @@ class Milestone:
     must hold in the final state unless it is transient."""
     turn: int | None = None
     """The user turn the milestone belongs to (``"turn": k``), named in errors about it."""
+    similarity: tuple[tuple[str, Similarity], ...] = ()
+    """Partial credit when unmatched (``milestone_similarity``): argument name or state key →
+    its measure; for a message or answer, one measure keyed ``""`` (the text)."""
 
     calls: tuple[CallPattern, ...] = field(init=False, repr=False)
     """The call alternatives."""
     states: tuple[StatePattern, ...] = field(init=False, repr=False)
     """The state alternatives."""
+    observed: tuple[Pattern, ...] = field(init=False, repr=False)
+    """The alternatives matched by what is observed after a step: states, messages, results."""
 
     def __post_init__(self) -> None:
         if len(self.alternatives) == 1:
             only = self.alternatives
-            self.calls, self.states = (only, ()) if only[0].kind == "call" else ((), only)  # type: ignore[assignment]
+            kind = only[0].kind
+            if kind == "call":  # the common case (every milestone of a plan of reference calls)
+                self.calls, self.states, self.observed = only, (), ()  # type: ignore[assignment]
+            else:
+                self.calls, self.states, self.observed = (), only if kind == "state" else (), only  # type: ignore[assignment]
         else:
             self.calls = tuple(a for a in self.alternatives if isinstance(a, CallPattern))
             self.states = tuple(a for a in self.alternatives if isinstance(a, StatePattern))
+            self.observed = tuple(a for a in self.alternatives if not isinstance(a, CallPattern))
 
 
 @dataclass(eq=False)
@@ -309,7 +375,7 @@ class Plan:
             m.needs_judge
             for milestone in self.milestones
             for pattern in milestone.alternatives
-            for _, m in (pattern.arguments or () if isinstance(pattern, CallPattern) else pattern.items)
+            for m in pattern_matchers(pattern)
         )
 
     @cached_property
@@ -325,6 +391,23 @@ class Plan:
         later = {a for m in self.milestones for a in m.after}
         return frozenset(m.id for m in self.milestones if m.states and not m.transient and m.id not in later)
 
+    @cached_property
+    def has_similarity(self) -> bool:
+        """Whether a milestone declares partial credit (``similarity``)."""
+        return any(m.similarity for m in self.milestones)
+
+    @cached_property
+    def observes(self) -> bool:
+        """Whether a milestone is a ``message``, ``answer`` or ``result`` (the alignment must be
+        given what the agent said and what the tools returned)."""
+        return any(p.kind in ("message", "result") for m in self.milestones for p in m.observed)
+
+    @cached_property
+    def reads_tools(self) -> bool:
+        """Whether a call milestone reads ``{"$from": {"tool": ...}}`` (the alignment must be
+        given the results each call could have seen)."""
+        return any(m.reads_tools for milestone in self.milestones for c in milestone.calls for _, m in c.arguments or ())
+
     def is_read_only(self, name: str) -> bool:
         """Whether tool ``name`` matches a ``read_only`` pattern."""
         return any(fnmatchcase(name, pattern) for pattern in self.read_only)
@@ -335,7 +418,20 @@ class Plan:
         return names | {p.name for p in self.minefields if isinstance(p, CallPattern)}
 
 
-_MILESTONE_KEYS = {"id", "after", "optional", "transient", "call", "state", "any_of", "turn"}
+def pattern_matchers(pattern: Pattern) -> tuple[Matcher, ...]:
+    """The compiled matchers of a pattern (arguments, state keys, a message, a result)."""
+    if isinstance(pattern, CallPattern):
+        return tuple(m for _, m in pattern.arguments or ())
+    if isinstance(pattern, StatePattern):
+        return tuple(m for _, m in pattern.items)
+    if isinstance(pattern, MessagePattern):
+        return (pattern.matcher,)
+    return (pattern.value,) if pattern.value is not None else ()
+
+
+_MILESTONE_KEYS = {"id", "after", "optional", "transient", "call", "state", "any_of", "turn", "message", "answer",
+                   "result", "similarity"}
+_RESULT_KEYS = {"name", "value"}
 _CALL_KEYS = {"name", "arguments", "args"}
 
 
@@ -350,11 +446,12 @@ def _pattern(spec: Any, where: str, *, allow_any_of: bool = False) -> tuple[Patt
     allowed, ``any_of``)."""
     if not isinstance(spec, dict):
         raise SpecError(where, f"expected an object with 'call' or 'state', got {_type_name(spec)}")
-    kinds = [k for k in ("call", "state", "any_of") if k in spec]
+    kinds = [k for k in ("call", "state", "message", "answer", "result", "any_of") if k in spec]
     if not allow_any_of and "any_of" in spec:
         raise SpecError(f"{where}.any_of", "any_of is not allowed here (only 'call' or 'state')")
     if len(kinds) != 1:
-        wanted = "'call', 'state' or 'any_of'" if allow_any_of else "'call' or 'state'"
+        wanted = ("'call', 'state', 'message', 'answer', 'result' or 'any_of'" if allow_any_of
+                  else "'call', 'state', 'message', 'answer' or 'result'")
         got = f"got {', '.join(kinds)}" if kinds else "got neither"
         raise SpecError(where, f"expected exactly one of {wanted}, {got}")
     kind = kinds[0]
@@ -362,6 +459,11 @@ def _pattern(spec: Any, where: str, *, allow_any_of: bool = False) -> tuple[Patt
         return (_call(spec["call"], f"{where}.call"),)
     if kind == "state":
         return (_state(spec["state"], f"{where}.state"),)
+    if kind in ("message", "answer"):
+        matcher = compile_matcher(spec[kind], f"{where}.{kind}")
+        return (MessagePattern(matcher, kind == "answer", matcher.refs),)
+    if kind == "result":
+        return (_result(spec["result"], f"{where}.result"),)
     options = spec["any_of"]
     if not isinstance(options, list) or not options:
         got = "an empty list" if options == [] else _type_name(options)
@@ -370,9 +472,10 @@ def _pattern(spec: Any, where: str, *, allow_any_of: bool = False) -> tuple[Patt
     for i, option in enumerate(options):
         here = f"{where}.any_of[{i}]"
         if isinstance(option, dict):
-            extra = sorted(set(option) - {"call", "state"})
+            extra = sorted(set(option) - {"call", "state", "message", "answer", "result"})
             if extra:
-                raise SpecError(here, f"unknown field {extra[0]!r} (an alternative has 'call' or 'state')")
+                raise SpecError(
+                    here, f"unknown field {extra[0]!r} (an alternative has 'call', 'state', 'message', 'answer' or 'result')")
         out.extend(_pattern(option, here))
     return tuple(out)
 
@@ -397,6 +500,19 @@ def _call(spec: Any, where: str) -> CallPattern:
     items = tuple((k, compile_matcher(v, f"{where}.arguments.{k}")) for k, v in arguments.items())
     refs = frozenset().union(*(m.refs for _, m in items)) if items else frozenset()
     return CallPattern(name=name, arguments=items, args=args, refs=refs)
+
+
+def _result(spec: Any, where: str) -> ResultPattern:
+    if not isinstance(spec, dict) or not spec:
+        raise SpecError(where, f"expected an object with 'name' and/or 'value', got {_type_name(spec)}")
+    extra = sorted(set(spec) - _RESULT_KEYS)
+    if extra:
+        raise SpecError(f"{where}.{extra[0]}", "unknown field (a result has name, value)")
+    name = spec.get("name")
+    if name is not None and (not isinstance(name, str) or not name):
+        raise SpecError(f"{where}.name", f"expected a tool name (a non-empty string), got {_type_name(name)}")
+    value = compile_matcher(spec["value"], f"{where}.value") if "value" in spec else None
+    return ResultPattern(name, value, value.refs if value is not None else frozenset())
 
 
 def _state(spec: Any, where: str) -> StatePattern:
@@ -429,12 +545,41 @@ def _milestone(spec: Any, index: int) -> Milestone:
         raise SpecError(f"{where}.turn", f"expected a user turn number (1 or more), got {turn!r}")
     alternatives = _pattern(spec, where, allow_any_of=True)
     refs = frozenset().union(*(a.refs for a in alternatives))
+    similarity = _similarity(spec["similarity"], alternatives, f"{where}.similarity") if "similarity" in spec else ()
     transient = spec.get("transient", False)
     if not isinstance(transient, bool):
         raise SpecError(f"{where}.transient", f"expected true or false, got {_type_name(transient)}")
     if transient and not any(a.kind == "state" for a in alternatives):
         raise SpecError(f"{where}.transient", "only a state milestone (or an any_of with a state) can be transient")
-    return Milestone(mid, index, alternatives, tuple(dict.fromkeys(after)), optional, refs, transient=transient, turn=turn)
+    return Milestone(mid, index, alternatives, tuple(dict.fromkeys(after)), optional, refs, transient=transient, turn=turn,
+                     similarity=similarity)
+
+
+def _similarity(spec: Any, alternatives: tuple[Pattern, ...], where: str) -> tuple[tuple[str, Similarity], ...]:
+    """A milestone's ``similarity``: for a message or answer milestone, one measure of the text;
+    else an object of argument names (of its calls) and state keys (of its states), each a
+    measure (:func:`~toolgym.matchers.compile_similarity`)."""
+    messages = [p for p in alternatives if isinstance(p, MessagePattern)]
+    if messages:
+        if len(messages) != len(alternatives):
+            raise SpecError(where, "similarity of a message is given on a milestone that is only messages or answers")
+        return (("", compile_similarity(spec, messages[0].matcher, where)),)
+    if any(isinstance(p, ResultPattern) for p in alternatives):
+        raise SpecError(where, "similarity applies to call, state, message and answer milestones, not to a result")
+    if not isinstance(spec, dict) or not spec:
+        raise SpecError(where, f"expected an object of argument names or state keys, each a measure, got {_type_name(spec)}")
+    out = []
+    for key, measure in spec.items():
+        matcher = None
+        for p in alternatives:
+            items = p.arguments or () if isinstance(p, CallPattern) else p.items  # type: ignore[union-attr]
+            matcher = next((m for k, m in items if k == key), None)
+            if matcher is not None:
+                break
+        if matcher is None:
+            raise SpecError(f"{where}.{key}", "names no argument of the milestone's calls and no key of its states")
+        out.append((key, compile_similarity(measure, matcher, f"{where}.{key}")))
+    return tuple(out)
 
 
 def _ancestors(milestones: list[Milestone]) -> dict[str, frozenset[str]]:
@@ -518,6 +663,13 @@ def compile_plan(
                 )
             if by_id[ref].states:
                 raise SpecError(where, f"$from {ref!r}: a state milestone has no result to read")
+            if by_id[ref].observed:
+                raise SpecError(where, f"$from {ref!r}: a {by_id[ref].observed[0].kind} milestone matches no step, "
+                                "so it has no result to read (read a tool's results with {\"$from\": {\"tool\": name}})")
+    for m in parsed:
+        if any(matcher.reads_tools for p in m.observed for matcher in pattern_matchers(p)):
+            raise SpecError(f"milestones[{m.index}]", '{"$from": {"tool": ...}} is read by call arguments only '
+                            "(a state, a message or a result has no call that saw the results)")
     mines: list[Pattern] = []
     if minefields is not None:
         if not isinstance(minefields, list):
@@ -529,7 +681,7 @@ def compile_plan(
                 if extra:
                     raise SpecError(f"{here}.{extra[0]}", "unknown field (a minefield has 'call' or 'state')")
             found = _pattern(spec, here)
-            if any(p.refs for p in found):
+            if any(p.refs or any(matcher.reads_tools for matcher in pattern_matchers(p)) for p in found):
                 raise SpecError(here, "$from is not allowed in a minefield (it has no earlier milestone)")
             mines.extend(found)
     if read_only is None:
@@ -621,7 +773,8 @@ def calls_plan(
     plan = Plan(tuple(milestones), (), (), extra_calls, {}, source=source)
     # the cached properties, filled in as they would be computed
     plan.__dict__.update(
-        call_index=(exact, by_name), names={k: tuple(v) for k, v in names.items()}, needs_judge=False
+        call_index=(exact, by_name), names={k: tuple(v) for k, v in names.items()}, needs_judge=False,
+        observes=False, reads_tools=False, has_similarity=False,
     )
     return plan
 

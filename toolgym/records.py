@@ -114,6 +114,9 @@ class Example(BaseModel):
         expected_states: The state after each user turn, one per turn (``1 + len(turns)``
             with ``turns``, at most ``user.max_turns`` with ``user``, else 1); only the keys
             each names are compared, by the ``turn_state`` grader.
+        allowed_changes: JSON Pointer patterns (``fnmatch`` globs, ``*`` also crossing ``/``)
+            of state paths the task may change beyond what its reference changes (a draft, a
+            log line): ``collateral_damage`` counts no change there, nor below it.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -134,6 +137,7 @@ class Example(BaseModel):
     turns: list[str] | None = None
     user: UserSpec | None = None
     expected_states: list[dict[str, JSONValue]] | None = None
+    allowed_changes: list[str] | None = None
 
     @property
     def multi_turn(self) -> bool:
@@ -172,6 +176,16 @@ class Example(BaseModel):
         if id(self) not in _PLANS:
             weakref.finalize(self, _PLANS.pop, id(self), None)
         _PLANS[id(self)] = (self.milestones, plan)
+
+    @field_validator("allowed_changes")
+    @classmethod
+    def _pointer_patterns(cls, value: list[str] | None) -> list[str] | None:
+        for i, pattern in enumerate(value or ()):
+            if pattern and not pattern.startswith("/"):
+                raise ValueError(
+                    f"field allowed_changes[{i}]: {pattern!r} is not a JSON Pointer pattern (RFC 6901: it starts "
+                    "with '/', e.g. '/users/*/last_login'; '' is the whole state)")
+        return value
 
     @field_validator("id", mode="before")
     @classmethod

@@ -191,11 +191,16 @@ class Environment:
             ``expected_state`` against it (τ²-bench's rule). ``False`` for environments whose
             state is bookkeeping rather than the task's outcome (a call counter) or that hold
             no state at all.
+        volatile_state: JSON Pointer patterns (``fnmatch`` globs, as
+            ``allowed_changes`` of an example) of state paths that change as bookkeeping
+            whatever the agent does (a clock, a counter of calls, a log): ``collateral_damage``
+            never counts a change there, nor below it. Empty by default.
     """
 
     name: ClassVar[str] = ""
     state_record_chars: ClassVar[int | None] = 200_000  # STATE_RECORD_CHARS
     replay_target: ClassVar[bool] = True
+    volatile_state: ClassVar[tuple[str, ...]] = ()
     instructions: ClassVar[str] = ""
     max_model_turns: ClassVar[int | None] = None
     describe_once: ClassVar[bool] = False

@@ -51,6 +51,7 @@ _BUILTIN = {
     "milestone_progress": "toolgym.graders.trajectory",
     "step_precision": "toolgym.graders.trajectory",
     "step_recall": "toolgym.graders.trajectory",
+    "milestone_similarity": "toolgym.graders.similarity",
     "next_step": "toolgym.graders.forced",
     "recovery": "toolgym.graders.forced",
 }

@@ -2,8 +2,11 @@
 diagnosis of every step that matched none.
 
 Nothing here knows an environment: the inputs are a :class:`~toolgym.milestones.Plan`, the tool
-steps as :class:`StepView` (name, arguments, result, whether it was executed) and the states
-known after some steps.
+steps as :class:`StepView` (name, arguments, result, whether it was executed), the states
+known after some steps and, for ``message``, ``answer`` and ``result`` milestones, what was
+observed after some steps (:class:`Observation`: the texts the agent said, the final answer,
+the result of the step just made). A milestone matched by what is observed (a state, a text,
+a result) is matched as a state milestone is: after the step it follows, using no step.
 
 **What is optimal.** An alignment assigns each milestone at most one tool step (a call
 milestone) or one known state (a state milestone), each tool step to at most one milestone, so
@@ -40,9 +43,10 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, NamedTuple
 
 from toolgym.matchers import EMPTY_CONTEXT, NO_VALUE, Equal, From, MatchContext
-from toolgym.milestones import CallPattern, Milestone, Plan, StatePattern, call_key
+from toolgym.milestones import CallPattern, Milestone, Pattern, Plan, StatePattern, call_key
 
-__all__ = ["EXACT_LIMIT", "Alignment", "StepLabel", "StepView", "align", "diagnose", "first_error_text", "first_error_what"]
+__all__ = ["EXACT_LIMIT", "Alignment", "Observation", "StepLabel", "StepView", "align", "diagnose", "first_error_text",
+           "first_error_what"]
 
 EXACT_LIMIT = 1 << 16
 """States kept per step before the search becomes a beam search (2^16: every set of 16
@@ -84,14 +88,84 @@ class StepView(NamedTuple):
     changes: frozenset[str] | None = None
 
 
+class Observation(NamedTuple):
+    """What is observed after ``k`` tool steps, beside the state: what ``message``, ``answer``
+    and ``result`` milestones and ``{"$from": {"tool": ...}}`` read.
+
+    Attributes:
+        texts: The texts the agent said after ``k`` tool steps and before the next one (the
+            text of each model step there, and, after the last tool step, the final answer).
+        answer: The final answer (only after the last tool step), else ``None``.
+        result: ``(tool name, result)`` of tool step ``k`` (1-based) when it ran without error
+            (the result as :class:`StepView` holds it), else ``None``.
+    """
+
+    texts: tuple[str, ...] = ()
+    answer: str | None = None
+    result: tuple[str, Any] | None = None
+
+
+def observe(
+    pattern: Pattern,
+    state: Mapping[str, Any] | None,
+    seen: Observation | None,
+    context: MatchContext = EMPTY_CONTEXT,
+) -> bool:
+    """Whether an observed alternative (a state, a message, a result) holds at one point, given
+    the state there (``None``: not known) and what was observed there (``None``: nothing)."""
+    kind = pattern.kind
+    if kind == "state":
+        return state is not None and pattern.wrong_key(state, context) is None  # type: ignore[union-attr]
+    if seen is None:
+        return False
+    if kind == "message":
+        if pattern.final:  # type: ignore[union-attr]
+            return seen.answer is not None and pattern.match((seen.answer,), context)  # type: ignore[union-attr, call-arg]
+        return pattern.match(seen.texts, context)  # type: ignore[union-attr, call-arg]
+    return seen.result is not None and pattern.match(seen.result[0], seen.result[1], context)  # type: ignore[union-attr, call-arg]
+
+
+def observed_kind(pattern: Pattern) -> str:
+    """What an observed alternative is matched by: ``state``, ``message``, ``answer`` or
+    ``result`` (the kind :attr:`Alignment.matched` records)."""
+    return "answer" if getattr(pattern, "final", False) else pattern.kind
+
+
+def seen_results(
+    observed: Mapping[int, Observation] | None,
+    seen: Sequence[int] | None,
+    judge: Callable[[str, Any], bool] | None = None,
+) -> Callable[[int], MatchContext]:
+    """For tool step ``i`` (0-based), the context whose ``tool_results`` hold the results of
+    the tool steps the model had seen when it made that call: tool steps ``1..seen[i]``
+    (1-based; ``seen`` default: every step before ``i``), those that ran without error."""
+    produced = sorted((k, o.result) for k, o in (observed or {}).items() if o.result is not None)
+    cache: dict[int, MatchContext] = {}
+
+    def context(i: int) -> MatchContext:
+        upto = seen[i] if seen is not None else i
+        found = cache.get(upto)
+        if found is None:
+            by_tool: dict[str, list[Any]] = {}
+            for k, (name, value) in produced:
+                if k > upto:
+                    break
+                by_tool.setdefault(name, []).append(value)
+            found = cache[upto] = MatchContext(judge=judge, tool_results=by_tool)
+        return found
+
+    return context
+
+
 @dataclass
 class Alignment:
     """The optimal alignment.
 
     Attributes:
         step_milestone: For each tool step (0-based), the id of its milestone or ``None``.
-        matched: Milestone id → ``("step", i)`` (0-based tool step) or ``("state", k)`` (the
-            state after ``k`` tool steps).
+        matched: Milestone id → ``("step", i)`` (0-based tool step), or ``("state", k)``,
+            ``("message", k)``, ``("answer", k)``, ``("result", k)``: what was observed after
+            ``k`` tool steps matched it.
         required_matched / optional_matched: Counts.
         forbidden_unmatched / unmatched: Unmatched steps that the policy forbids / all.
         exact: Whether the search was exhaustive.
@@ -135,7 +209,7 @@ class _Layout:
     the milestones' positions, the parts they form through ``after`` and ``$from``, and the
     candidate rows of exact plain-valued calls with their alternatives merged."""
 
-    __slots__ = ("index", "optional", "required", "root", "groups", "simple", "exact", "by_name")
+    __slots__ = ("index", "optional", "required", "root", "groups", "simple", "exact", "by_name", "assignment")
 
     def __init__(self, plan: Plan) -> None:
         ms = plan.milestones
@@ -164,7 +238,10 @@ class _Layout:
             self.root = tuple(range(len(ms)))
             self.groups = {j: (j,) for j in range(len(ms))}
         # a milestone that can be solved alone when no step may match another one with it
-        self.simple = tuple([not (m.after or m.refs or m.states) for m in ms])
+        self.simple = tuple([not (m.after or m.refs or m.observed) for m in ms])
+        # a plain assignment problem: only calls, no order, no $from, all required or all
+        # optional (the agentevals modes' unordered, subset and superset plans)
+        self.assignment = bool(ms) and all(self.simple) and len(set(optional)) == 1
         exact, self.by_name = plan.call_index
         self.exact = {key: row if len(row) < 2 else _merged(row) for key, row in exact.items()}
 
@@ -220,6 +297,8 @@ def align(
     states: Mapping[int, Mapping[str, Any]] | None = None,
     judge: Callable[[str, Any], bool] | None = None,
     limit: int = EXACT_LIMIT,
+    observed: Mapping[int, Observation] | None = None,
+    seen: Sequence[int] | None = None,
 ) -> Alignment:
     """The optimal alignment of ``steps`` with ``plan`` (see the module docstring).
 
@@ -236,6 +315,12 @@ def align(
             stored trajectory: only the final state, at ``len(steps)``).
         judge: Decides ``$judge`` matchers (``criterion, value -> bool``), or ``None``.
         limit: States kept per step before the search becomes a beam search.
+        observed: What was observed after ``k`` tool steps (texts, the final answer, the
+            result of step ``k``), for the ``k`` where something was; read by ``message``,
+            ``answer`` and ``result`` milestones and ``{"$from": {"tool": ...}}``.
+        seen: For each tool step, how many tool steps' results the model had seen when it
+            made the call (default: all the steps before it); bounds what
+            ``{"$from": {"tool": ...}}`` may read.
 
     Returns:
         Alignment: The assignment, its counts, and whether it is exact.
@@ -277,11 +362,12 @@ def align(
     penalty = [1 if ok else 1 + w_f for ok in allowed]
     exact_index, by_name = layout.exact, layout.by_name
     context = MatchContext(judge=judge) if by_name else EMPTY_CONTEXT
+    tool_context = seen_results(observed, seen, judge) if plan.reads_tools else None
     # candidates[i]: the milestones step i may match (the name fits; the arguments fit, unless
     # they read $from and are checked during the search)
     candidates: list[list[tuple[int, tuple[CallPattern, ...]]]] = []
     shared = False  # whether some step may match two milestones (which joins their parts)
-    for s in steps:
+    for i_s, s in enumerate(steps):
         row = _NO_CANDIDATES
         if s.executed:
             if exact_index:
@@ -297,6 +383,8 @@ def align(
                     row = exact_index.get((s.name, tuple(sorted(arguments.items()))), _NO_CANDIDATES)
             named = by_name.get(s.name) if by_name else None
             if named:
+                if tool_context is not None:  # what this call could have read
+                    context = tool_context(i_s)
                 row = list(row)
                 for j, calls in named:
                     if ms[j].refs or calls[0].wrong_argument(s.arguments, context) is None:
@@ -306,6 +394,12 @@ def align(
                 shared = True
         candidates.append(row)
 
+    if shared and layout.assignment and policy != "allow_read_only":
+        # every milestone of one weight, every step of one penalty: any maximum matching of
+        # milestones with the steps that fit them is optimal (without a step that fits two
+        # milestones, each milestone is a part of its own, solved at once below)
+        found, work = _matching(ms, range(m_count), [i for i, row in enumerate(candidates) if row], candidates)
+        return _finish(plan, layout, steps, found, allowed, candidates, True, "exact search", work)
     root = layout.root
     groups = layout.groups
     if shared:
@@ -330,12 +424,11 @@ def align(
             else:
                 found_steps.append(i)
 
-    step_milestone: list[str | None] = [None] * n
     matched: dict[str, tuple[str, int]] = {}
     exact, explored = True, 0
     for r, members in groups.items():
         part_steps = group_steps.get(r)
-        if not part_steps and not any(ms[j].states for j in members):
+        if not part_steps and not any(ms[j].observed for j in members):
             # nothing can be matched (a state milestone may be matched by a state); the search
             # would have counted its start state
             if not (len(members) == 1 and layout.simple[members[0]]) and not _is_chain(ms, members, index):
@@ -348,27 +441,48 @@ def align(
             for i in part_steps:  # type: ignore[union-attr]
                 if penalty[i] > penalty[best]:
                     best = i
-            mid = ms[j].id
-            matched[mid] = ("step", best)
-            step_milestone[best] = mid
+            matched[ms[j].id] = ("step", best)
             explored += len(part_steps)  # type: ignore[arg-type]
             continue
         if _is_chain(ms, members, index):
             found, work = _chain(ms, members, part_steps or [], candidates, weight, penalty)
             ok = True
+        elif _is_uniform(ms, members, part_steps or [], weight, penalty):
+            found, work = _matching(ms, members, part_steps or [], candidates)
+            ok = True
         else:
             found, work, ok = _search(ms, members, part_steps or [], candidates, weight, penalty, steps, states,
-                                      index, judge, limit, plan.final_only)
+                                      index, judge, limit, plan.final_only, observed or {}, tool_context)
         exact &= ok
         explored += work
-        for mid, where in found.items():
-            matched[mid] = where
-            if where[0] == "step":
-                step_milestone[where[1]] = mid
+        matched.update(found)
+    return _finish(plan, layout, steps, matched, allowed, candidates, exact,
+                   "exact search" if exact else f"beam search keeping the best {limit} states per step (not exact)",
+                   explored)
+
+
+def _finish(
+    plan: Plan,
+    layout: _Layout,
+    steps: Sequence[StepView],
+    matched: dict[str, tuple[str, int]],
+    allowed: list[bool],
+    candidates: list[list[tuple[int, tuple[CallPattern, ...]]]],
+    exact: bool,
+    method: str,
+    explored: int,
+) -> Alignment:
+    """The :class:`Alignment` of the matches found: each step's milestone, the counts, the
+    steps that brought a milestone about."""
+    ms, index = plan.milestones, layout.index
+    step_milestone: list[str | None] = [None] * len(steps)
+    for mid, (kind, pos) in matched.items():
+        if kind == "step":
+            step_milestone[pos] = mid
     optional_matched = sum(1 for mid in matched if layout.optional[index[mid]])
-    brought = _brought_about(ms, index, steps, step_milestone, matched) if matched else {}
+    brought = _brought_about(ms, index, steps, step_milestone, matched, plan.observes) if matched else {}
     unmatched = forbidden = 0
-    for i in range(n):
+    for i in range(len(steps)):
         if step_milestone[i] is None and i not in brought:
             unmatched += 1
             if not allowed[i]:
@@ -381,7 +495,7 @@ def align(
         forbidden_unmatched=forbidden,
         unmatched=unmatched,
         exact=exact,
-        method="exact search" if exact else f"beam search keeping the best {limit} states per step (not exact)",
+        method=method,
         states_explored=explored,
         candidates=[[j for j, _ in row] for row in candidates],
         allowed=allowed,
@@ -410,18 +524,8 @@ def _within_turns(plan: Plan, steps: list[StepView]) -> Alignment | None:
         segment = range(start, end)  # these steps, and the milestones at the same positions
         fits = {i: [j for j in segment if any(c.name == steps[i].name and c.wrong_argument(steps[i].arguments) is None
                                               for c in ms[j].calls)] for i in segment}
-        owner: dict[int, int] = {}  # milestone -> step
-
-        def augment(i: int, seen: set[int], fits: dict[int, list[int]] = fits, owner: dict[int, int] = owner) -> bool:
-            for j in fits[i]:
-                if j not in seen:
-                    seen.add(j)
-                    if j not in owner or augment(owner[j], seen):
-                        owner[j] = i
-                        return True
-            return False
-
-        if not all(augment(i, set()) for i in segment):
+        owner: dict[int, int] = {}  # milestone -> step (the steps look for milestones here)
+        if not all(_augment(i, fits, owner, set()) for i in segment):
             return None
         for j, i in owner.items():
             step_milestone[i] = ms[j].id
@@ -439,20 +543,26 @@ def _brought_about(
     steps: Sequence[StepView],
     step_milestone: list[str | None],
     matched: Mapping[str, tuple[str, int]],
+    results: bool = False,
 ) -> dict[int, str]:
     """The unmatched executed steps that brought a matched state milestone about: step ``i``
     changed a key that the milestone names, and the milestone was met after it (by the state
     after ``k > i`` steps). Each is given the first such milestone. A step whose changes were
-    not recorded brings nothing about."""
+    not recorded brings nothing about. The step whose result matched a ``result`` milestone
+    brought that one about (looked for when ``results``: the plan has one)."""
+    out: dict[int, str] = {}
+    for mid, (kind, pos) in matched.items() if results else ():
+        if kind == "result" and 0 < pos <= len(steps) and step_milestone[pos - 1] is None and steps[pos - 1].executed:
+            if pos - 1 not in out or index[mid] < index[out[pos - 1]]:
+                out[pos - 1] = mid
     met = sorted(
         (pos, index[mid], mid) for mid, (kind, pos) in matched.items() if kind == "state"
     )
     if not met:
-        return {}
+        return out
     keys = {mid: {k for p in ms[j].states for k, _ in p.items} for _, j, mid in met}
-    out: dict[int, str] = {}
     for i, s in enumerate(steps):
-        if step_milestone[i] is not None or not s.executed or not s.changes:
+        if step_milestone[i] is not None or i in out or not s.executed or not s.changes:
             continue
         for pos, _, mid in met:
             if pos > i and keys[mid] & s.changes:
@@ -466,13 +576,69 @@ def _is_chain(ms: tuple[Milestone, ...], members: Sequence[int], index: Mapping[
     the one before it, no ``$from``, no state alternative."""
     for k, j in enumerate(members):
         m = ms[j]
-        if m.refs or m.states:
+        if m.refs or m.observed:
             return False
         if k == 0 and m.after:
             return False
         if k > 0 and (len(m.after) != 1 or index[m.after[0]] != members[k - 1]):
             return False
     return True
+
+
+def _is_uniform(
+    ms: tuple[Milestone, ...], members: Sequence[int], part_steps: Sequence[int], weight: list[int], penalty: list[int]
+) -> bool:
+    """Whether the part is a plain assignment problem: no ``after``, no ``$from``, nothing
+    observed (only calls), every milestone of the same weight (all required or all optional)
+    and every step of the same penalty (the policy allows all of them or none). Then every
+    maximum matching is optimal (the agentevals modes' plans are such parts)."""
+    first = weight[members[0]]
+    for j in members:
+        m = ms[j]
+        if m.after or m.refs or m.observed or weight[j] != first:
+            return False
+    if part_steps:
+        p = penalty[part_steps[0]]
+        return all(penalty[i] == p for i in part_steps)
+    return True
+
+
+def _matching(
+    ms: tuple[Milestone, ...],
+    members: Sequence[int],
+    part_steps: Sequence[int],
+    candidates: list[list[tuple[int, tuple[CallPattern, ...]]]],
+) -> tuple[dict[str, tuple[str, int]], int]:
+    """A maximum matching of the part's milestones with the steps that fit them, by
+    augmenting paths (Kuhn's algorithm): the milestones in the order written, each trying
+    the steps in order, so a milestone takes the earliest step left when it can. Returns the
+    matches and the (milestone, step) pairs that fit."""
+    inside = set(members)
+    fits: dict[int, list[int]] = {j: [] for j in members}
+    pairs = 0
+    for i in part_steps:
+        for j, _ in candidates[i]:
+            if j in inside:
+                fits[j].append(i)
+                pairs += 1
+    owner: dict[int, int] = {}  # step -> milestone
+    for j in members:
+        if fits[j]:
+            _augment(j, fits, owner, set())
+    return {ms[j].id: ("step", i) for i, j in sorted(owner.items())}, pairs
+
+
+def _augment(j: int, fits: Mapping[int, list[int]], owner: dict[int, int], seen: set[int]) -> bool:
+    """Kuhn's augmenting path from milestone ``j``: give it a step, moving the milestone that
+    held the step to another of its steps when it can (a module function, not a closure, so
+    no reference cycle is left for the garbage collector)."""
+    for i in fits[j]:
+        if i not in seen:
+            seen.add(i)
+            if i not in owner or _augment(owner[i], fits, owner, seen):
+                owner[i] = j
+                return True
+    return False
 
 
 def _chain(
@@ -536,6 +702,8 @@ def _search(
     judge: Callable[[str, Any], bool] | None,
     limit: int,
     final_only: frozenset[str] = frozenset(),
+    observed: Mapping[int, Observation] | None = None,
+    tool_context: Callable[[int], MatchContext] | None = None,
 ) -> tuple[dict[str, tuple[str, int]], int, bool]:
     """The search over matched sets for one part (see the module docstring). Returns the
     matches, the states created and whether it stayed exact."""
@@ -546,7 +714,8 @@ def _search(
     refs = tuple(sorted({r for j in members for r in ms[j].refs}))
     ref_slot = {r: k for k, r in enumerate(refs)}
     own_refs = {j: tuple(ref_slot[r] for r in sorted(ms[j].refs)) for j in members}
-    state_milestones = [j for j in members if ms[j].states]
+    state_milestones = [j for j in members if ms[j].observed]  # states, messages, results
+    observed = observed or {}
     pure_states = [j for j in state_milestones if not ms[j].calls]
     mixed_states = [j for j in state_milestones if ms[j].calls]
     dynamic: dict[tuple[int, int, tuple[int, ...]], bool] = {}
@@ -562,26 +731,31 @@ def _search(
             return False  # a result returned in the same model turn (or later) was not yet seen
         key = (i, j, mine)
         if key not in dynamic:
-            context = MatchContext(results=results(ref_steps), judge=judge)
+            context = MatchContext(results=results(ref_steps), judge=judge,
+                                   tool_results=tool_context(i).tool_results if tool_context else {})
             dynamic[key] = any(c.wrong_argument(steps[i].arguments, context) is None for c in calls)
         return dynamic[key]
 
-    def close(mask: int, ref_steps: tuple[int, ...], position: int) -> list[tuple[int, int, tuple[int, ...]]]:
+    def close(
+        mask: int, ref_steps: tuple[int, ...], position: int
+    ) -> list[tuple[int, int, tuple[tuple[int, str], ...]]]:
         """The ways to match state milestones by the state after ``position`` steps. A
         milestone with only state alternatives is matched as soon as the state satisfies it
         (it uses no step, so earlier is never worse), repeatedly (one may make another ready);
         one that a call could match too (an ``any_of`` mixing both) may be left for a later
         step, so each choice of those is a way. Returns ``(new mask, value gained, milestones
-        added)`` per way, the way matching none of the mixed ones first."""
-        state = states[position]
+        added)`` per way, the way matching none of the mixed ones first; each milestone added
+        with the kind of what matched it (:func:`observed_kind`)."""
+        state = states.get(position)
+        said = observed.get(position)
         context = MatchContext(results=results(ref_steps), judge=judge) if refs else MatchContext(judge=judge)
 
-        def fits(j: int, mask: int) -> bool:
-            return not (mask & (1 << local[j]) or after_mask[j] & ~mask
-                        or (position != last and ms[j].id in final_only)) and any(
-                p.wrong_key(state, context) is None for p in ms[j].states)
+        def fits(j: int, mask: int) -> str | None:
+            if mask & (1 << local[j]) or after_mask[j] & ~mask or (position != last and ms[j].id in final_only):
+                return None
+            return next((observed_kind(p) for p in ms[j].observed if observe(p, state, said, context)), None)
 
-        ways: list[tuple[int, int, tuple[int, ...]]] = []
+        ways: list[tuple[int, int, tuple[tuple[int, str], ...]]] = []
         seen: set[int] = set()
         frontier = [(mask, 0, ())]
         while frontier:
@@ -590,24 +764,26 @@ def _search(
             while changed:
                 changed = False
                 for j in pure_states:
-                    if fits(j, mask):
+                    kind = fits(j, mask)
+                    if kind is not None:
                         mask |= 1 << local[j]
                         gained += weight[j]
-                        added += (j,)
+                        added += ((j, kind),)
                         changed = True
             if mask in seen:
                 continue
             seen.add(mask)
             ways.append((mask, gained, added))
             for j in mixed_states:
-                if fits(j, mask):
-                    frontier.append((mask | 1 << local[j], gained + weight[j], added + (j,)))
+                kind = fits(j, mask)
+                if kind is not None:
+                    frontier.append((mask | 1 << local[j], gained + weight[j], added + ((j, kind),)))
         return ways
 
     # events in time order: step i at 2i + 1, the state after k steps at 2k
     events = [(2 * i + 1, i) for i in part_steps]
     if state_milestones:
-        events += [(2 * k, -1 - k) for k in states]
+        events += [(2 * k, -1 - k) for k in {*states, *observed}]
     events.sort()
     # a node: (parent node, step index or -1, milestone or -1, state milestones added, position)
     start = tuple(-1 for _ in refs)
@@ -658,8 +834,8 @@ def _search(
         parent, i, j, added, position = node
         if j >= 0:
             found[ms[j].id] = ("step", i)
-        for a in added:
-            found[ms[a].id] = ("state", position)
+        for a, kind in added:
+            found[ms[a].id] = (kind, position)
         node = parent
     return found, explored, exact
 
@@ -768,6 +944,8 @@ def diagnose(
     final_state: Mapping[str, Any] | None = None,
     judge: Callable[[str, Any], bool] | None = None,
     states: Mapping[int, Mapping[str, Any]] | None = None,
+    observed: Mapping[int, Observation] | None = None,
+    seen: Sequence[int] | None = None,
 ) -> Diagnosis:
     """Label every tool step and find the first error.
 
@@ -817,6 +995,10 @@ def diagnose(
     allowed_of = alignment.allowed
     brought = alignment.brought_about
     explain = _Explainer(plan, alignment, context, times, missing, absent, step_turns(steps) if plan.has_refs else None)
+    if plan.reads_tools:  # a call reading {"$from": {"tool": ...}} is explained with what it could have read
+        tool_context = seen_results(observed, seen, judge)
+        explain.step_context = lambda i: MatchContext(results=results, judge=judge,
+                                                      tool_results=tool_context(i).tool_results)
     labels: list[StepLabel] = []
     for i, s in enumerate(steps):
         mid = step_milestone[i]
@@ -824,7 +1006,7 @@ def diagnose(
             label = StepLabel(i + 1, mid, note="matched " + mid)
         elif i in brought:
             label = StepLabel(i + 1, brought[i], allowed="brings about",
-                              note=f"brings about state milestone {brought[i]}")
+                              note=f"brings about {matched[brought[i]][0]} milestone {brought[i]}")
         else:
             label = StepLabel(i + 1)
             if s.malformed or s.rejected or not s.executed:
@@ -927,7 +1109,7 @@ class _Explainer:
     """Why an executed tool step matched no milestone (the checks :func:`diagnose` lists)."""
 
     __slots__ = ("ms", "names", "by_id", "matched", "candidates", "context", "times", "missing", "absent", "pools",
-                 "turns")
+                 "turns", "step_context")
 
     def __init__(
         self,
@@ -947,6 +1129,7 @@ class _Explainer:
         self.context, self.times, self.missing, self.absent = context, times, missing, absent
         self.pools: dict[str, tuple[list[Milestone], list[Milestone]]] = {}
         self.turns = turns
+        self.step_context: Callable[[int], MatchContext] | None = None
 
     def pool(self, name: str, named_ids: Sequence[int]) -> tuple[list[Milestone], list[Milestone]]:
         """The milestones calling tool ``name``, and those of them a step most likely meant:
@@ -1011,6 +1194,8 @@ class _Explainer:
 
     def __call__(self, label: StepLabel, s: StepView, i: int) -> None:
         ms, context = self.ms, self.context
+        if self.step_context is not None:
+            context = self.step_context(i)
         named_ids = self.names.get(s.name, ())
 
         def fits_call(m: Milestone) -> bool:
@@ -1054,7 +1239,7 @@ class _Explainer:
             m = self.by_id[mid]
             if m.calls and self.ready(m, i):  # a state milestone is no call: any tool may bring it about
                 label.type, label.milestone = "wrong_tool", mid
-                label.expected = m.calls[0].expected() if m.calls else m.states[0].expected()
+                label.expected = m.calls[0].expected() if m.calls else m.alternatives[0].expected()
                 label.note = f"expected {mid}"
                 return
         label.type = "extra_call"
@@ -1089,7 +1274,11 @@ def _argument_text(call: CallPattern, argument: str, arguments: Mapping[str, Any
     """Why argument ``argument`` of a call does not fit ``call``: not given, not expected, or
     the value given beside the value expected (a ``$from`` resolved to the value it names),
     with their types when only the type differs (``'158'`` (string) vs ``158`` (integer))."""
-    matcher = next((m for k, m in call.arguments or () if k == argument), None)
+    matcher = None
+    for k, m in call.arguments or ():
+        if k == argument:
+            matcher = m
+            break
     if argument not in arguments:
         return f"argument {argument!r} missing"
     given = arguments[argument]

@@ -177,7 +177,7 @@ class Recovery(_MilestoneGrader):
         at = int(injected.get("step", 0))
         recovered = not d.missing and not d.mines
         later = [pos + 1 for kind, pos in al.matched.values() if kind == "step" and pos + 1 > at]
-        later += [pos for kind, pos in al.matched.values() if kind == "state" and pos > at]
+        later += [pos for kind, pos in al.matched.values() if kind != "step" and pos > at]  # a state, text, result
         steps = (max(later) - at if later else 0) if recovered else None
         kind = injected.get("kind")
         if recovered:

@@ -13,12 +13,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from fnmatch import fnmatchcase
 from typing import Any, ClassVar
 
 from toolgym.graders import make_score, register_grader
 from toolgym.records import Example, Measure, Score, Trajectory
 
-__all__ = ["CollateralDamage", "FinalState", "TurnState", "changed_paths", "leaves", "pointer"]
+__all__ = ["CollateralDamage", "FinalState", "TurnState", "allowed_by", "changed_paths", "leaves", "pointer"]
 
 PATHS_SHOWN = 100
 """Changed paths ``collateral_damage`` lists in its details (the count covers all)."""
@@ -142,6 +143,17 @@ class FinalState:
         return make_score(self, trajectory, float(ok), explanation, diff=diff, target=source)
 
 
+def allowed_by(path: str, patterns: tuple[str, ...] | list[str]) -> str | None:
+    """The first of ``patterns`` that allows the state path ``path`` (a JSON Pointer), else
+    ``None``. A pattern is an ``fnmatch`` glob over JSON Pointers (case-sensitive; ``*`` also
+    crosses ``/``); it allows the paths it matches and every path below them (``/users/2``
+    allows ``/users/2/email``), and ``""`` allows every path."""
+    for pattern in patterns:
+        if pattern == "" or fnmatchcase(path, pattern) or fnmatchcase(path, pattern + "/*"):
+            return pattern
+    return None
+
+
 def _shown(value: Any) -> dict[str, Any]:
     return {} if value is _ABSENT else {"value": value}
 
@@ -169,6 +181,12 @@ class CollateralDamage:
     runner gives it); unscored when the reference replay fails or the environment exposes no
     state (no damage could ever be seen).
 
+    Allowed changes, as AppWorld's checks ignore the models a task may touch and the ones that
+    change as bookkeeping: a changed path that an example's ``allowed_changes`` pattern or the
+    environment's ``volatile_state`` pattern allows (:func:`allowed_by`) is no damage; it is
+    listed in ``details.allowed`` (``{"path", "pattern", "source": "allowed_changes" |
+    "volatile_state"}``, up to :data:`PATHS_SHOWN`) and counted in ``allowed_count``.
+
     Attributes:
         benchmark: The :class:`toolgym.Benchmark` to replay the reference on.
     """
@@ -176,6 +194,7 @@ class CollateralDamage:
     benchmark: Any = field(default=None, compare=False, repr=False)
 
     name: ClassVar[str] = "collateral_damage"
+    kept_details: ClassVar[tuple[str, ...]] = ("allowed", "allowed_count")  # what a pass allowed
     measure: ClassVar[Measure] = Measure(
         kind="continuous", direction="lower", pass_if="<=", threshold=0.0,
         reference="toolgym issue 25, after AppWorld (Trivedi et al. 2024) collateral-damage checks: state paths "
@@ -192,16 +211,38 @@ class CollateralDamage:
         before = trajectory.initial_state if trajectory.initial_state is not None else reference_before
         wanted = changed_paths(reference_before, replay.final_state)
         made = changed_paths(before, trajectory.final_state)
-        damage = sorted(p for p in made if p not in wanted)
+        env_cls = getattr(self.benchmark, "environment", None)
+        volatile = tuple(getattr(env_cls, "volatile_state", ()) or ())
+        allowed_changes = tuple(example.allowed_changes or ())
+        damage, allowed = [], []
+        for p in sorted(made):
+            if p in wanted:
+                continue
+            rule = allowed_by(p, allowed_changes)
+            source = "allowed_changes"
+            if rule is None:
+                rule, source = allowed_by(p, volatile), "volatile_state"
+            if rule is None:
+                damage.append(p)
+            else:
+                allowed.append({"path": p, "pattern": rule, "source": source})
         paths = [{"path": p, "before": _shown(made[p][0]), "after": _shown(made[p][1])} for p in damage[:PATHS_SHOWN]]
         if damage:
             shown = ", ".join(damage[:3]) + (f" and {len(damage) - 3} more" if len(damage) > 3 else "")
             explanation = f"{len(damage)} state path(s) changed that the reference leaves unchanged: {shown}"
+            if allowed:
+                explanation += f" ({len(allowed)} more allowed)"
+        elif allowed:
+            explanation = (f"no collateral damage ({len(made)} path(s) changed: {len(made) - len(allowed)} changed "
+                           f"by the reference too, {len(allowed)} allowed)")
         else:
             explanation = f"no collateral damage ({len(made)} path(s) changed, all changed by the reference too)"
+        extra: dict[str, Any] = {}
+        if allowed:
+            extra = {"allowed": allowed[:PATHS_SHOWN], "allowed_count": len(allowed)}
         return make_score(
             self, trajectory, float(len(damage)), explanation,
-            paths=paths, count=len(damage), reference_changed=sorted(wanted),
+            paths=paths, count=len(damage), reference_changed=sorted(wanted), **extra,
             initial_state="trajectory" if trajectory.initial_state is not None else "reference replay",
         )
 

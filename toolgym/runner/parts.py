@@ -179,8 +179,9 @@ def make_graders(
             ``benchmark`` field (``final_state``, ``collateral_damage``: they replay the
             reference on a fresh environment) receives ``benchmark``.
         examples: The dataset; without ``names``, :data:`MILESTONE_GRADERS` join the
-            defaults when one of its examples has ``milestones``, and ``turn_state`` when one
-            has ``expected_states``.
+            defaults when one of its examples has ``milestones``, ``milestone_similarity`` when
+            one of its milestones declares ``similarity``, and ``turn_state`` when one has
+            ``expected_states``.
 
     Raises:
         UnknownNameError / ExtensionError: for an unknown grader.
@@ -193,6 +194,9 @@ def make_graders(
             names += [n for n in benchmark.judge_graders if n not in names]
         if examples is not None and any(ex.milestones is not None for ex in examples):
             names += [n for n in MILESTONE_GRADERS if n not in names]
+            if "milestone_similarity" not in names and any(
+                    ex.plan is not None and ex.plan.has_similarity for ex in examples):
+                names.append("milestone_similarity")  # partial credit, reported beside the binary graders
         if examples is not None and any(ex.expected_states is not None for ex in examples) and "turn_state" not in names:
             names.append("turn_state")
         if (settings.get("trajectory_mode") or settings.get("args_mode")) and "trajectory_match" not in names:

@@ -527,6 +527,7 @@ def _load(files: DataFiles, tools_path: str, options: dict[str, Any]) -> list[Ex
                 "turns": None,
                 "user": None,
                 "expected_states": None,
+                "allowed_changes": None,
             })
         )
     only_gold = [i for i in gold if i not in seen]
