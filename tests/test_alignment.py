@@ -333,3 +333,21 @@ def test_a_plan_of_reference_calls_aligns_as_its_compiled_milestones(reference, 
     one, two = align(direct, steps), align(written, steps)
     assert (one.step_milestone, one.matched, one.unmatched) == (two.step_milestone, two.matched, two.unmatched)
     assert diagnose(direct, steps, one).first_error == diagnose(written, steps, two).first_error
+
+
+PLAIN = st.one_of(st.none(), st.booleans(), st.integers(-2, 2), st.sampled_from([0.0, 1.0, 1.5, -2.0]),
+                  st.sampled_from(["a", "b", ""]), st.lists(st.integers(0, 1), max_size=1))
+
+
+@given(st.dictionaries(st.sampled_from(["x", "y", "z"]), PLAIN, max_size=3),
+       st.dictionaries(st.sampled_from(["x", "y", "w"]), PLAIN, max_size=3),
+       st.sampled_from(["exact", "subset", "superset"]))
+def test_plain_argument_checks_equal_the_matchers(expected, actual, args):
+    """The fast check of plain expected values (strings, integers, null) names the same
+    argument as the matchers do ({"$in": [v]} is the same equality through an operator)."""
+    from toolgym.matchers import compile_matcher
+    from toolgym.milestones import CallPattern
+
+    plain = CallPattern("f", tuple((k, compile_matcher({"$literal": v}, "t")) for k, v in expected.items()), args)
+    slow = CallPattern("f", tuple((k, compile_matcher({"$in": [{"$literal": v}]}, "t")) for k, v in expected.items()), args)
+    assert plain.wrong_argument(actual) == slow.wrong_argument(actual)

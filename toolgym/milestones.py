@@ -129,9 +129,11 @@ class CallPattern:
     kind: Literal["call"] = "call"
     _keys: frozenset[str] | None = field(default=None, init=False, repr=False)
     _exact_key: Any = field(default=None, init=False, repr=False)
+    _plain: Any = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
         self._exact_key = _UNSET
+        self._plain = _UNSET
 
     def wrong_argument(
         self, arguments: Mapping[str, Any], context: MatchContext = EMPTY_CONTEXT
@@ -145,6 +147,11 @@ class CallPattern:
         args = self.args
         if self.arguments is None or args == "ignore":
             return None
+        plain = self._plain
+        if plain is _UNSET:
+            plain = self._plain = self._plain_values()
+        if plain is not None:
+            return _plain_wrong_argument(plain, args, arguments)
         if args != "superset":  # exact and subset: no key beyond the pattern's
             expected = self.keys
             for key in arguments:
@@ -158,6 +165,20 @@ class CallPattern:
             if not matcher.match(arguments[key], context):
                 return key
         return None
+
+    def _plain_values(self) -> dict[str, Any] | None:
+        """The expected arguments as a dict when every matcher is plain equality with a
+        string, an integer (never a boolean) or null, which :func:`_plain_wrong_argument`
+        compares without the matchers; else ``None``."""
+        values = {}
+        for k, m in self.arguments or ():
+            if type(m) is not Equal and type(m) is not LiteralValue:
+                return None
+            v = m.value  # type: ignore[attr-defined]
+            if not (v is None or type(v) is str or type(v) is int):
+                return None
+            values[k] = v
+        return values
 
     @property
     def keys(self) -> frozenset[str]:
@@ -196,6 +217,31 @@ class CallPattern:
         if self.args != "exact":
             out["args"] = self.args
         return out
+
+
+def _plain_wrong_argument(expected: dict[str, Any], args: str, arguments: Mapping[str, Any]) -> str | None:
+    """:meth:`CallPattern.wrong_argument` for expected values that are all strings, integers
+    or null, in the same order of checks, by JSON equality (an integer equals the float of the
+    same value; a boolean is never a number)."""
+    if args != "superset":
+        for key in arguments:
+            if key not in expected:
+                return str(key)
+    for key, want in expected.items():
+        if key not in arguments:
+            if args == "subset":
+                continue
+            return key
+        got = arguments[key]
+        if want is None:
+            if got is not None:
+                return key
+        elif type(want) is str:
+            if type(got) is not str or got != want:
+                return key
+        elif not ((type(got) is int or type(got) is float) and got == want):
+            return key
+    return None
 
 
 @dataclass(eq=False, slots=True)
