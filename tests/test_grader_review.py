@@ -180,6 +180,7 @@ def test_show_marks_where_each_state_milestone_was_met(tmp_path):
     ab = lines.index("      ✓ state milestone ab met")
     abc = lines.index("      ✓ state milestone abc met")
     assert tools[1] < ab < tools[2] < abc  # after the second letter, and after the third
+    assert lines[tools[0] + 1] == "      ✓ brings about state milestone ab"  # no extra call
 
 
 def test_the_view_marks_where_each_state_milestone_was_met(tmp_path):

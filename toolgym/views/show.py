@@ -364,6 +364,8 @@ def alignment_line(label: dict[str, Any], first_error_step: int | None = None) -
     kind = label.get("type")
     milestone = label.get("milestone")
     if kind is None and milestone:
+        if label.get("allowed") == "brings about" and label.get("note"):  # a call that brought a state about
+            return Text.assemble(("      ✓ ", "green"), (_safe(str(label["note"])), "green"))
         return Text.assemble(("      ✓ ", "green"), (f"milestone {_safe(str(milestone))}", "green"))
     error = bool(label.get("error")) or (first_error_step is not None and label.get("step") == first_error_step)
     style = "bold red" if error else "yellow"

@@ -213,8 +213,10 @@
 
   function alignmentLine(a, firstError, step) {
     // one tool step's place in trajectory_match's alignment: its milestone, or why it matched none
-    if (!a.ty && a.m) { return el("div", "align matched", "✓ milestone " + a.m); }
-    var isFirst = firstError !== null && firstError !== undefined && firstError.indexOf("step " + step + ":") === 0;
+    if (!a.ty && a.m) { return el("div", "align matched", a.ok && a.n ? "✓ " + a.n : "✓ milestone " + a.m); }
+    // the first error's text starts "step N (tool): ..." or "turn K, step N (tool): ..."
+    var isFirst = firstError !== null && firstError !== undefined &&
+      new RegExp("^(turn \\d+, )?step " + step + "[ :]").test(firstError);
     var bad = a.er === 1 || isFirst;
     var text = (bad ? "✗ " : "· ") + String(a.ty || "unmatched").replace(/_/g, " ");
     if (a.m) { text += " (" + a.m + (a.arg ? ", argument " + a.arg : "") + ")"; }
