@@ -198,3 +198,23 @@ def test_the_view_marks_where_each_state_milestone_was_met(tmp_path):
     tools = [s for s in doc["trajectory"]["steps"] if s["kind"] == "tool"]
     assert [s["state_milestones_met"] for s in tools] == [[], ["ab"], ["abc"]]
     assert doc["state_milestones_met_at_start"] == []
+
+
+def test_an_undone_last_state_is_blamed_on_the_step_that_undid_it_under_every_policy():
+    for policy in ("forbid", "allow"):
+        example = {"id": "a", "input": "Type a", "milestones": [{"id": "a", "state": {"paper": "a"}}], "extra_calls": policy}
+        scores, _ = play("typewriter_1", example, turn(("type_letter", {"letter": "a"})), turn(("type_letter", {"letter": "b"})))
+        first = scores["trajectory_match"].details["first_error"]
+        assert (first["step"], first["type"], first["milestone"]) == (2, "undone", "a"), policy
+        assert scores["step_precision"].value == 0.5  # the right letter counts, the undoing one counts against
+
+
+def test_a_from_tool_note_names_the_tool_and_why_there_is_no_value():
+    example = {"id": "t", "input": "x", "read_only": ["find_*", "get_*"], "extra_calls": "allow_read_only",
+               "milestones": [{"id": "e", "call": {"name": "get_user_email", "arguments": {
+                   "user_id": {"$from": {"tool": "find_users_by_name"}, "path": "/0/id"}}}}]}
+    scores, _ = play("relational_data", example, turn(("get_user_email", {"user_id": 158})),
+                     turn(("find_users_by_name", {"name": "Kwame"})))
+    assert scores["trajectory_match"].details["alignment"][0]["note"] == (
+        "argument 'user_id' = 158; expected a value from a result of find_users_by_name at /0/id, and no result of "
+        "find_users_by_name returned before this call holds one")

@@ -53,7 +53,8 @@ EXACT_LIMIT = 1 << 16
 unordered milestones without ``$from``)."""
 
 ErrorType = Literal[
-    "wrong_tool", "wrong_arguments", "missing", "out_of_order", "extra_call", "forbidden", "malformed", "rejected"
+    "wrong_tool", "wrong_arguments", "missing", "out_of_order", "extra_call", "forbidden", "malformed", "rejected",
+    "undone",
 ]
 
 
@@ -1031,6 +1032,20 @@ def diagnose(
             label.note = f"{what} matches minefield {hit['minefield']}{also}"
         labels.append(label)
     undone = _undone(plan, missing, times, states) if states and plan.final_only & absent else {}
+    if undone:  # the calls that brought an undone state about did what was asked; the undoing step is the error
+        by_id = {m.id: m for m in ms}
+        for mid, (met, _undid) in undone.items():
+            keys = {k for p in by_id[mid].states for k, _ in p.items}
+            for label in labels[:met]:
+                s = steps[label.step - 1]
+                if label.type in ("extra_call", "wrong_tool") and s.changes and keys & s.changes:
+                    label.type, label.error, label.milestone, label.allowed = None, False, mid, "brings about"
+                    label.expected, label.argument = None, None
+                    label.note = f"brings about state milestone {mid} (undone later)"
+            undoing = labels[_undid - 1]
+            if undoing.milestone is None or undoing.type in ("extra_call", "wrong_tool"):  # it matched nothing else
+                undoing.type, undoing.milestone, undoing.argument = "undone", mid, None
+                undoing.note = f"undid state milestone {mid}, which held after tool step {met}"
     first: dict[str, Any] | None = None
     for label in labels:
         if label.error or (label.type is not None and label.milestone in absent):
@@ -1038,7 +1053,7 @@ def diagnose(
                      "milestone": label.milestone, "argument": label.argument, "note": label.note}
             break
     for mid, (met, undid) in undone.items():
-        if first is None or first["step"] > undid:
+        if first is None or first["step"] >= undid:  # the undoing step is an undone error before anything else
             first = {"step": undid, "tool": steps[undid - 1].name, "type": "undone", "milestone": mid,
                      "argument": None, "note": f"state milestone {mid} held after tool step {met} and no longer "
                                                f"after tool step {undid}; it must hold at the end"}
@@ -1286,7 +1301,14 @@ def _argument_text(call: CallPattern, argument: str, arguments: Mapping[str, Any
         return f"argument {argument!r} = {_shown(given)} not expected"
     if isinstance(matcher, From):
         wanted = matcher.resolve(context)
-        source = f"{matcher.milestone}'s result" + (f" at {matcher.path}" if matcher.path else "")
+        at = f" at {matcher.path}" if matcher.path else ""
+        if matcher.tool is not None:
+            source = f"a result of {matcher.tool}{at}"
+            if wanted is NO_VALUE:
+                return (f"argument {argument!r} = {_shown(given)}; expected a value from {source}, and no result "
+                        f"of {matcher.tool} returned before this call holds one")
+        else:
+            source = f"{matcher.milestone}'s result{at}"
         if wanted is NO_VALUE:
             return f"argument {argument!r} = {_shown(given)}; expected a value from {source}, which has none there"
         expected_text = f"{_shown(wanted)} (from {source})"

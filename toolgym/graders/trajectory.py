@@ -273,7 +273,7 @@ def analyse(
     last = _LAST[0] if _LAST else None  # read once: graders may run in several threads
     if last is not None and last[0] is example and last[1] is trajectory and last[2] is plan and last[3] is judge:
         return last[4]
-    steps = step_views(trajectory, results=any(m.refs for m in plan.milestones))
+    steps = step_views(trajectory, results=plan.has_refs)
     # the states after recorded steps, and the final state after the last one: what the
     # environment held at the end, whatever was recorded
     recorded = recorded_states(trajectory) if plan_reads_states(plan) else {}
