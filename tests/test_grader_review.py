@@ -213,8 +213,22 @@ def test_a_from_tool_note_names_the_tool_and_why_there_is_no_value():
     example = {"id": "t", "input": "x", "read_only": ["find_*", "get_*"], "extra_calls": "allow_read_only",
                "milestones": [{"id": "e", "call": {"name": "get_user_email", "arguments": {
                    "user_id": {"$from": {"tool": "find_users_by_name"}, "path": "/0/id"}}}}]}
-    scores, _ = play("relational_data", example, turn(("get_user_email", {"user_id": 158})),
+    # an id no result holds (the right one, 158, written before the search, is out of order)
+    scores, _ = play("relational_data", example, turn(("get_user_email", {"user_id": 7})),
                      turn(("find_users_by_name", {"name": "Kwame"})))
     assert scores["trajectory_match"].details["alignment"][0]["note"] == (
-        "argument 'user_id' = 158; expected a value from a result of find_users_by_name at /0/id, and no result of "
+        "argument 'user_id' = 7; expected a value from a result of find_users_by_name at /0/id, and no result of "
         "find_users_by_name returned before this call holds one")
+
+
+def test_a_from_tool_value_used_in_the_same_turn_as_its_source_is_out_of_order():
+    example = {"id": "t", "input": "x", "read_only": ["find_*", "get_*"], "extra_calls": "allow_read_only",
+               "milestones": [{"id": "e", "call": {"name": "get_user_email", "arguments": {
+                   "user_id": {"$from": {"tool": "find_users_by_name"}, "path": "/0/id"}}}}]}
+    scores, _ = play("relational_data", example, turn(("find_users_by_name", {"name": "Kwame"}),
+                                                      ("get_user_email", {"user_id": 158})))
+    match = scores["trajectory_match"]
+    first = match.details["first_error"]
+    assert (first["step"], first["type"], first["milestone"]) == (2, "out_of_order", "e")
+    assert "before it was returned" in match.details["alignment"][1]["note"]
+    assert match.details["alignment"][0].get("type") != "wrong_tool"  # the search is the value's source

@@ -1000,6 +1000,10 @@ def diagnose(
         tool_context = seen_results(observed, seen, judge)
         explain.step_context = lambda i: MatchContext(results=results, judge=judge,
                                                       tool_results=tool_context(i).tool_results)
+        # every result the tools returned, seen or not: a call that fits only with one of those
+        # used a result before it was returned
+        explain.later_context = MatchContext(results=results, judge=judge,
+                                             tool_results=seen_results(observed, None, judge)(len(steps)).tool_results)
     labels: list[StepLabel] = []
     for i, s in enumerate(steps):
         mid = step_milestone[i]
@@ -1095,6 +1099,12 @@ def _undone(
     return out
 
 
+def _reads_tool(m: Milestone, name: str) -> bool:
+    """Whether a call alternative of ``m`` reads results of tool ``name`` (``{"$from":
+    {"tool": name}}``)."""
+    return any(name in getattr(matcher, "reads_tools", ()) for c in m.calls for _, matcher in c.arguments or ())
+
+
 def first_error_what(first: Mapping[str, Any]) -> str:
     """What a first error (``trajectory_match``'s ``details.first_error``) is, in words: its
     type, the milestone and argument it names, and for a minefield or an undone state
@@ -1124,7 +1134,7 @@ class _Explainer:
     """Why an executed tool step matched no milestone (the checks :func:`diagnose` lists)."""
 
     __slots__ = ("ms", "names", "by_id", "matched", "candidates", "context", "times", "missing", "absent", "pools",
-                 "turns", "step_context")
+                 "turns", "step_context", "later_context")
 
     def __init__(
         self,
@@ -1145,6 +1155,7 @@ class _Explainer:
         self.pools: dict[str, tuple[list[Milestone], list[Milestone]]] = {}
         self.turns = turns
         self.step_context: Callable[[int], MatchContext] | None = None
+        self.later_context: MatchContext | None = None
 
     def pool(self, name: str, named_ids: Sequence[int]) -> tuple[list[Milestone], list[Milestone]]:
         """The milestones calling tool ``name``, and those of them a step most likely meant:
@@ -1241,6 +1252,19 @@ class _Explainer:
                 label.type, label.milestone = "extra_call", m.id
                 label.note = f"repeats {m.id} (matched at another step)"
                 return
+        later = self.later_context
+        if later is not None and not fits:  # reads a tool's result that was returned only after the call
+            for j in named_ids:
+                m = ms[j]
+                if m.id not in matched and any(c.name == s.name and c.wrong_argument(s.arguments, later) is None
+                                               for c in m.calls):
+                    call = next(c for c in m.calls if c.name == s.name)
+                    argument = call.wrong_argument(s.arguments, context)  # the one read too early
+                    label.type, label.milestone, label.argument = "out_of_order", m.id, argument or None
+                    label.note = (f"fits {m.id}, but argument {argument!r} uses a tool's result before it was returned "
+                                  "(made in the same model turn or earlier)")
+                    label.expected = call.expected()
+                    return
         if named_ids:
             m = self.meant(s.name, i)
             assert m is not None
@@ -1252,7 +1276,9 @@ class _Explainer:
             return
         for mid in self.missing:
             m = self.by_id[mid]
-            if m.calls and self.ready(m, i):  # a state milestone is no call: any tool may bring it about
+            if m.calls and self.ready(m, i) and not _reads_tool(m, s.name):
+                # (a state milestone is no call: any tool may bring it about; a call of the tool
+                # whose results the milestone reads with $from is its source, not a wrong tool)
                 label.type, label.milestone = "wrong_tool", mid
                 label.expected = m.calls[0].expected() if m.calls else m.alternatives[0].expected()
                 label.note = f"expected {mid}"
