@@ -438,6 +438,12 @@ class Plan:
         return frozenset(m.id for m in self.milestones if m.states and not m.transient and m.id not in later)
 
     @cached_property
+    def reads_states(self) -> bool:
+        """Whether a milestone or a minefield is a state (the alignment must be given the
+        states after the steps)."""
+        return any(m.states for m in self.milestones) or any(isinstance(p, StatePattern) for p in self.minefields)
+
+    @cached_property
     def has_similarity(self) -> bool:
         """Whether a milestone declares partial credit (``similarity``)."""
         return any(m.similarity for m in self.milestones)
@@ -782,6 +788,7 @@ def calls_plan(
         name, arguments = call.name, call.arguments
         items = []
         plain = True  # every value a string, integer, float or null (call_key keeps them as they are)
+        simple = True  # every value a string, integer or null (what _plain_values keeps)
         for k, v in arguments.items():
             kind = type(v)
             if kind is str or kind is int or kind is bool or v is None:
@@ -789,11 +796,15 @@ def calls_plan(
                 if item is None:
                     item = _literal_item(k, v)
                 items.append(item)
-                plain = plain and kind is not bool
+                if kind is bool:
+                    plain = simple = False
             else:
                 items.append((k, LiteralValue(v)))
                 plain = plain and kind is float
+                simple = False
         pattern = CallPattern(name, tuple(items), args_mode)
+        if simple:  # what _plain_values would compute
+            pattern._plain = dict(arguments)
         alternatives = (pattern,)
         entry = (i, alternatives)
         if is_exact:
@@ -820,7 +831,8 @@ def calls_plan(
     # the cached properties, filled in as they would be computed
     plan.__dict__.update(
         call_index=(exact, by_name), names={k: tuple(v) for k, v in names.items()}, needs_judge=False,
-        observes=False, reads_tools=False, has_similarity=False,
+        observes=False, reads_tools=False, has_similarity=False, has_refs=False, final_only=frozenset(),
+        reads_states=False,
     )
     return plan
 

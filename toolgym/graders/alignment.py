@@ -183,15 +183,20 @@ class Alignment:
     exact: bool = True
     method: str = "exact search"
     states_explored: int = 0
-    candidates: list[list[int]] = field(default_factory=list)
+    rows: list[list[tuple[int, tuple[CallPattern, ...]]]] = field(default_factory=list, repr=False)
     """For each step, the milestones it may match by name and arguments (those reading
-    ``$from`` by name only)."""
+    ``$from`` by name only), each with its call alternatives that fit: ``(index, calls)``."""
     allowed: list[bool] = field(default_factory=list)
     """For each step, whether the policy allows it unmatched (:func:`step_allowed`)."""
     brought_about: dict[int, str] = field(default_factory=dict)
     """Unmatched steps (0-based) that brought a matched state milestone about (they changed a
     key it names before it was met) → that milestone: no extra calls, left out of
     ``unmatched`` and ``forbidden_unmatched``."""
+
+    @property
+    def candidates(self) -> list[list[int]]:
+        """For each step, the indices of the milestones it may match (:attr:`rows`)."""
+        return [[j for j, _ in row] for row in self.rows]
 
 
 def step_allowed(plan: Plan, step: StepView) -> bool:
@@ -386,11 +391,11 @@ def align(
             if named:
                 if tool_context is not None:  # what this call could have read
                     context = tool_context(i_s)
-                row = list(row)
-                for j, calls in named:
-                    if ms[j].refs or calls[0].wrong_argument(s.arguments, context) is None:
-                        row.append((j, calls))
-                row = _merged(row)
+                arguments = s.arguments
+                fits = [(j, calls) for j, calls in named
+                        if ms[j].refs or calls[0].wrong_argument(arguments, context) is None]
+                if fits:
+                    row = _merged([*row, *fits]) if row or len(fits) > 1 else fits
             if len(row) > 1:
                 shared = True
         candidates.append(row)
@@ -480,7 +485,7 @@ def _finish(
     for mid, (kind, pos) in matched.items():
         if kind == "step":
             step_milestone[pos] = mid
-    optional_matched = sum(1 for mid in matched if layout.optional[index[mid]])
+    optional_matched = sum(1 for mid in matched if layout.optional[index[mid]]) if layout.required < len(ms) else 0
     brought = _brought_about(ms, index, steps, step_milestone, matched, plan.observes) if matched else {}
     unmatched = forbidden = 0
     for i in range(len(steps)):
@@ -498,7 +503,7 @@ def _finish(
         exact=exact,
         method=method,
         states_explored=explored,
-        candidates=[[j for j, _ in row] for row in candidates],
+        rows=candidates,
         allowed=allowed,
         brought_about=brought,
     )
@@ -976,7 +981,8 @@ def diagnose(
     """
     ms = plan.milestones
     matched = alignment.matched
-    results = {mid: steps[pos].result for mid, (kind, pos) in matched.items() if kind == "step"}
+    # the matched steps' results, which $from reads
+    results = {mid: steps[pos].result for mid, (kind, pos) in matched.items() if kind == "step"} if plan.has_refs else {}
     context = MatchContext(results=results, judge=judge)
     # when each matched milestone was matched: a step at its index, a state just before the next step
     times = {mid: pos if kind == "step" else pos - 0.5 for mid, (kind, pos) in matched.items()}
@@ -1099,6 +1105,11 @@ def _undone(
     return out
 
 
+def _fits_call(m: Milestone, s: StepView, context: MatchContext) -> bool:
+    """Whether a call alternative of ``m`` matches step ``s``."""
+    return any(c.name == s.name and c.wrong_argument(s.arguments, context) is None for c in m.calls)
+
+
 def _reads_tool(m: Milestone, name: str) -> bool:
     """Whether a call alternative of ``m`` reads results of tool ``name`` (``{"$from":
     {"tool": name}}``)."""
@@ -1150,7 +1161,7 @@ class _Explainer:
         self.names = plan.names
         self.by_id = {m.id: m for m in self.ms} if missing else {}
         self.matched = alignment.matched
-        self.candidates = alignment.candidates
+        self.candidates = alignment.rows
         self.context, self.times, self.missing, self.absent = context, times, missing, absent
         self.pools: dict[str, tuple[list[Milestone], list[Milestone]]] = {}
         self.turns = turns
@@ -1223,15 +1234,11 @@ class _Explainer:
         if self.step_context is not None:
             context = self.step_context(i)
         named_ids = self.names.get(s.name, ())
-
-        def fits_call(m: Milestone) -> bool:
-            return any(c.name == s.name and c.wrong_argument(s.arguments, context) is None for c in m.calls)
-
         if self.candidates:  # the search's candidates: arguments already checked, but for $from
             row = self.candidates[i]
-            fits = [ms[j] for j in row if not ms[j].refs or fits_call(ms[j])] if row else row
+            fits = [ms[j] for j, _ in row if not ms[j].refs or _fits_call(ms[j], s, context)] if row else []
         else:
-            fits = [ms[j] for j in named_ids if fits_call(ms[j])]
+            fits = [ms[j] for j in named_ids if _fits_call(ms[j], s, context)]
         matched = self.matched
         for m in fits:
             if not self.ready(m, i) and matched.get(m.id) != ("step", i):
@@ -1268,7 +1275,7 @@ class _Explainer:
         if named_ids:
             m = self.meant(s.name, i)
             assert m is not None
-            call = next(c for c in m.calls if c.name == s.name)
+            call = m.calls[0] if len(m.calls) == 1 else next(c for c in m.calls if c.name == s.name)
             argument = call.wrong_argument(s.arguments, context)
             label.type, label.milestone, label.argument = "wrong_arguments", m.id, argument or None
             label.expected = call.expected()

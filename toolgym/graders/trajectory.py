@@ -30,7 +30,7 @@ from toolgym.graders.alignment import (
     diagnose,
     first_error_text,
 )
-from toolgym.milestones import ARGS_MODES, Plan, StatePattern, calls_plan
+from toolgym.milestones import ARGS_MODES, Plan, calls_plan
 from toolgym.records import (
     BINARY,
     Example,
@@ -235,8 +235,8 @@ _LAST: list[tuple[Any, ...]] = []
 
 
 def plan_reads_states(plan: Plan) -> bool:
-    """Whether a plan has a state milestone or a state minefield."""
-    return any(m.states for m in plan.milestones) or any(isinstance(p, StatePattern) for p in plan.minefields)
+    """Whether a plan has a state milestone or a state minefield (:attr:`Plan.reads_states`)."""
+    return plan.reads_states
 
 
 def recorded_states(trajectory: Trajectory) -> dict[int, dict[str, Any]]:
