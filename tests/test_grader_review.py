@@ -232,3 +232,19 @@ def test_a_from_tool_value_used_in_the_same_turn_as_its_source_is_out_of_order()
     assert (first["step"], first["type"], first["milestone"]) == (2, "out_of_order", "e")
     assert "before it was returned" in match.details["alignment"][1]["note"]
     assert match.details["alignment"][0].get("type") != "wrong_tool"  # the search is the value's source
+
+
+def test_a_result_milestone_names_the_step_that_meant_it():
+    # the only call of the tool a result milestone names: rejected, then with a wrong result
+    example = {"id": "r", "input": "What is Kwame's email?", "extra_calls": "allow", "milestones": [
+        {"id": "email", "result": {"name": "get_user_email", "value": {"$contains": "@"}}}]}
+    scores, _ = play("relational_data", example, turn(("get_user_email", {"user_id": 158, "verbose": True})))
+    first = scores["trajectory_match"].details["first_error"]
+    assert (first["step"], first["type"], first["milestone"]) == (1, "rejected", "email")
+    assert scores["trajectory_match"].details["alignment"][0]["note"].endswith("it meant result milestone email")
+    scores, _ = play("relational_data", example, turn(("get_user_email", {"user_id": 99999})))
+    first = scores["trajectory_match"].details["first_error"]
+    assert (first["step"], first["type"], first["milestone"]) == (1, "wrong_arguments", "email")
+    assert first["note"] == "its result does not match result milestone email"
+    scores, _ = play("relational_data", example, turn(("get_user_email", {"user_id": 158})))
+    assert scores["trajectory_match"].value == 1.0

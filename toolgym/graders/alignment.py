@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, NamedTuple
 
 from toolgym.matchers import EMPTY_CONTEXT, NO_VALUE, Equal, From, MatchContext
-from toolgym.milestones import CallPattern, Milestone, Pattern, Plan, StatePattern, call_key
+from toolgym.milestones import CallPattern, Milestone, Pattern, Plan, ResultPattern, StatePattern, call_key
 
 __all__ = ["EXACT_LIMIT", "Alignment", "Observation", "StepLabel", "StepView", "align", "diagnose", "first_error_text",
            "first_error_what"]
@@ -1215,11 +1215,23 @@ class _Explainer:
                 out.append(ref)
         return out
 
+    def result_meant(self, name: str, i: int) -> Milestone | None:
+        """The missing ``result`` milestone of tool ``name`` (``{"result": {"name": name}}``)
+        that a step ``i`` of that tool most likely meant: one ready at that point first."""
+        found = [m for mid in self.missing for m in (self.by_id[mid],)
+                 if any(isinstance(p, ResultPattern) and p.name == name for p in m.observed)]
+        return next((m for m in found if self.ready(m, i)), found[0] if found else None)
+
     def attempt(self, label: StepLabel, s: StepView, i: int) -> None:
         """Link a call that was never executed (malformed or rejected) to the milestone it
-        most likely meant, naming the argument that does not fit it."""
+        most likely meant, naming the argument that does not fit it (a missing ``result``
+        milestone of its tool when no call milestone calls it)."""
         m = self.meant(s.name, i)
         if m is None:
+            m = self.result_meant(s.name, i) if self.missing else None
+            if m is not None:
+                label.milestone = m.id
+                label.note += f"; it meant result milestone {m.id}"
             return
         call = next(c for c in m.calls if c.name == s.name)
         label.milestone = m.id
@@ -1280,6 +1292,12 @@ class _Explainer:
             label.type, label.milestone, label.argument = "wrong_arguments", m.id, argument or None
             label.expected = call.expected()
             label.note = _argument_text(call, argument, s.arguments, context) if argument else f"arguments do not match {m.id}"
+            return
+        m = self.result_meant(s.name, i) if self.missing else None
+        if m is not None:  # the call whose result a result milestone names, and its result did not match
+            label.type, label.milestone = "wrong_arguments", m.id
+            label.expected = next(p for p in m.observed if isinstance(p, ResultPattern)).expected()
+            label.note = f"its result does not match result milestone {m.id}"
             return
         for mid in self.missing:
             m = self.by_id[mid]
