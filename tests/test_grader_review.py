@@ -3,6 +3,8 @@ each played through `toolgym.evaluate` on a real environment with a scripted mod
 
 from __future__ import annotations
 
+import json
+
 import toolgym
 from toolgym.graders.alignment import StepView, align, diagnose
 from toolgym.milestones import compile_plan
@@ -248,3 +250,20 @@ def test_a_result_milestone_names_the_step_that_meant_it():
     assert first["note"] == "its result does not match result milestone email"
     scores, _ = play("relational_data", example, turn(("get_user_email", {"user_id": 158})))
     assert scores["trajectory_match"].value == 1.0
+
+
+def test_data_flow_after_a_replayed_prefix_follows_the_model_turns():
+    # a replayed prefix (no model turn) then one model turn making both calls: the id could not
+    # come from find's result; find replayed in the prefix: it could
+    plan = compile_plan(KWAME["milestones"], extra_calls="allow")
+    found = '[{"id": 158, "name": "Kwame"}]'
+    same_turn = [StepView("get_user_name", {"user_id": 1}, "x", turn=None),
+                 StepView("find_users_by_name", {"name": "Kwame"}, json.loads(found), turn=0),
+                 StepView("get_user_email", {"user_id": 158}, "k@x", turn=0)]
+    result = align(plan, same_turn)
+    assert result.required_matched == 1
+    first = diagnose(plan, same_turn, result).first_error
+    assert (first["step"], first["type"], first["milestone"]) == (3, "out_of_order", "email")
+    replayed = [StepView("find_users_by_name", {"name": "Kwame"}, json.loads(found), turn=None),
+                StepView("get_user_email", {"user_id": 158}, "k@x", turn=0)]
+    assert align(plan, replayed).required_matched == 2

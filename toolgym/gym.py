@@ -61,7 +61,6 @@ from toolgym.graders.trajectory import (
     observations,
     plan_reads_states,
     recorded_states,
-    results_seen,
     step_views,
 )
 from toolgym.openai_format import assistant_message, prompt_messages, step_messages, tool_schemas
@@ -235,9 +234,8 @@ def milestone_potential(example: Example, steps: list[Any], initial_state: dict[
     views = step_views(so_far, results=any(m.refs for m in plan.milestones))
     states = recorded_states(so_far) if initial_state is not None and plan_reads_states(plan) else {}
     observed = observations(so_far) if plan.observes or plan.reads_tools else None
-    seen = results_seen(so_far) if plan.reads_tools else None
-    alignment = align(plan, views, states, observed=observed, seen=seen)
-    if diagnose(plan, views, alignment, states=states, observed=observed, seen=seen).mines:
+    alignment = align(plan, views, states, observed=observed)
+    if diagnose(plan, views, alignment, states=states, observed=observed).mines:
         return 0.0
     return alignment.required_matched / required if required else 1.0
 

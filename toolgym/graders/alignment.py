@@ -290,11 +290,17 @@ _PLAIN = frozenset({str, int, float, type(None)})
 repeated inline where every tool step is looked up)."""
 
 
-def step_turns(steps: Sequence[StepView]) -> list[int]:
-    """The model turn of each step (:attr:`StepView.turn`); when some step's turn is not known,
-    every step counts as a turn of its own (its index)."""
-    turns = [s.turn for s in steps]
-    return turns if None not in turns else list(range(len(steps)))  # type: ignore[return-value]
+def seen_counts(steps: Sequence[StepView]) -> list[int]:
+    """For each tool step (0-based), how many tool steps' results the model had seen when it
+    made the call: the steps before the model turn that made it (:attr:`StepView.turn`; the
+    calls of one turn cannot read each other's results). A step of no known model turn (a
+    replayed prefix, a trajectory built by hand) has seen every step before it. What
+    ``$from`` may read, in both its forms, is bounded by this."""
+    out: list[int] = []
+    first: dict[int, int] = {}
+    for i, s in enumerate(steps):
+        out.append(i if s.turn is None else first.setdefault(s.turn, i))
+    return out
 
 
 def align(
@@ -325,8 +331,8 @@ def align(
             result of step ``k``), for the ``k`` where something was; read by ``message``,
             ``answer`` and ``result`` milestones and ``{"$from": {"tool": ...}}``.
         seen: For each tool step, how many tool steps' results the model had seen when it
-            made the call (default: all the steps before it); bounds what
-            ``{"$from": {"tool": ...}}`` may read.
+            made the call (default: :func:`seen_counts` of ``steps``, from their model
+            turns); bounds what ``{"$from": {"tool": ...}}`` may read.
 
     Returns:
         Alignment: The assignment, its counts, and whether it is exact.
@@ -368,7 +374,7 @@ def align(
     penalty = [1 if ok else 1 + w_f for ok in allowed]
     exact_index, by_name = layout.exact, layout.by_name
     context = MatchContext(judge=judge) if by_name else EMPTY_CONTEXT
-    tool_context = seen_results(observed, seen, judge) if plan.reads_tools else None
+    tool_context = seen_results(observed, seen if seen is not None else seen_counts(steps), judge) if plan.reads_tools else None
     # candidates[i]: the milestones step i may match (the name fits; the arguments fit, unless
     # they read $from and are checked during the search)
     candidates: list[list[tuple[int, tuple[CallPattern, ...]]]] = []
@@ -517,7 +523,7 @@ def _within_turns(plan: Plan, steps: list[StepView]) -> Alignment | None:
     ms = plan.milestones
     if len(steps) != len(ms) or not all(s.executed for s in steps):
         return None
-    turns = step_turns(steps)
+    turns = seen_counts(steps)  # equal for the steps of one model turn
     if len(set(turns)) == len(turns):
         return None  # one call per turn: the ordinary chain is the same alignment
     plan_index = {m.id: j for j, m in enumerate(ms)}
@@ -714,7 +720,7 @@ def _search(
     """The search over matched sets for one part (see the module docstring). Returns the
     matches, the states created and whether it stayed exact."""
     last = len(steps)  # the final state's position
-    turns = step_turns(steps)
+    seen = seen_counts(steps)
     local = {j: b for b, j in enumerate(members)}
     after_mask = {j: sum(1 << local[index[a]] for a in ms[j].after) for j in members}
     refs = tuple(sorted({r for j in members for r in ms[j].refs}))
@@ -733,7 +739,7 @@ def _search(
         if not ms[j].refs:
             return True  # checked when the candidates were listed
         mine = tuple(ref_steps[k] for k in own_refs[j])
-        if any(r >= 0 and turns[r] >= turns[i] for r in mine):
+        if any(r >= seen[i] for r in mine):
             return False  # a result returned in the same model turn (or later) was not yet seen
         key = (i, j, mine)
         if key not in dynamic:
@@ -1001,7 +1007,9 @@ def diagnose(
     step_milestone = alignment.step_milestone
     allowed_of = alignment.allowed
     brought = alignment.brought_about
-    explain = _Explainer(plan, alignment, context, times, missing, absent, step_turns(steps) if plan.has_refs else None)
+    if seen is None and (plan.has_refs or plan.reads_tools):
+        seen = seen_counts(steps)
+    explain = _Explainer(plan, alignment, context, times, missing, absent, seen if plan.has_refs else None)
     if plan.reads_tools:  # a call reading {"$from": {"tool": ...}} is explained with what it could have read
         tool_context = seen_results(observed, seen, judge)
         explain.step_context = lambda i: MatchContext(results=results, judge=judge,
@@ -1145,7 +1153,7 @@ class _Explainer:
     """Why an executed tool step matched no milestone (the checks :func:`diagnose` lists)."""
 
     __slots__ = ("ms", "names", "by_id", "matched", "candidates", "context", "times", "missing", "absent", "pools",
-                 "turns", "step_context", "later_context")
+                 "seen", "step_context", "later_context")
 
     def __init__(
         self,
@@ -1155,7 +1163,7 @@ class _Explainer:
         times: Mapping[str, float],
         missing: list[str],
         absent: set[str],
-        turns: list[int] | None = None,
+        seen: Sequence[int] | None = None,
     ) -> None:
         self.ms = plan.milestones
         self.names = plan.names
@@ -1164,7 +1172,7 @@ class _Explainer:
         self.candidates = alignment.rows
         self.context, self.times, self.missing, self.absent = context, times, missing, absent
         self.pools: dict[str, tuple[list[Milestone], list[Milestone]]] = {}
-        self.turns = turns
+        self.seen = seen
         self.step_context: Callable[[int], MatchContext] | None = None
         self.later_context: MatchContext | None = None
 
@@ -1205,13 +1213,13 @@ class _Explainer:
     def unseen(self, m: Milestone, i: int) -> list[str]:
         """The milestones whose results ``m`` reads with ``$from`` and that were matched at a
         step of the same model turn as step ``i`` or later: results the model had not seen."""
-        turns = self.turns
-        if turns is None or not m.refs:
+        seen = self.seen
+        if seen is None or not m.refs:
             return []
         out = []
         for ref in sorted(m.refs):
             where = self.matched.get(ref)
-            if where is not None and where[0] == "step" and turns[where[1]] >= turns[i]:
+            if where is not None and where[0] == "step" and where[1] >= seen[i]:
                 out.append(ref)
         return out
 

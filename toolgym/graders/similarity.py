@@ -27,8 +27,8 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from toolgym.graders import make_score, register_grader
-from toolgym.graders.alignment import Observation, seen_results
-from toolgym.graders.trajectory import Analysis, _MilestoneGrader, observations, recorded_states, results_seen
+from toolgym.graders.alignment import Observation, seen_counts, seen_results
+from toolgym.graders.trajectory import Analysis, _MilestoneGrader, observations, recorded_states
 from toolgym.matchers import MatchContext, Matcher, Similarity
 from toolgym.milestones import MessagePattern, Milestone
 from toolgym.records import Example, Measure, Score, Trajectory
@@ -77,7 +77,7 @@ def milestone_similarities(analysis: Analysis, trajectory: Trajectory, judge: An
     states: dict[int, Any] = {}
     if any(m.states for m in needs):
         states = dict(analysis.states) or {**recorded_states(trajectory), len(steps): trajectory.final_state}
-    tool_context = seen_results(observations(trajectory), results_seen(trajectory), judge) if plan.reads_tools else None
+    tool_context = seen_results(observations(trajectory), seen_counts(steps), judge) if plan.reads_tools else None
     context = MatchContext(results=results, judge=judge)
 
     def ready(m: Milestone, t: float) -> bool:

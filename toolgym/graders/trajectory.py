@@ -29,6 +29,7 @@ from toolgym.graders.alignment import (
     align,
     diagnose,
     first_error_text,
+    seen_counts,
 )
 from toolgym.milestones import ARGS_MODES, Plan, calls_plan
 from toolgym.records import (
@@ -144,16 +145,9 @@ def results_seen(trajectory: Trajectory) -> list[int]:
     """For each tool step, the tool steps whose results the model had seen when it made the
     call: those before the model turn that made it (a call made in the same turn as another
     cannot read that one's result). A tool step before any model turn (a replayed prefix)
-    has seen every step before it."""
-    out: list[int] = []
-    k, turn = 0, None
-    for step in trajectory.steps:
-        if step.kind == "model":
-            turn = k
-        elif step.kind == "tool":
-            out.append(turn if turn is not None else k)
-            k += 1
-    return out
+    has seen every step before it. (:func:`~toolgym.graders.alignment.seen_counts` of the
+    trajectory's :func:`step_views`, which the alignment derives itself.)"""
+    return seen_counts(step_views(trajectory, results=False))
 
 
 def agentevals_plan(calls: list[ToolCallSpec], trajectory_mode: str, args_mode: str = "exact") -> Plan:
@@ -280,10 +274,9 @@ def analyse(
     known = {**recorded, len(steps): trajectory.final_state}
     if plan.observes or plan.reads_tools:  # what was said and returned, and what each call had seen
         observed = observations(trajectory)
-        seen = results_seen(trajectory) if plan.reads_tools else None
-        alignment = align(plan, steps, known, judge=judge, observed=observed, seen=seen)
+        alignment = align(plan, steps, known, judge=judge, observed=observed)
         diagnosis = diagnose(plan, steps, alignment, trajectory.final_state, judge=judge, states=recorded,
-                             observed=observed, seen=seen)
+                             observed=observed)
     else:
         alignment = align(plan, steps, known, judge=judge)
         diagnosis = diagnose(plan, steps, alignment, trajectory.final_state, judge=judge, states=recorded)
