@@ -279,7 +279,7 @@ def test_evaluate_out_writes_what_the_cli_writes_and_load_run_reads_it(tmp_path)
 
     loaded = toolgym.load_run(api_dir)
     assert isinstance(loaded, toolgym.Run) and isinstance(loaded.record, toolgym.RunRecord)
-    assert loaded.record.schema_version == 4
+    assert loaded.record.schema_version == 5
     assert loaded.problem is None
     assert loaded.examples is not None and sorted(loaded.examples) == ["blue", "red"]
     assert all(isinstance(ex, toolgym.Example) for ex in loaded.examples.values())
@@ -301,7 +301,7 @@ def test_evaluate_out_writes_what_the_cli_writes_and_load_run_reads_it(tmp_path)
 def test_evaluate_in_memory_returns_everything(scripted):
     result = toolgym.evaluate(KeyValueStore, model=scripted(SCRIPT), dataset=DATASET, graders=GRADERS)
     assert result.run.directory is None
-    assert result.record.schema_version == 4
+    assert result.record.schema_version == 5
     assert result.record.model == "object:ScriptedChatModel"
     assert {t.example_id: t.final_state for t in result.trajectories} == {
         "blue": {"data": {"color": "blue"}},

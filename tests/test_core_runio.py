@@ -21,7 +21,7 @@ def _oracle_run(tmp_path):
 def test_a_run_writes_a_versioned_record_with_measures_and_sources(tmp_path):
     out = _oracle_run(tmp_path)
     record = read_run(out)
-    assert isinstance(record, RunRecord) and record.schema_version == RUN_SCHEMA_VERSION == 4
+    assert isinstance(record, RunRecord) and record.schema_version == RUN_SCHEMA_VERSION == 5
     assert record.extensions["env"].source == "suite typewriter"
     assert record.extensions["agent"].spec == "oracle"
     assert record.measures["step_ratio"].pass_if == "==" and record.measures["step_ratio"].direction == "target"
@@ -34,7 +34,7 @@ def test_a_version_1_record_is_migrated_and_still_graded(tmp_path):
     for key in ("schema_version", "extensions", "measures"):
         data.pop(key)
     (out / "run.json").write_text(json.dumps(data))
-    assert read_run(out).schema_version == 4
+    assert read_run(out).schema_version == 5
     assert main(["grade", str(out)]) == 0
     assert main(["show", str(out)]) == 0
 
@@ -99,3 +99,13 @@ def test_score_fields_read_a_line_as_the_score_record_does(tmp_path):
         score_fields(path, 3, b'{"example_id": "e", "grader": "g", "trial": "1", "value": 1}')
     with pytest.raises(RunDirError, match=r"scores.jsonl:2: invalid record: not JSON"):
         score_fields(path, 2, b'{"example_id": ')
+
+
+def test_a_version_4_record_reads_as_written(tmp_path):
+    # version 5 only adds what the lines may hold (multi-turn steps, new statuses)
+    out = _oracle_run(tmp_path)
+    data = json.loads((out / "run.json").read_text())
+    data["schema_version"] = 4
+    (out / "run.json").write_text(json.dumps(data))
+    assert read_run(out).schema_version == 5
+    assert main(["show", str(out)]) == 0

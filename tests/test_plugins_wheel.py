@@ -497,7 +497,7 @@ def test_run_with_entry_points(venv: Venv, ep_run):
     assert values(out, "steps_exact") == {"two": 1.0, "three": 0.0}
 
     record = run_json(out)
-    assert record["schema_version"] == 4
+    assert record["schema_version"] == 5
     assert record["graders"] == ["mycorp_count", "steps_exact"]
     for part, group in [("env", "environments"), ("agent", "agents"), ("grader:mycorp_count", "graders")]:
         ref = record["extensions"][part]

@@ -59,7 +59,7 @@ def test_a_version_2_directory_loads_as_it_was_written(v2):
     run_dir = v2 / "typewriter_scripted"
     assert json.loads((run_dir / "run.json").read_text())["schema_version"] == 2
     run = toolgym.load_run(run_dir)
-    assert run.record.schema_version == RUN_SCHEMA_VERSION == 4
+    assert run.record.schema_version == RUN_SCHEMA_VERSION == 5
     stored = [Trajectory.model_validate(d) for d in _lines(run_dir / "trajectories.jsonl")]
     assert run.trajectories == stored and len(stored) == 7
     assert run.scores == [Score.model_validate(d) for d in _lines(run_dir / "scores.jsonl")]
@@ -90,7 +90,7 @@ def test_an_imported_version_2_directory_is_graded_again_to_the_same_rows(v2, ca
     failed = _show(capsys, str(run_dir), "--failed")
     assert main(["grade", str(run_dir)]) == 0
     assert (run_dir / "score_fixture.json").read_text(encoding="utf-8") == before
-    assert read_run(run_dir).schema_version == 4
+    assert read_run(run_dir).schema_version == 5
     again = _show(capsys, str(run_dir), "--failed")
     assert _verdicts(again) == _verdicts(failed)
     assert "score jmultiwoz_lenient = 0.0: 1 malformed call(s)" in again

@@ -384,9 +384,15 @@ def write_jsonl_atomic(path: Path, records: list[BaseModel]) -> None:
         fh.writelines(map(record_line, records))
 
 
-RUN_SCHEMA_VERSION = 4
+RUN_SCHEMA_VERSION = 5
 """The ``schema_version`` of the run directories this toolgym writes (recorded in ``run.json``).
 
+* 5: as 4, and the record lines may hold what multi-turn episodes and the honest-status work
+  added: user steps (``kind: "user"``), ``turn_states`` and ``user_model`` on trajectories, the
+  statuses ``abandoned`` and ``repeat_limit``, and ``compares`` on measures; examples may hold
+  ``turns``, ``user``, ``expected_states`` and ``allowed_changes``. A toolgym reading version 4
+  would refuse such lines with a field error deep in a file, so it refuses version 5 by its
+  version, naming it.
 * 4: as 3, and an imported trajectory whose ``final_state`` is only its origin (``{"result_file":
   {"file", "line"}}``, the file ``run.json`` references and the line ``source_line`` names)
   leaves it out; readers put it back (:func:`restore_line`). A toolgym reading version 3
@@ -560,7 +566,7 @@ def read_run(directory: Path) -> RunRecord:
             f"{path}: written with run.json schema_version {version} by a newer toolgym; this one "
             f"reads versions 1 to {RUN_SCHEMA_VERSION} (upgrade toolgym to read it)"
         )
-    if version < RUN_SCHEMA_VERSION:  # 1: without the extension and measure records; 2, 3: the same fields
+    if version < RUN_SCHEMA_VERSION:  # 1: without the extension and measure records; 2 to 4: the same fields
         data = {**data, "schema_version": RUN_SCHEMA_VERSION}
     try:
         return RunRecord.model_validate(data)
