@@ -11,14 +11,19 @@ the command both versions have::
 What is graded (generated once, with this checkout):
 
 * the LangChain tool-usage test sets (relational_data, multiverse_math, typewriter_1,
-  typewriter_26): the ``oracle`` agent's trajectories, and deterministic wrong ones played by
-  the ``tool_calling`` agent with a scripted model (``scripted:FILE``) so that every record is
-  what an environment really returned: the reference calls one per model turn with one call
-  dropped, two different calls swapped, an argument changed, an integer argument written as a
-  string (refused by the environment since issue 38), an extra call added, the last call
-  repeated, or the episode stopped after half of the calls (and a non-answer); and all the
-  calls in one model turn (the ``oracle``'s turn shape before issue 35). In the graded copy, variant ``k`` is trial
-  ``k`` of one run directory per environment (so each checkout grades it in one process).
+  typewriter_26) and the published LangChain files of the last three (``--langchain``; the
+  published relational_data file names tools without arguments, so nothing can play it): the
+  ``oracle`` agent's trajectories, and deterministic others played by the ``tool_calling``
+  agent with a scripted model (``scripted:FILE``), so that every record is what an environment
+  really returned. The reference calls one per model turn with one call dropped, two different
+  calls swapped, an argument changed, an integer argument written as a string (refused by the
+  environment since issue 38), an extra call added, the last call repeated, the episode
+  stopped after half of the calls (with a non-answer), the first call's arguments as text that
+  is not JSON (a malformed call, never run); all the calls in one model turn (the ``oracle``'s
+  turn shape before issue 35); and, as a control, the calls of an example with milestones
+  grouped by data flow (independent calls in one turn, each call in the turn after those it
+  reads), valid under every rule. In the graded copy, variant ``k`` is trial ``k`` of one run
+  directory per set (so each checkout grades a set in one process).
 * the same trajectories against the same sets with the expected steps and calls removed from
   every example that has milestones (its task given by the milestones alone: issue 35's
   finding 6, where ``steps_exact`` no longer applies).
@@ -26,8 +31,8 @@ What is graded (generated once, with this checkout):
   (agentevals' modes, arguments exact: ``trajectory_match`` on the examples without
   milestones); only ``trajectory_match`` is compared there.
 * run directories found under ``--runs-under`` (the bundled local model's, ``"model":
-  "local"``): graded as they are; those the baseline cannot read (multi-turn records) are
-  listed as such.
+  "local"``), and any given with ``--run``: graded as they are; trajectories the baseline
+  cannot read (multi-turn records, statuses it does not have) are left out of both and counted.
 * JMultiWOZ-TC: the result file of ``benchmarks/jmultiwoz_grading.py`` (31,303 turns with
   mistakes of every kind), imported and graded by each checkout; its five published rows are
   also compared with the published ``evaluate.py``'s.
@@ -73,7 +78,7 @@ BFCL = SHARED / "data" / "bfcl_v4"
 
 ENVS = ("relational_data", "multiverse_math", "typewriter_1", "typewriter_26")
 VARIANTS = ("oracle", "drop", "swap", "change_argument", "string_argument", "extra_call", "duplicate", "stop_early",
-            "one_turn")
+            "one_turn", "parallel_independent", "malformed")
 EXTRA_CALL = {  # a call of a real tool that no reference of the set makes at that point
     "relational_data": {"name": "list_user_ids", "arguments": {}},
     "multiverse_math": {"name": "negate", "arguments": {"a": 7}},
@@ -106,13 +111,18 @@ def changed(value: Any) -> Any:
     return value
 
 
-def perturb(variant: str, calls: list[dict], env: str) -> tuple[list[list[dict]], bool] | None:
+def perturb(
+    variant: str, calls: list[dict], env: str, milestones: list | None = None
+) -> tuple[list[list[dict]], bool] | None:
     """The model turns (each a list of calls) of ``variant`` over the reference ``calls``, and
     whether the final answer is the reference's; ``None`` where the variant does not apply
     (no two different calls to swap, no argument to change, no integer argument to write as a
-    string, fewer than two calls in one turn).
+    string, fewer than two calls in one turn, no two calls independent of each other).
     """
     calls = [dict(c, arguments=dict(c["arguments"])) for c in calls]
+    if variant == "parallel_independent":
+        layers = layered(calls, milestones)
+        return None if layers is None or all(len(layer) < 2 for layer in layers) else (layers, True)
     one_each = True
     if variant == "drop":
         if not calls:
@@ -137,6 +147,10 @@ def perturb(variant: str, calls: list[dict], env: str) -> tuple[list[list[dict]]
             return None
         key = next(k for k, v in sorted(calls[at]["arguments"].items()) if isinstance(v, int) and not isinstance(v, bool))
         calls[at]["arguments"][key] = str(calls[at]["arguments"][key])
+    elif variant == "malformed":
+        if not calls:
+            return None
+        calls[0] = {"name": calls[0]["name"], "malformed": "{not json"}
     elif variant == "extra_call":
         calls.insert(min(1, len(calls)), dict(EXTRA_CALL[env]))
     elif variant == "duplicate":
@@ -157,6 +171,28 @@ def perturb(variant: str, calls: list[dict], env: str) -> tuple[list[list[dict]]
 
 # ---------------------------------------------------------------- workers (run with a checkout's PYTHONPATH)
 
+def layered(calls: list[dict], milestones: list | None) -> list[list[dict]] | None:
+    """The reference calls grouped into model turns by data flow: a call in the turn after the
+    last of the calls its milestone comes ``after`` or reads (``$from``), independent calls
+    together (parallel calls, valid under every rule). ``None`` unless the example's milestones
+    are plain call milestones naming the reference calls one for one, in order."""
+    if not milestones or len(milestones) != len(calls):
+        return None
+    ids = [m.get("id") for m in milestones]
+    depth: dict[str, int] = {}
+    for m, call in zip(milestones, calls, strict=True):
+        if not isinstance(m.get("call"), dict) or m["call"].get("name") != call["name"]:
+            return None
+        sources = set(m.get("after") or []) | set(re.findall(r'"\$from": "([^"]+)"', json.dumps(m["call"])))
+        if not sources <= set(depth):
+            return None
+        depth[m["id"]] = 1 + max((depth[x] for x in sources), default=-1)
+    layers: list[list[dict]] = [[] for _ in range(max(depth.values()) + 1)]
+    for i, call in zip(ids, calls, strict=True):
+        layers[depth[i]].append(call)
+    return layers
+
+
 def worker_generate(work: Path, langchain: Path | None) -> None:
     """This checkout: the oracle's runs and the scripted perturbed runs of every set of
     :func:`sets_of`, merged into one run directory per set (variant k = trial k), with the
@@ -173,7 +209,7 @@ def worker_generate(work: Path, langchain: Path | None) -> None:
         for variant in VARIANTS[1:]:
             chosen, scripts = [], {}
             for example in dumped:
-                made = perturb(variant, example.get("expected_calls") or [], env)
+                made = perturb(variant, example.get("expected_calls") or [], env, example.get("milestones"))
                 if made is None:
                     continue
                 turns, answers = made
@@ -181,7 +217,10 @@ def worker_generate(work: Path, langchain: Path | None) -> None:
                 script = []
                 for k, turn in enumerate(turns):
                     script.append({"content": "", "tool_calls": [
-                        {"id": f"call_{k}_{i}", "name": c["name"], "args": c["arguments"]} for i, c in enumerate(turn)]})
+                        {"id": f"call_{k}_{i}", "name": c["name"], "args": c["arguments"]}
+                        for i, c in enumerate(turn) if "malformed" not in c], "invalid_tool_calls": [
+                        {"id": f"call_{k}_{i}", "name": c["name"], "args": c["malformed"], "error": "not JSON"}
+                        for i, c in enumerate(turn) if "malformed" in c]})
                 script.append(answer if answers else STOPPED)
                 scripts[example["input"]] = script
                 chosen.append(example)
@@ -446,10 +485,12 @@ def main() -> int:
                         help="search here for run directories of the bundled local model (repeatable)")
     parser.add_argument("--langchain", type=Path, default=LANGCHAIN,
                         help="the published LangChain tool-usage files (graded besides the built-in test sets)")
+    parser.add_argument("--run", type=Path, action="append", default=[],
+                        help="a run directory to compare besides those found (repeatable)")
     parser.add_argument("--jmultiwoz", type=Path, default=JMULTIWOZ)
     parser.add_argument("--published", type=Path, default=PUBLISHED, help="the published JMultiWOZ-TC evaluate.py")
     parser.add_argument("--bfcl", type=Path, default=BFCL, help="the BFCL v4 data folder")
-    parser.add_argument("--skip", default="", help="comma-separated: langchain, local, jmultiwoz, bfcl")
+    parser.add_argument("--skip", default="", help="comma-separated: langchain, local (and --run), jmultiwoz, bfcl")
     parser.add_argument("--json", type=Path, help="write every row and difference here")
     parser.add_argument("--worker", choices=("generate", "fit", "bfcl"), help=argparse.SUPPRESS)
     parser.add_argument("paths", nargs="*", type=Path, help=argparse.SUPPRESS)
@@ -508,8 +549,9 @@ def main() -> int:
                     rows += [r for r in compared if not options or r["grader"] == "trajectory_match"]
 
         if "local" not in skip:
-            for run_dir in find_local_runs([p.resolve() for p in args.runs_under]):
-                label = "local model: " + "/".join(run_dir.parts[-3:])
+            found = find_local_runs([p.resolve() for p in args.runs_under])
+            for run_dir in found + [p.resolve() for p in args.run if p.resolve() not in found]:
+                label = ("local model: " if run_dir in found else "run: ") + "/".join(run_dir.parts[-3:])
                 dataset, why = dataset_of(run_dir)
                 if dataset is None:
                     notes.append(f"{run_dir}: skipped ({why})")
