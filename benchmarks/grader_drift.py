@@ -361,9 +361,9 @@ def grade_copy(
     fitted = json.loads(fit.stdout.strip().splitlines()[-1])
     notes = []
     if fitted["dropped_fields"]:
-        notes.append(f"run.json fields this checkout does not know, removed: {', '.join(fitted['dropped_fields'])}")
+        notes.append(f"run.json fields the checkout does not know, removed: {', '.join(fitted['dropped_fields'])}")
     if fitted["dropped_lines"]:
-        notes.append("trajectories this checkout cannot read, left out of both: " + "; ".join(
+        notes.append("trajectories the checkout cannot read, left out of both: " + "; ".join(
             f"{n} x {reason}" for reason, n in fitted["dropped_lines"].items()))
     if not fitted["kept"]:
         return None, "; ".join(notes) or "no trajectories"
