@@ -299,6 +299,11 @@ def worker_fit(directory: Path) -> None:
                     node = node[part]
                 node.pop(loc[-1], None)
                 dropped.append(".".join(map(str, loc)))
+    from toolgym.runio import RUN_SCHEMA_VERSION
+
+    if data.get("schema_version", 1) > RUN_SCHEMA_VERSION:  # the lines it cannot read are dropped below
+        dropped.append(f"schema_version (lowered from {data['schema_version']} to {RUN_SCHEMA_VERSION})")
+        data["schema_version"] = RUN_SCHEMA_VERSION
     (directory / "run.json").write_text(json.dumps(data, indent=1), encoding="utf-8")
     kept, unread = [], {}
     for line in (directory / "trajectories.jsonl").read_text(encoding="utf-8").splitlines():

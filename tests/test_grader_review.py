@@ -267,3 +267,12 @@ def test_data_flow_after_a_replayed_prefix_follows_the_model_turns():
     replayed = [StepView("find_users_by_name", {"name": "Kwame"}, json.loads(found), turn=None),
                 StepView("get_user_email", {"user_id": 158}, "k@x", turn=0)]
     assert align(plan, replayed).required_matched == 2
+
+
+def test_a_from_whose_milestone_was_never_matched_says_so():
+    scores, _ = play("relational_data", KWAME, turn(("find_users_by_name", {"name": "Nobody"})),
+                     turn(("get_user_email", {"user_id": 158})))
+    row = scores["trajectory_match"].details["alignment"][1]
+    assert (row["type"], row["milestone"]) == ("wrong_arguments", "email")
+    assert row["note"] == ("argument 'user_id' = 158; expected a value from find's result at /0/id, "
+                           "and milestone find was never matched (no result to read)")

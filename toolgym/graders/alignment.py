@@ -1368,6 +1368,9 @@ def _argument_text(call: CallPattern, argument: str, arguments: Mapping[str, Any
                         f"of {matcher.tool} returned before this call holds one")
         else:
             source = f"{matcher.milestone}'s result{at}"
+            if matcher.milestone not in context.results:
+                return (f"argument {argument!r} = {_shown(given)}; expected a value from {source}, and milestone "
+                        f"{matcher.milestone} was never matched (no result to read)")
         if wanted is NO_VALUE:
             return f"argument {argument!r} = {_shown(given)}; expected a value from {source}, which has none there"
         expected_text = f"{_shown(wanted)} (from {source})"
