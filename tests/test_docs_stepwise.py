@@ -69,7 +69,8 @@ def test_each_worked_rule_gives_the_verdict_it_states(example):
     plan = compile_plan(example["milestones"], read_only=example.get("read_only"), extra_calls=example.get("extra_calls"))
     steps = [
         StepView(s["call"][0], s["call"][1], s.get("result"), executed=not s.get("rejected"), rejected=bool(s.get("rejected")),
-                 turn=s["turn"], changes=frozenset(s["changes"]) if "changes" in s else frozenset())
+                 turn=s["turn"], changes=frozenset(s["changes"]) if "changes" in s else frozenset(),
+                 user_turn=s.get("user_turn"))
         for s in example["steps"]
     ]
     states = {int(k): v for k, v in example.get("states", {}).items()}

@@ -276,3 +276,46 @@ def test_a_from_whose_milestone_was_never_matched_says_so():
     assert (row["type"], row["milestone"]) == ("wrong_arguments", "email")
     assert row["note"] == ("argument 'user_id' = 158; expected a value from find's result at /0/id, "
                            "and milestone find was never matched (no result to read)")
+
+
+TYPE_ABC = {
+    "id": "abc", "input": "Type: ab", "turns": ["Now also type: c"],
+    "milestones": [
+        {"id": "a", "call": {"name": "type_letter", "arguments": {"letter": "a"}}},
+        {"id": "b", "after": ["a"], "call": {"name": "type_letter", "arguments": {"letter": "b"}}},
+        {"id": "c", "after": ["b"], "turn": 2, "call": {"name": "type_letter", "arguments": {"letter": "c"}}},
+    ],
+}
+
+
+def test_a_milestone_of_a_user_turn_is_matched_only_in_that_turn():
+    def run(first, second):
+        scripts = {"Type: ab": [*[turn(("type_letter", {"letter": x})) for x in first], "ok"],
+                   "Now also type: c": [*[turn(("type_letter", {"letter": x})) for x in second], "ok"]}
+        result = toolgym.evaluate("typewriter_1", model=ScriptedChatModel(by_input=scripts), dataset=[TYPE_ABC],
+                                  graders=STEPWISE)
+        return {s.grader: s for s in result.scores}, result.trajectories[0]
+
+    # c typed in turn 1, before the user asked for it: not credited to turn 2's milestone
+    scores, traj = run("abc", "")
+    assert [u.turn for u in traj.user_steps] == [1, 2] and traj.final_state == {"paper": "abc"}
+    match = scores["trajectory_match"]
+    assert match.value == 0.0 and scores["milestone_progress"].value == 2 / 3
+    row = match.details["alignment"][2]
+    assert (row["type"], row["milestone"]) == ("out_of_order", "c")
+    assert row["note"] == "fits c, but c belongs to user turn 2 (this call was made in turn 1)"
+    # c typed once asked, in turn 2
+    scores, _ = run("ab", "c")
+    assert scores["trajectory_match"].value == 1.0
+
+
+def test_a_state_milestone_of_a_user_turn_counts_while_that_turn_lasts():
+    plan = compile_plan([{"id": "ab", "turn": 2, "transient": True, "state": {"paper": "ab"}},
+                         {"id": "end", "state": {"paper": {"$regex": "^ab"}}}], extra_calls="allow")
+    steps = [StepView("type_letter", {"letter": x}, user_turn=t) for x, t in (("a", 1), ("b", 1), ("c", 3))]
+    states = {0: {"paper": ""}, 1: {"paper": "a"}, 2: {"paper": "ab"}, 3: {"paper": "abc"}}
+    # "ab" held after step 2 until step 3, made in turn 3: it held during turn 2
+    assert "ab" in align(plan, steps, states).matched
+    # "ab" undone within turn 1: it never held in turn 2
+    steps[2] = steps[2]._replace(user_turn=1)
+    assert "ab" not in align(plan, steps, states).matched

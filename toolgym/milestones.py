@@ -331,7 +331,8 @@ class Milestone:
     when it no longer holds at the end. A state milestone that no other milestone comes after
     must hold in the final state unless it is transient."""
     turn: int | None = None
-    """The user turn the milestone belongs to (``"turn": k``), named in errors about it."""
+    """The user turn the milestone belongs to (``"turn": k``): it is matched only by a step made
+    in that turn, or by what was observed while that turn lasted; errors about it name it."""
     similarity: tuple[tuple[str, Similarity], ...] = ()
     """Partial credit when unmatched (``milestone_similarity``): argument name or state key →
     its measure; for a message or answer, one measure keyed ``""`` (the text)."""
@@ -436,6 +437,11 @@ class Plan:
         ``transient`` (a state reached and undone by the end was not reached)."""
         later = {a for m in self.milestones for a in m.after}
         return frozenset(m.id for m in self.milestones if m.states and not m.transient and m.id not in later)
+
+    @cached_property
+    def has_turns(self) -> bool:
+        """Whether a milestone names its user turn (``"turn": k``): matched only in that turn."""
+        return any(m.turn is not None for m in self.milestones)
 
     @cached_property
     def reads_states(self) -> bool:
@@ -832,7 +838,7 @@ def calls_plan(
     plan.__dict__.update(
         call_index=(exact, by_name), names={k: tuple(v) for k, v in names.items()}, needs_judge=False,
         observes=False, reads_tools=False, has_similarity=False, has_refs=False, final_only=frozenset(),
-        reads_states=False,
+        reads_states=False, has_turns=False,
     )
     return plan
 

@@ -77,6 +77,8 @@ class StepView(NamedTuple):
             ``state_patch``), or ``None`` when not recorded. A step matched to no milestone that
             changed a key of a state milestone before that milestone was met brought it about
             and is no extra call.
+        user_turn: The user turn (1-based) the step was made in, or ``None`` when not known. A
+            milestone with ``"turn": k`` is matched only in user turn ``k``.
     """
 
     name: str
@@ -87,6 +89,7 @@ class StepView(NamedTuple):
     rejected: bool = False
     turn: int | None = None
     changes: frozenset[str] | None = None
+    user_turn: int | None = None
 
 
 class Observation(NamedTuple):
@@ -402,6 +405,8 @@ def align(
                         if ms[j].refs or calls[0].wrong_argument(arguments, context) is None]
                 if fits:
                     row = _merged([*row, *fits]) if row or len(fits) > 1 else fits
+            if row and plan.has_turns and s.user_turn is not None:  # a milestone of another user turn
+                row = [(j, calls) for j, calls in row if ms[j].turn is None or ms[j].turn == s.user_turn]
             if len(row) > 1:
                 shared = True
         candidates.append(row)
@@ -583,6 +588,21 @@ def _brought_about(
     return out
 
 
+def _turn_spans(steps: Sequence[StepView]) -> list[tuple[float, float]]:
+    """For each position ``k`` (0 to ``len(steps)``): the user turns during which what was
+    observed after ``k`` tool steps held (the state after ``k`` steps holds from the turn of
+    step ``k`` until the turn of step ``k + 1``; the last one in every later turn), as
+    ``(first, last)``; ``(-inf, inf)`` where a step's user turn is not known."""
+    inf = float("inf")
+    turns = [s.user_turn for s in steps]
+    spans: list[tuple[float, float]] = []
+    for k in range(len(steps) + 1):
+        before = 1 if k == 0 else turns[k - 1]
+        after = inf if k == len(steps) else turns[k]
+        spans.append((-inf, inf) if before is None or after is None else (before, after))
+    return spans
+
+
 def _is_chain(ms: tuple[Milestone, ...], members: Sequence[int], index: Mapping[str, int]) -> bool:
     """Whether the part is a plain chain in the order written: each milestone after exactly
     the one before it, no ``$from``, no state alternative."""
@@ -728,6 +748,7 @@ def _search(
     own_refs = {j: tuple(ref_slot[r] for r in sorted(ms[j].refs)) for j in members}
     state_milestones = [j for j in members if ms[j].observed]  # states, messages, results
     observed = observed or {}
+    turn_span = _turn_spans(steps) if any(ms[j].turn is not None for j in state_milestones) else None
     pure_states = [j for j in state_milestones if not ms[j].calls]
     mixed_states = [j for j in state_milestones if ms[j].calls]
     dynamic: dict[tuple[int, int, tuple[int, ...]], bool] = {}
@@ -765,6 +786,9 @@ def _search(
         def fits(j: int, mask: int) -> str | None:
             if mask & (1 << local[j]) or after_mask[j] & ~mask or (position != last and ms[j].id in final_only):
                 return None
+            turn = ms[j].turn
+            if turn is not None and turn_span is not None and not turn_span[position][0] <= turn <= turn_span[position][1]:
+                return None  # observed outside the milestone's user turn
             return next((observed_kind(p) for p in ms[j].observed if observe(p, state, said, context)), None)
 
         ways: list[tuple[int, int, tuple[tuple[int, str], ...]]] = []
@@ -1010,6 +1034,8 @@ def diagnose(
     if seen is None and (plan.has_refs or plan.reads_tools):
         seen = seen_counts(steps)
     explain = _Explainer(plan, alignment, context, times, missing, absent, seen if plan.has_refs else None)
+    if plan.has_turns:
+        explain.user_turns = [s.user_turn for s in steps]
     if plan.reads_tools:  # a call reading {"$from": {"tool": ...}} is explained with what it could have read
         tool_context = seen_results(observed, seen, judge)
         explain.step_context = lambda i: MatchContext(results=results, judge=judge,
@@ -1153,7 +1179,7 @@ class _Explainer:
     """Why an executed tool step matched no milestone (the checks :func:`diagnose` lists)."""
 
     __slots__ = ("ms", "names", "by_id", "matched", "candidates", "context", "times", "missing", "absent", "pools",
-                 "seen", "step_context", "later_context")
+                 "seen", "step_context", "later_context", "user_turns")
 
     def __init__(
         self,
@@ -1173,6 +1199,7 @@ class _Explainer:
         self.context, self.times, self.missing, self.absent = context, times, missing, absent
         self.pools: dict[str, tuple[list[Milestone], list[Milestone]]] = {}
         self.seen = seen
+        self.user_turns: list[int | None] | None = None
         self.step_context: Callable[[int], MatchContext] | None = None
         self.later_context: MatchContext | None = None
 
@@ -1188,7 +1215,10 @@ class _Explainer:
         return found
 
     def ready(self, m: Milestone, i: int) -> bool:
-        """Whether every milestone of ``m``'s ``after`` was matched before step ``i``."""
+        """Whether every milestone of ``m``'s ``after`` was matched before step ``i``, and step
+        ``i`` was made in ``m``'s user turn (when both are known)."""
+        if m.turn is not None and self.user_turns is not None and self.user_turns[i] not in (None, m.turn):
+            return False
         if not m.after:
             return True
         times = self.times
@@ -1279,6 +1309,14 @@ class _Explainer:
                 label.type, label.milestone = "extra_call", m.id
                 label.note = f"repeats {m.id} (matched at another step)"
                 return
+        if not fits and s.user_turn is not None:  # fits a milestone of another user turn
+            for j in named_ids:
+                m = ms[j]
+                if m.turn is not None and m.turn != s.user_turn and m.id not in matched and _fits_call(m, s, context):
+                    label.type, label.milestone = "out_of_order", m.id
+                    label.note = f"fits {m.id}, but {m.id} belongs to user turn {m.turn} (this call was made in turn {s.user_turn})"
+                    label.expected = {"turn": m.turn}
+                    return
         later = self.later_context
         if later is not None and not fits:  # reads a tool's result that was returned only after the call
             for j in named_ids:

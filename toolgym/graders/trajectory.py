@@ -95,19 +95,24 @@ def step_views(trajectory: Trajectory, results: bool = True) -> list[StepView]:
     """The trajectory's tool steps as the alignment reads them: the output parsed as JSON
     (else kept as text) is the result ``$from`` reads (parsed only when ``results``); a
     malformed or rejected call was never executed; ``turn`` is the model turn that made the
-    call (0-based; ``None`` for a step before any model step: a hand-built trajectory) and
-    ``changes`` the state keys its ``state_patch`` touched."""
+    call (0-based; ``None`` for a step before any model step: a hand-built trajectory),
+    ``changes`` the state keys its ``state_patch`` touched, and ``user_turn`` the user turn it
+    was made in (1 before the first user step; ``None`` throughout a trajectory without user
+    steps, whose turns are not known)."""
     views: list[StepView] = []
     append = views.append
     turn = None
+    user_turn = 1 if trajectory.user_steps else None
     for s in trajectory.steps:
         if s.kind == "tool":
             patch = s.state_patch
             executed = not (s.malformed or s.rejected)
             append(StepView(s.name, s.arguments, _result(s.output) if results else None, executed, s.malformed,
-                            s.rejected, turn, None if patch is None else _changed_keys(patch)))
+                            s.rejected, turn, None if patch is None else _changed_keys(patch), user_turn))
         elif s.kind == "model":
             turn = 0 if turn is None else turn + 1
+        elif s.kind == "user":
+            user_turn = s.turn
     return views
 
 
