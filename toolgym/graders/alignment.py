@@ -382,6 +382,7 @@ def align(
     # they read $from and are checked during the search)
     candidates: list[list[tuple[int, tuple[CallPattern, ...]]]] = []
     shared = False  # whether some step may match two milestones (which joins their parts)
+    has_turns = plan.has_turns
     for i_s, s in enumerate(steps):
         row = _NO_CANDIDATES
         if s.executed:
@@ -405,7 +406,7 @@ def align(
                         if ms[j].refs or calls[0].wrong_argument(arguments, context) is None]
                 if fits:
                     row = _merged([*row, *fits]) if row or len(fits) > 1 else fits
-            if row and plan.has_turns and s.user_turn is not None:  # a milestone of another user turn
+            if row and has_turns and s.user_turn is not None:  # a milestone of another user turn
                 row = [(j, calls) for j, calls in row if ms[j].turn is None or ms[j].turn == s.user_turn]
             if len(row) > 1:
                 shared = True
