@@ -1180,7 +1180,7 @@ class _Explainer:
     """Why an executed tool step matched no milestone (the checks :func:`diagnose` lists)."""
 
     __slots__ = ("ms", "names", "by_id", "matched", "candidates", "context", "times", "missing", "absent", "pools",
-                 "seen", "step_context", "later_context", "user_turns")
+                 "seen", "step_context", "later_context", "user_turns", "result_milestones")
 
     def __init__(
         self,
@@ -1201,6 +1201,8 @@ class _Explainer:
         self.pools: dict[str, tuple[list[Milestone], list[Milestone]]] = {}
         self.seen = seen
         self.user_turns: list[int | None] | None = None
+        self.result_milestones = [m for m in self.ms if any(isinstance(p, ResultPattern) and p.name is not None
+                                                            for p in m.observed)] if plan.observes else []
         self.step_context: Callable[[int], MatchContext] | None = None
         self.later_context: MatchContext | None = None
 
@@ -1257,8 +1259,8 @@ class _Explainer:
     def result_meant(self, name: str, i: int) -> Milestone | None:
         """The missing ``result`` milestone of tool ``name`` (``{"result": {"name": name}}``)
         that a step ``i`` of that tool most likely meant: one ready at that point first."""
-        found = [m for mid in self.missing for m in (self.by_id[mid],)
-                 if any(isinstance(p, ResultPattern) and p.name == name for p in m.observed)]
+        found = [m for m in self.result_milestones
+                 if m.id in self.absent and any(isinstance(p, ResultPattern) and p.name == name for p in m.observed)]
         return next((m for m in found if self.ready(m, i)), found[0] if found else None)
 
     def attempt(self, label: StepLabel, s: StepView, i: int) -> None:
@@ -1267,7 +1269,7 @@ class _Explainer:
         milestone of its tool when no call milestone calls it)."""
         m = self.meant(s.name, i)
         if m is None:
-            m = self.result_meant(s.name, i) if self.missing else None
+            m = self.result_meant(s.name, i) if self.result_milestones else None
             if m is not None:
                 label.milestone = m.id
                 label.note += f"; it meant result milestone {m.id}"
@@ -1340,7 +1342,7 @@ class _Explainer:
             label.expected = call.expected()
             label.note = _argument_text(call, argument, s.arguments, context) if argument else f"arguments do not match {m.id}"
             return
-        m = self.result_meant(s.name, i) if self.missing else None
+        m = self.result_meant(s.name, i) if self.result_milestones else None
         if m is not None:  # the call whose result a result milestone names, and its result did not match
             label.type, label.milestone = "wrong_arguments", m.id
             label.expected = next(p for p in m.observed if isinstance(p, ResultPattern)).expected()
