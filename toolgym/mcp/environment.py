@@ -569,11 +569,17 @@ class MCPEnvironment(Environment):
 
     def tool_functions(self) -> dict[str, Callable]:
         """One :func:`schema_tool` per tool the server lists. Before :meth:`reset` (the
-        dataset check) a session is opened once to list them."""
+        dataset check) a session is opened once to list them.
+
+        Raises:
+            EnvironmentUnavailable: before :meth:`reset`, when the spec's credentials were
+                withheld by a run or a variable it names is not set (:func:`connection_target`).
+        """
         cls = type(self)
         if self._connection is not None:
             tools = self._connection.tools
         else:
+            connection_target(self.server)  # credentials withheld or unset: refused even when listed before
             if cls._listed is None:
                 probe = _Connection(self.server, self.timeout_s)
                 try:
