@@ -215,3 +215,21 @@ def test_specs_are_recorded_without_credentials_and_references_are_expanded_only
         parse_spec("mcp+http://h/mcp --header nocolon")
     with pytest.raises(ValueError, match="expected --header 'Name: value' after the URL"):
         parse_spec("mcp+http://h/mcp extra")
+
+
+def test_a_stdio_command_gets_its_references_expanded_and_its_url_credentials_are_not_recorded(tmp_path, monkeypatch):
+    import hashlib
+
+    monkeypatch.setenv("TG_TEST_MCP_KEY", KEY)
+    server = Path(__file__).with_name("env_server.py")
+    url = f"https://{USER}:{PASSWORD}@h.example/sse"
+    spec = f"mcp:{sys.executable} {server} {url} --key ${{TG_TEST_MCP_KEY}}"
+    data = tmp_path / "args.jsonl"
+    data.write_text(json.dumps({"id": "a", "input": "report", "reference": "",
+                                "expected_calls": [{"name": "arguments_digest", "arguments": {}}]}) + "\n")
+    out = tmp_path / "run"
+    assert cli("run", "--env", spec, "--agent", "oracle", "--dataset", str(data), "--out", str(out)) == 0
+    [trajectory] = read_trajectories(out)
+    assert trajectory.tool_steps[0].output == hashlib.sha256(json.dumps([url, "--key", KEY]).encode()).hexdigest()
+    assert read_run(out).env == f"mcp:{sys.executable} {server} https://***@h.example/sse --key ${{TG_TEST_MCP_KEY}}"
+    assert leaks_in(tmp_path) == []

@@ -226,8 +226,11 @@ def connection_target(server: MCPServerSpec, environ: dict[str, str] | None = No
         headers[name.strip()] = expand(written.strip())
         secrets.update(word for word in written.split() if len(word) >= 4 and not _REFERENCE.fullmatch(word))
     command = tuple(expand(word) for word in server.command)
-    for word in server.command:  # a credential written in a stdio command's URL argument
+    for i, word in enumerate(server.command):  # a credential written in a stdio command's URL or header
         secrets.update(url_secrets(word))
+        if (i > 0 and server.command[i - 1] == HEADER_OPTION) or word.startswith(HEADER_OPTION + "="):
+            value = word.partition(":")[2]
+            secrets.update(part for part in value.split() if not _REFERENCE.fullmatch(part))
     return ConnectionTarget(url=url, headers=headers, command=command,
                             secrets=tuple(sorted((s for s in secrets if len(s) >= 4), key=len, reverse=True)))
 
@@ -413,7 +416,7 @@ class _Connection:
         except BaseException as exc:  # noqa: BLE001 -- reported to the caller, never lost
             reason = self.target.scrub(f"{type(exc).__name__}: {_exception_text(exc)}{self._stderr_tail()}")
             if not started.done():
-                shown = self.target.scrub(" ".join(self.target.command))
+                shown = redact_spec(shlex.join(self.server.command))  # as recorded: references, no values
                 if isinstance(exc, ImportError):
                     message = f"{self.server.name}: {INSTALL_HINT}"
                 elif self.not_json_rpc is not None:
