@@ -26,7 +26,14 @@ pytest.importorskip("mcp")
 from toolgym.cli import main  # noqa: E402
 from toolgym.environments import EnvironmentUnavailable  # noqa: E402
 from toolgym.mcp.environment import connection_target, parse_spec  # noqa: E402
-from toolgym.runio import read_run, read_scores, read_trajectories, redact_spec, redacted_command, withheld_credentials  # noqa: E402
+from toolgym.runio import (  # noqa: E402
+    read_run,
+    read_scores,
+    read_trajectories,
+    redact_spec,
+    redacted_command,
+    withheld_credentials,
+)
 
 SERVER = Path(__file__).with_name("counter_server.py")
 USER, PASSWORD, KEY, TOKEN, QUERY = (SECRETS[k] for k in ("user", "password", "query", "token", "query_name"))
