@@ -155,6 +155,15 @@ def _listed(items: list[str]) -> str:
 _REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 
+def _header_secrets(value: str) -> list[str]:
+    """The credentials a header value written out holds, for scrubbing: the value, and its words
+    after a scheme word (``Bearer abc`` gives ``Bearer abc`` and ``abc``, never ``Bearer``);
+    ``${NAME}`` references are no secret (their values are added where they are expanded)."""
+    words = [w for w in value.split() if not _REFERENCE.fullmatch(w)]
+    found = words[1:] if len(value.split()) > 1 else words
+    return [value.strip(), *found] if value.strip() and not _REFERENCE.search(value) else found
+
+
 def connection_target(server: MCPServerSpec, environ: dict[str, str] | None = None) -> ConnectionTarget:
     """Expand the ``${NAME}`` references of a server spec from the environment, to connect.
 
@@ -224,13 +233,12 @@ def connection_target(server: MCPServerSpec, environ: dict[str, str] | None = No
     for header in server.headers:
         name, _, written = header.partition(":")
         headers[name.strip()] = expand(written.strip())
-        secrets.update(word for word in written.split() if len(word) >= 4 and not _REFERENCE.fullmatch(word))
+        secrets.update(_header_secrets(written))
     command = tuple(expand(word) for word in server.command)
     for i, word in enumerate(server.command):  # a credential written in a stdio command's URL or header
         secrets.update(url_secrets(word))
         if (i > 0 and server.command[i - 1] == HEADER_OPTION) or word.startswith(HEADER_OPTION + "="):
-            value = word.partition(":")[2]
-            secrets.update(part for part in value.split() if not _REFERENCE.fullmatch(part))
+            secrets.update(_header_secrets(word.partition(":")[2]))
     return ConnectionTarget(url=url, headers=headers, command=command,
                             secrets=tuple(sorted((s for s in secrets if len(s) >= 4), key=len, reverse=True)))
 
