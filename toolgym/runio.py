@@ -13,7 +13,7 @@ import math
 import os
 import re
 import warnings
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, Literal, TypeVar, get_args, get_origin
@@ -596,6 +596,78 @@ def is_reference(value: str) -> bool:
     ``${A}${B}``): it is recorded as it is, and expanded from the environment only when a
     connection is made."""
     return _REFERENCES.fullmatch(value) is not None
+
+
+class UnsetVariables(ValueError):
+    """``${NAME}`` references to environment variables that are not set.
+
+    Attributes:
+        names: The variables, sorted.
+    """
+
+    def __init__(self, names: list[str]) -> None:
+        self.names = sorted(set(names))
+        super().__init__(f"the environment variable{'s' if len(self.names) > 1 else ''} {', '.join(self.names)} "
+                         f"{'are' if len(self.names) > 1 else 'is'} not set")
+
+
+_REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+def expand_references(text: str, environ: Mapping[str, str], encode: bool = False) -> str:
+    """``text`` with each ``${NAME}`` replaced by ``environ[NAME]`` (percent-encoded with
+    ``encode``, for a part of a URL); nothing else in it is touched (no ``$NAME``, no escapes).
+
+    Raises:
+        UnsetVariables: naming every variable of ``text`` missing from ``environ``.
+    """
+    from urllib.parse import quote
+
+    missing = [name for name in _REFERENCE.findall(text) if name not in environ]
+    if missing:
+        raise UnsetVariables(missing)
+    return _REFERENCE.sub(lambda m: quote(environ[m.group(1)], safe="") if encode else environ[m.group(1)], text)
+
+
+def expand_url(url: str, environ: Mapping[str, str]) -> str:
+    """A URL with its ``${NAME}`` references expanded: percent-encoded in the user, the
+    password, the query values and the fragment (a password holding ``@`` or ``&`` stays one
+    value), as they are in the host and the path.
+
+    Raises:
+        UnsetVariables: naming every variable of ``url`` missing from ``environ``.
+    """
+    from urllib.parse import urlsplit, urlunsplit
+
+    missing = [name for name in _REFERENCE.findall(url) if name not in environ]
+    if missing:
+        raise UnsetVariables(missing)
+    if "${" not in url:
+        return url
+    parts = urlsplit(url)
+    netloc = parts.netloc
+    if "@" in netloc:
+        userinfo, hostport = netloc.rsplit("@", 1)
+        netloc = (":".join(expand_references(part, environ, encode=True) for part in userinfo.split(":", 1))
+                  + "@" + expand_references(hostport, environ))
+    else:
+        netloc = expand_references(netloc, environ)
+    query = "&".join(
+        f"{pair.split('=', 1)[0]}={expand_references(pair.split('=', 1)[1], environ, encode=True)}" if "=" in pair
+        else expand_references(pair, environ, encode=True)
+        for pair in parts.query.split("&") if pair
+    )
+    return urlunsplit((parts.scheme, netloc, expand_references(parts.path, environ), query,
+                       expand_references(parts.fragment, environ, encode=True)))
+
+
+def referenced_values(text: str, environ: Mapping[str, str]) -> list[str]:
+    """The values (as they are and percent-encoded) of the variables ``text`` references that
+    are set: what to scrub from messages once ``text`` is expanded."""
+    from urllib.parse import quote
+
+    values = [environ[name] for name in _REFERENCE.findall(text) if environ.get(name)]
+    return sorted({v for value in values for v in (value, quote(value, safe=""))}, key=len, reverse=True)
 
 
 def redact_url(text: str) -> str:

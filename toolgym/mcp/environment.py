@@ -47,7 +47,16 @@ from urllib.parse import urlsplit
 from toolgym.benchmark import Benchmark
 from toolgym.environments import Environment, EnvironmentUnavailable, ToolError, schema_tool
 from toolgym.records import Example
-from toolgym.runio import HEADER_OPTION, redact_spec, url_secrets, withheld_credentials
+from toolgym.runio import (
+    HEADER_OPTION,
+    UnsetVariables,
+    expand_references,
+    expand_url,
+    redact_spec,
+    referenced_values,
+    url_secrets,
+    withheld_credentials,
+)
 
 __all__ = ["EPISODE_DIR", "HEADER_OPTION", "INSTALL_HINT", "MCPEnvironment", "MCPServerSpec", "PASS_ENV", "STDIO_PREFIX",
            "HTTP_PREFIXES", "ConnectionTarget", "benchmark_for_spec", "connection_target", "parse_spec", "require_mcp",
@@ -152,7 +161,7 @@ def _listed(items: list[str]) -> str:
     return items[0] if len(items) == 1 else f"{', '.join(items[:-1])} and {items[-1]}"
 
 
-_REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+_REFERENCE = re.compile(r"\$\{[A-Za-z_][A-Za-z0-9_]*\}")
 
 
 def _header_secrets(value: str) -> list[str]:
@@ -180,7 +189,7 @@ def connection_target(server: MCPServerSpec, environ: dict[str, str] | None = No
             (:func:`toolgym.runio.withheld_credentials`), or names a variable that is not set;
             the message says what is missing and how to give it.
     """
-    from urllib.parse import quote, unquote, urlsplit, urlunsplit
+    from urllib.parse import unquote
 
     environ = os.environ if environ is None else environ
     withheld = withheld_credentials(server.spec)
@@ -193,48 +202,27 @@ def connection_target(server: MCPServerSpec, environ: dict[str, str] | None = No
             "environment when connecting: mcp+http://${MCP_USER}:${MCP_PASSWORD}@HOST/PATH, ?key=${MCP_KEY}, "
             "--header 'Authorization: Bearer ${MCP_TOKEN}'"
         )
-    unset = sorted({name for text in (server.url or "", *server.headers, *server.command)
-                    for name in _REFERENCE.findall(text) if name not in environ})
-    if unset:
+    try:
+        expand_references(" ".join((server.url or "", *server.headers, *server.command)), environ)
+    except UnsetVariables as exc:
         raise EnvironmentUnavailable(
-            f"{server.name}: the environment variable{'s' if len(unset) > 1 else ''} {', '.join(unset)} named in the "
-            f"spec {'are' if len(unset) > 1 else 'is'} not set; set {'them' if len(unset) > 1 else 'it'} before "
-            "connecting (toolgym reads the value when it opens a session and never records it)"
-        )
-    secrets: set[str] = set()
-
-    def expand(text: str, encode: bool = False) -> str:
-        def value(match: re.Match[str]) -> str:
-            found = environ[match.group(1)]
-            put = quote(found, safe="") if encode else found
-            secrets.update(v for v in (found, put) if v)
-            return put
-
-        return _REFERENCE.sub(value, text)
-
+            f"{server.name}: the environment variable{'s' if len(exc.names) > 1 else ''} {', '.join(exc.names)} named "
+            f"in the spec {'are' if len(exc.names) > 1 else 'is'} not set; set {'them' if len(exc.names) > 1 else 'it'} "
+            "before connecting (toolgym reads the value when it opens a session and never records it)"
+        ) from None
+    secrets: set[str] = set(referenced_values(server.spec, environ))
     url = None
     if server.url is not None:
-        parts = urlsplit(server.url)
-        netloc = parts.netloc
-        if "@" in netloc:
-            userinfo, hostport = netloc.rsplit("@", 1)
-            netloc = ":".join(expand(part, encode=True) for part in userinfo.split(":", 1)) + "@" + expand(hostport)
-        else:
-            netloc = expand(netloc)
-        query = "&".join(
-            f"{pair.split('=', 1)[0]}={expand(pair.split('=', 1)[1], encode=True)}" if "=" in pair else expand(pair, True)
-            for pair in parts.query.split("&") if pair
-        )
-        url = urlunsplit((parts.scheme, netloc, expand(parts.path), query, expand(parts.fragment, encode=True)))
+        url = expand_url(server.url, environ)
         secrets.update(url_secrets(server.url))
-        secrets.update(s for s in url_secrets(url))
+        secrets.update(url_secrets(url))
         secrets.update(unquote(s) for s in url_secrets(url))
     headers: dict[str, str] = {}
     for header in server.headers:
         name, _, written = header.partition(":")
-        headers[name.strip()] = expand(written.strip())
+        headers[name.strip()] = expand_references(written.strip(), environ)
         secrets.update(_header_secrets(written))
-    command = tuple(expand(word) for word in server.command)
+    command = tuple(expand_references(word, environ) for word in server.command)
     for i, word in enumerate(server.command):  # a credential written in a stdio command's URL or header
         secrets.update(url_secrets(word))
         if (i > 0 and server.command[i - 1] == HEADER_OPTION) or word.startswith(HEADER_OPTION + "="):
