@@ -99,3 +99,24 @@ def test_redacted_command_forms():
     assert redacted_command(argv) == ["toolgym", "serve", "--token", "***", "--token=***", "--base-url=http://***@h/v1",
                                       "x.py"]
     assert json.dumps(redacted_command(argv)).count("***") == 3
+
+
+def test_a_base_url_reads_its_credentials_from_variables_and_is_recorded_as_written(tmp_path, monkeypatch):
+    """``--base-url 'http://HOST/v1?NAME=${VAR}'``: the value reaches the server (its 404 quotes
+    the query, recorded scrubbed), run.json records the reference, and a run whose variable is
+    unset stops before anything is written, naming it."""
+    monkeypatch.setenv("TG_TEST_BASE_KEY", SECRETS["query"])
+    with FakeModelServer() as server:
+        given = f"{server.url}/v1?{SECRETS['query_name']}=${{TG_TEST_BASE_KEY}}"
+        out = tmp_path / "run"
+        run_cli("run", "--env", "typewriter_1", "--model", "openai-compatible:fake", "--base-url", given, "--limit", "1",
+                "--out", str(out), "--no-progress", "--max-retries", "0")
+        [traj] = read_trajectories(out)
+        assert traj.status == "error" and "404" in traj.error and f"{SECRETS['query_name']}=***" in traj.error, traj.error
+        assert read_run(out).model_settings["extra"]["base_url"] == given
+        assert leaks_in(tmp_path) == []
+        monkeypatch.delenv("TG_TEST_BASE_KEY")
+        done = run_cli("run", "--env", "typewriter_1", "--model", "openai-compatible:fake", "--base-url", given,
+                       "--limit", "1", "--out", str(tmp_path / "unset"), "--no-progress")
+    assert done.returncode == 2 and "TG_TEST_BASE_KEY is not set" in done.stderr, done.stderr
+    assert not (tmp_path / "unset").exists()

@@ -401,9 +401,16 @@ def check_tools(benchmark: Benchmark, examples: list[Example], where: str | Path
     Raises:
         DatasetError: with one problem per unknown tool name in ``expected_steps`` and one per
             milestone call naming a missing tool (its ``problems``).
+        EnvironmentUnavailable: when the environment cannot be used at all (an MCP server whose
+            credentials were not recorded); any other failure to list the tools leaves the
+            check to each episode.
     """
+    from toolgym.environments import EnvironmentUnavailable
+
     try:
         tools = set(benchmark.environment().tool_functions())
+    except EnvironmentUnavailable:  # nothing can be played: say so before anything is written
+        raise
     except Exception:  # an environment whose tools depend on the example: checked per episode
         return
 

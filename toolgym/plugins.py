@@ -96,8 +96,8 @@ def _mcp_server(spec: str) -> Benchmark:
 
 # an outside MCP server's tools as an environment (toolgym.mcp.environment)
 ENVIRONMENTS.add_form("mcp:", _mcp_server, 'mcp:"COMMAND ARGS..."')
-ENVIRONMENTS.add_form("mcp+http://", _mcp_server, "mcp+http://HOST:PORT/PATH")
-ENVIRONMENTS.add_form("mcp+https://", _mcp_server, "mcp+https://HOST:PORT/PATH")
+ENVIRONMENTS.add_form("mcp+http://", _mcp_server, "mcp+http://HOST:PORT/PATH [--header 'Name: ${VAR}']...")
+ENVIRONMENTS.add_form("mcp+https://", _mcp_server, "mcp+https://HOST:PORT/PATH [--header 'Name: ${VAR}']...")
 
 
 def _problem(text: str) -> None:

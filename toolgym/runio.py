@@ -11,8 +11,9 @@ import hashlib
 import json
 import math
 import os
+import re
 import warnings
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, Literal, TypeVar, get_args, get_origin
@@ -582,12 +583,106 @@ recorded as ``***`` in ``run.json``'s ``command``."""
 
 REDACTED = "***"
 
+_REFERENCES = re.compile(r"(?:\$\{[A-Za-z_][A-Za-z0-9_]*\})+")
+"""One or more ``${NAME}`` references and nothing else: a value that names where a credential
+is (an environment variable, read when connecting), not the credential itself."""
+
+HEADER_OPTION = "--header"
+"""The word before an HTTP header in a spec (``--header "Authorization: Bearer ${TOKEN}"``, or
+``--header=...``): the header's value is a credential unless it is a reference
+(:func:`redact_header`)."""
+
+_HEADER_VALUE_KEPT = re.compile(r"(?:[A-Za-z][A-Za-z0-9._~+/-]* +)?" + _REFERENCES.pattern)
+"""A header value recorded as it is: ``${NAME}`` references, after an optional scheme word
+(``Bearer ${TOKEN}``, ``Basic ${B64}``)."""
+
+
+def is_reference(value: str) -> bool:
+    """Whether ``value`` is made of ``${NAME}`` references only (``${TOKEN}``,
+    ``${A}${B}``): it is recorded as it is, and expanded from the environment only when a
+    connection is made."""
+    return _REFERENCES.fullmatch(value) is not None
+
+
+class UnsetVariables(ValueError):
+    """``${NAME}`` references to environment variables that are not set.
+
+    Attributes:
+        names: The variables, sorted.
+    """
+
+    def __init__(self, names: list[str]) -> None:
+        self.names = sorted(set(names))
+        super().__init__(f"the environment variable{'s' if len(self.names) > 1 else ''} {', '.join(self.names)} "
+                         f"{'are' if len(self.names) > 1 else 'is'} not set")
+
+
+_REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+def expand_references(text: str, environ: Mapping[str, str], encode: bool = False) -> str:
+    """``text`` with each ``${NAME}`` replaced by ``environ[NAME]`` (percent-encoded with
+    ``encode``, for a part of a URL); nothing else in it is touched (no ``$NAME``, no escapes).
+
+    Raises:
+        UnsetVariables: naming every variable of ``text`` missing from ``environ``.
+    """
+    from urllib.parse import quote
+
+    missing = [name for name in _REFERENCE.findall(text) if name not in environ]
+    if missing:
+        raise UnsetVariables(missing)
+    return _REFERENCE.sub(lambda m: quote(environ[m.group(1)], safe="") if encode else environ[m.group(1)], text)
+
+
+def expand_url(url: str, environ: Mapping[str, str]) -> str:
+    """A URL with its ``${NAME}`` references expanded: percent-encoded in the user, the
+    password, the query values and the fragment (a password holding ``@`` or ``&`` stays one
+    value), as they are in the host and the path.
+
+    Raises:
+        UnsetVariables: naming every variable of ``url`` missing from ``environ``.
+    """
+    from urllib.parse import urlsplit, urlunsplit
+
+    missing = [name for name in _REFERENCE.findall(url) if name not in environ]
+    if missing:
+        raise UnsetVariables(missing)
+    if "${" not in url:
+        return url
+    parts = urlsplit(url)
+    netloc = parts.netloc
+    if "@" in netloc:
+        userinfo, hostport = netloc.rsplit("@", 1)
+        netloc = (":".join(expand_references(part, environ, encode=True) for part in userinfo.split(":", 1))
+                  + "@" + expand_references(hostport, environ))
+    else:
+        netloc = expand_references(netloc, environ)
+    query = "&".join(
+        f"{pair.split('=', 1)[0]}={expand_references(pair.split('=', 1)[1], environ, encode=True)}" if "=" in pair
+        else expand_references(pair, environ, encode=True)
+        for pair in parts.query.split("&") if pair
+    )
+    return urlunsplit((parts.scheme, netloc, expand_references(parts.path, environ), query,
+                       expand_references(parts.fragment, environ, encode=True)))
+
+
+def referenced_values(text: str, environ: Mapping[str, str]) -> list[str]:
+    """The values (as they are and percent-encoded) of the variables ``text`` references that
+    are set: what to scrub from messages once ``text`` is expanded."""
+    from urllib.parse import quote
+
+    values = [environ[name] for name in _REFERENCE.findall(text) if environ.get(name)]
+    return sorted({v for value in values for v in (value, quote(value, safe=""))}, key=len, reverse=True)
+
 
 def redact_url(text: str) -> str:
     """``text`` with the secrets a URL may carry replaced by ``***``: the user and password
     (``https://user:pw@host`` → ``https://***@host``), every query value (``?api_key=K&x=1`` →
     ``?api_key=***&x=***``: no list of parameter names can know every service's) and the
-    fragment. Text that is not a URL with a scheme and host is returned unchanged.
+    fragment. A part made only of ``${NAME}`` references (:func:`is_reference`:
+    ``https://${USER}:${PW}@host``, ``?key=${KEY}``) is kept: it names a variable, not a
+    value. Text that is not a URL with a scheme and host is returned unchanged.
 
     Args:
         text: A URL, or any string.
@@ -605,13 +700,121 @@ def redact_url(text: str) -> str:
         return text
     netloc = parts.netloc
     if "@" in netloc:
-        hostport = netloc.rsplit("@", 1)[1]
-        netloc = f"{REDACTED}@{hostport}"
+        userinfo, hostport = netloc.rsplit("@", 1)
+        if not all(not part or is_reference(part) for part in userinfo.split(":", 1)):
+            netloc = f"{REDACTED}@{hostport}"
     query = "&".join(
-        f"{pair.split('=', 1)[0]}={REDACTED}" if "=" in pair else REDACTED
+        (pair if is_reference(pair.split("=", 1)[1]) else f"{pair.split('=', 1)[0]}={REDACTED}") if "=" in pair
+        else (pair if is_reference(pair) else REDACTED)
         for pair in parts.query.split("&") if pair
     ) if parts.query else ""
-    return urlunsplit((parts.scheme, netloc, parts.path, query, REDACTED if parts.fragment else ""))
+    fragment = parts.fragment if not parts.fragment or is_reference(parts.fragment) else REDACTED
+    return urlunsplit((parts.scheme, netloc, parts.path, query, fragment))
+
+
+def redact_header(header: str) -> str:
+    """An HTTP header ``Name: value`` as a run records it: ``Name: ***`` unless the value is
+    ``${NAME}`` references, alone or after a scheme word (``Authorization: Bearer ${TOKEN}``
+    is kept). Every other value is taken for a credential, whatever the header's name.
+
+    Args:
+        header: ``Name: value`` (a text without a colon is all hidden).
+    """
+    name, colon, value = header.partition(":")
+    if not colon:
+        return REDACTED
+    if _HEADER_VALUE_KEPT.fullmatch(value.strip()):
+        return header
+    return f"{name}: {REDACTED}"
+
+
+def _redacted_word(word: str, after_header: bool) -> str:
+    if after_header:
+        return redact_header(word)
+    if word.startswith(HEADER_OPTION + "="):
+        return f"{HEADER_OPTION}={redact_header(word[len(HEADER_OPTION) + 1:])}"
+    return redact_url(word)
+
+
+def _words(text: str) -> list[str] | None:
+    """``text`` split like a POSIX shell, or ``None`` when it cannot be (unbalanced quotes)."""
+    import shlex
+
+    try:
+        return shlex.split(text)
+    except ValueError:
+        return None
+
+
+def _quoted(word: str, first: bool) -> str:
+    """A word as :func:`_words` reads it back: as it is when it holds no space, quote or
+    backslash; else quoted (a first word ``PREFIX:rest`` keeps its prefix outside the quotes,
+    so the spec form is still recognised by its prefix)."""
+    import shlex
+
+    if word and not re.search(r"[\s'\"\\]", word):
+        return word
+    if first and ":" in word:
+        prefix, rest = word.split(":", 1)
+        if not re.search(r"[\s'\"\\]", prefix):
+            return f"{prefix}:{shlex.quote(rest)}"
+    return shlex.quote(word)
+
+
+def redact_spec(text: str) -> str:
+    """A spec (an ``--env`` value such as ``mcp+http://HOST/mcp --header "Name: value"`` or
+    ``mcp:COMMAND ARGS...``, or any command-line argument) as a run records it: each word that
+    is a URL loses its credentials (:func:`redact_url`) and the word after ``--header`` its
+    value (:func:`redact_header`). Text holding no credential is returned unchanged; text that
+    does is rewritten with its words re-quoted (read back the same way by
+    :func:`shlex.split`). ``${NAME}`` references are kept (:func:`is_reference`).
+
+    Args:
+        text: The spec, or any string.
+    """
+    if not re.search(r"\s", text.strip()):
+        return _redacted_word(text, after_header=False)
+    words = _words(text)
+    if words is None:
+        return redact_url(text)
+    redacted = [_redacted_word(word, i > 0 and words[i - 1] == HEADER_OPTION) for i, word in enumerate(words)]
+    if redacted == words:
+        return text
+    return " ".join(_quoted(word, i == 0) for i, word in enumerate(redacted))
+
+
+def withheld_credentials(text: str) -> list[str]:
+    """Where a spec recorded by :func:`redact_spec` holds ``***`` in place of a credential,
+    for the message refusing to connect with it: ``"the URL's user and password"``, ``"the
+    value of query parameter 'key'"``, ``"the URL's fragment"``, ``"the value of header
+    'Authorization'"``; ``[]`` when none was withheld.
+
+    Args:
+        text: A spec, as recorded.
+    """
+    from urllib.parse import urlsplit
+
+    found: list[str] = []
+    words = _words(text) or [text]
+    for i, word in enumerate(words):
+        if i > 0 and words[i - 1] == HEADER_OPTION or word.startswith(HEADER_OPTION + "="):
+            name, _, value = word.removeprefix(HEADER_OPTION + "=").partition(":")
+            if value.strip() == REDACTED or word.removeprefix(HEADER_OPTION + "=") == REDACTED:
+                found.append(f"the value of header {name.strip()!r}" if value else "a header")
+            continue
+        if "://" not in word:
+            continue
+        try:
+            parts = urlsplit(word)
+        except ValueError:
+            continue
+        if parts.netloc.rsplit("@", 1)[0] == REDACTED and "@" in parts.netloc:
+            found.append("the URL's user and password")
+        found += [f"the value of query parameter {pair.split('=', 1)[0]!r}" for pair in parts.query.split("&")
+                  if pair.split("=", 1)[-1] == REDACTED]
+        if parts.fragment == REDACTED:
+            found.append("the URL's fragment")
+    return found
 
 
 def url_secrets(text: str) -> list[str]:
@@ -628,14 +831,14 @@ def url_secrets(text: str) -> list[str]:
         return []
     found = [parts.username or "", parts.password or "", parts.fragment]
     found += [pair.split("=", 1)[-1] for pair in parts.query.split("&") if pair]
-    return sorted({s for v in found for s in (v, unquote(v)) if s}, key=len, reverse=True)
+    return sorted({s for v in found for s in (v, unquote(v)) if s and not is_reference(s)}, key=len, reverse=True)
 
 
 def redacted_command(argv: Iterable[str]) -> list[str]:
     """A command line as ``run.json`` records it: the value of every option in
     :data:`SECRET_OPTIONS` (``--token T`` or ``--token=T``) is ``***``, and every URL in it
     (``--base-url``, an ``mcp+http://`` environment) loses its user, password, query values
-    and fragment (:func:`redact_url`)."""
+    and fragment, and every ``--header`` in a spec its value (:func:`redact_spec`)."""
     out: list[str] = []
     hide_next = False
     for arg in argv:
@@ -652,17 +855,17 @@ def redacted_command(argv: Iterable[str]) -> list[str]:
                 out.append(arg)
                 hide_next = True
             continue
-        if eq and option.startswith("--"):
-            out.append(f"{option}={redact_url(arg[len(option) + 1:])}")
+        if eq and option.startswith("--") and not re.search(r"\s", option):
+            out.append(f"{option}={redact_spec(arg[len(option) + 1:])}")
         else:
-            out.append(redact_url(arg))
+            out.append(redact_spec(arg))
     return out
 
 
 def _redacted_values(value: Any) -> Any:
-    """Every string of a JSON value passed through :func:`redact_url`."""
+    """Every string of a JSON value passed through :func:`redact_spec`."""
     if isinstance(value, str):
-        return redact_url(value)
+        return redact_spec(value)
     if isinstance(value, dict):
         return {k: _redacted_values(v) for k, v in value.items()}
     if isinstance(value, list):
@@ -672,14 +875,22 @@ def _redacted_values(value: Any) -> Any:
 
 def write_run(directory: Path, record: RunRecord) -> None:
     """Write ``run.json`` atomically (never half-written), without secrets: the ``command`` as
-    :func:`redacted_command` gives it, and every URL in the model, agent and grader settings
-    and resume entries as :func:`redact_url` gives it (a ``--base-url`` with ``user:pw@`` or
-    ``?api_key=`` is recorded without them)."""
+    :func:`redacted_command` gives it; the environment's name and every part's spec, and every
+    string in the model, agent and grader settings and resume entries, as :func:`redact_spec`
+    gives them (a ``--base-url`` with ``user:pw@`` or ``?api_key=``, an ``mcp+http://`` server
+    with credentials or a ``--header`` are recorded without them; ``${NAME}`` references are
+    kept)."""
     data = record.model_dump(mode="json")
     data["command"] = redacted_command(data.get("command") or [])
+    data["env"] = redact_spec(data["env"])
+    for ref in (data.get("extensions") or {}).values():
+        ref["spec"] = redact_spec(ref["spec"])
     for key in ("model_settings", "agent", "grader_settings", "resumes"):
         if key in data:
             data[key] = _redacted_values(data[key])
+    for entry in data.get("resumes") or []:
+        if isinstance(entry, dict) and isinstance(entry.get("command"), list):
+            entry["command"] = redacted_command(entry["command"])
     write_json_atomic(Path(directory) / RUN_FILE, data)
 
 

@@ -22,7 +22,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--status", action="append", default=[],
                    choices=("completed", "step_limit", "repeat_limit", "abandoned", "error", "aborted"),
                    help="keep only this status (repeatable; default: completed, step_limit and repeat_limit)")
-    p.add_argument("--env", action="append", default=[], help="keep only this environment (repeatable)")
+    p.add_argument("--env", action="append", default=[],
+                   help="keep only this environment (repeatable); an MCP server's spec with the credentials its run "
+                   "did not record (mcp+http://USER:PW@HOST/mcp) also gives them to read the prompt and tools")
     p.add_argument("--pass-grader", help="preference: grader whose pass rule splits chosen from rejected (default: each run's first)")
     p.add_argument("--arguments", choices=("string", "object"), default="string",
                    help="tool-call arguments as a JSON string (OpenAI fine-tuning; default) or as an object "

@@ -40,6 +40,7 @@ if TYPE_CHECKING:  # langchain-core is imported by the methods that need it (sta
 
 __all__ = [
     "Environment",
+    "EnvironmentUnavailable",
     "SupportsSubmit",
     "ToolBug",
     "ToolError",
@@ -57,6 +58,16 @@ class ToolError(Exception):
 
 class ToolBug(RuntimeError):
     """A tool raised an unexpected exception: the episode ends with status ``error``."""
+
+
+class EnvironmentUnavailable(ValueError):
+    """The environment cannot be used at all with what it was given, whatever the example: an
+    MCP server whose credentials the run did not record, or an environment variable its spec
+    names that is not set. Raised by :meth:`Environment.reset` or
+    :meth:`Environment.tool_functions` before anything is called; the dataset check
+    (:func:`toolgym.data.check_tools`) lets it through, so a run or ``--resume`` stops before it
+    plays or writes anything (the command line: ``error: MESSAGE``, exit status 2), and
+    ``export`` names it."""
 
 
 def tool(method: Callable) -> Callable:

@@ -323,8 +323,9 @@ def compatible_scorer(provider: str, name: str, settings: ModelSettings) -> Comp
             extraction through the chat provider).
     """
     from toolgym.providers.hosted import COMPATIBLE_KEY_ENVS  # the provider layer reads the keys
+    from toolgym.providers.hosted import base_url as expanded_base_url
 
-    base_url = settings.extra.get("base_url")
+    base_url = expanded_base_url(settings)
     if not name or not base_url:
         raise ValueError(f"{provider}:MODEL needs the model name and the server's address: --base-url http://HOST:PORT/v1")
     key = next((os.environ[k] for k in COMPATIBLE_KEY_ENVS if os.environ.get(k)), None)

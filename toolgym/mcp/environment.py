@@ -14,6 +14,16 @@ the step graders, ``answer_match`` or a judge.
 
 The MCP client runs on one event loop in a background thread shared by all connections, so
 tool calls stay synchronous like those of every other environment.
+
+Credentials never reach a run directory: the spec is recorded as
+:func:`toolgym.runio.redact_spec` gives it (``--env`` names the environment in ``run.json``
+and in every trajectory). Give them as ``${NAME}`` references (``mcp+http://${MCP_USER}:
+${MCP_PASSWORD}@HOST/mcp``, ``?key=${MCP_KEY}``, ``--header "Authorization: Bearer
+${MCP_TOKEN}"``): the spec is recorded as written and the references are expanded from the
+environment each time a session is opened (:func:`connection_target`), so ``grade``,
+``export`` and ``--resume`` connect again. A credential written out is recorded as ``***``;
+connecting with such a spec is refused (:class:`~toolgym.environments.EnvironmentUnavailable`)
+naming what was withheld, never attempted without it.
 """
 
 from __future__ import annotations
@@ -35,10 +45,22 @@ from typing import Any, ClassVar
 from urllib.parse import urlsplit
 
 from toolgym.benchmark import Benchmark
-from toolgym.environments import Environment, ToolError, schema_tool
+from toolgym.environments import Environment, EnvironmentUnavailable, ToolError, schema_tool
 from toolgym.records import Example
+from toolgym.runio import (
+    HEADER_OPTION,
+    UnsetVariables,
+    expand_references,
+    expand_url,
+    redact_spec,
+    referenced_values,
+    url_secrets,
+    withheld_credentials,
+)
 
-__all__ = ["EPISODE_DIR", "INSTALL_HINT", "MCPEnvironment", "MCPServerSpec", "PASS_ENV", "STDIO_PREFIX", "HTTP_PREFIXES", "benchmark_for_spec", "parse_spec", "require_mcp", "server_environment"]
+__all__ = ["EPISODE_DIR", "HEADER_OPTION", "INSTALL_HINT", "MCPEnvironment", "MCPServerSpec", "PASS_ENV", "STDIO_PREFIX",
+           "HTTP_PREFIXES", "ConnectionTarget", "benchmark_for_spec", "connection_target", "parse_spec", "require_mcp",
+           "server_environment"]
 
 STDIO_PREFIX = "mcp:"
 HTTP_PREFIXES = ("mcp+http://", "mcp+https://")
@@ -84,20 +106,129 @@ logging.getLogger("mcp.client.stdio").addFilter(_NotJsonRpc())
 
 @dataclass(frozen=True)
 class MCPServerSpec:
-    """Where an MCP server is.
+    """Where an MCP server is, as given (``${NAME}`` references not yet expanded).
 
     Attributes:
-        spec: The ``--env`` text it was parsed from (the environment's name).
+        spec: The ``--env`` text it was parsed from.
         command: For stdio: the program and its arguments (split like a POSIX shell).
         url: For streamable HTTP: the endpoint URL (``http://HOST:PORT/PATH``).
         pass_env: For stdio: names of the caller's environment variables the server is
             given besides the minimal environment (:func:`server_environment`).
+        headers: For streamable HTTP: ``Name: value`` headers sent with every request
+            (``--header`` in the spec).
     """
 
     spec: str
     command: tuple[str, ...] = ()
     url: str | None = None
     pass_env: tuple[str, ...] = ()
+    headers: tuple[str, ...] = ()
+
+    @property
+    def name(self) -> str:
+        """The environment's name: the spec without its credentials
+        (:func:`toolgym.runio.redact_spec`), as every run record and message shows it."""
+        return redact_spec(self.spec)
+
+
+@dataclass(frozen=True)
+class ConnectionTarget:
+    """What a session connects to, with every ``${NAME}`` reference expanded (held in memory
+    only, never recorded).
+
+    Attributes:
+        url: The endpoint URL (streamable HTTP), else ``None``.
+        headers: Header name to value (streamable HTTP).
+        command: The program and its arguments (stdio).
+        secrets: The values to scrub from every message (the expanded references, the
+            credentials written in the spec), longest first.
+    """
+
+    url: str | None
+    headers: dict[str, str]
+    command: tuple[str, ...]
+    secrets: tuple[str, ...]
+
+    def scrub(self, text: str) -> str:
+        """``text`` with every secret replaced by ``***``."""
+        for secret in self.secrets:
+            text = text.replace(secret, "***")
+        return text
+
+
+def _listed(items: list[str]) -> str:
+    """``a``, ``a and b``, ``a, b and c``."""
+    return items[0] if len(items) == 1 else f"{', '.join(items[:-1])} and {items[-1]}"
+
+
+_REFERENCE = re.compile(r"\$\{[A-Za-z_][A-Za-z0-9_]*\}")
+
+
+def _header_secrets(value: str) -> list[str]:
+    """The credentials a header value written out holds, for scrubbing: the value, and its words
+    after a scheme word (``Bearer abc`` gives ``Bearer abc`` and ``abc``, never ``Bearer``);
+    ``${NAME}`` references are no secret (their values are added where they are expanded)."""
+    words = [w for w in value.split() if not _REFERENCE.fullmatch(w)]
+    found = words[1:] if len(value.split()) > 1 else words
+    return [value.strip(), *found] if value.strip() and not _REFERENCE.search(value) else found
+
+
+def connection_target(server: MCPServerSpec, environ: dict[str, str] | None = None) -> ConnectionTarget:
+    """Expand the ``${NAME}`` references of a server spec from the environment, to connect.
+
+    In the URL, a reference in the user, the password or a query value is percent-encoded
+    (a password holding ``@`` or ``&`` stays one value); elsewhere (host, path, headers, a
+    stdio command's words) it is put in as it is.
+
+    Args:
+        server: The parsed spec.
+        environ: The variables to read (default: ``os.environ``).
+
+    Raises:
+        EnvironmentUnavailable: when the spec holds ``***`` where a run withheld a credential
+            (:func:`toolgym.runio.withheld_credentials`), or names a variable that is not set;
+            the message says what is missing and how to give it.
+    """
+    from urllib.parse import unquote
+
+    environ = os.environ if environ is None else environ
+    withheld = withheld_credentials(server.spec)
+    if withheld:
+        raise EnvironmentUnavailable(
+            f"{server.name}: {_listed(withheld)} of this MCP server {'was' if len(withheld) == 1 else 'were'} not "
+            "recorded (a run never records a credential), so toolgym will not connect without "
+            f"{'it' if len(withheld) == 1 else 'them'}. Give the spec with the credentials again (--env SPEC, for "
+            "run --resume and export), or write them as ${NAME} references, recorded as written and read from the "
+            "environment when connecting: mcp+http://${MCP_USER}:${MCP_PASSWORD}@HOST/PATH, ?key=${MCP_KEY}, "
+            "--header 'Authorization: Bearer ${MCP_TOKEN}'"
+        )
+    try:
+        expand_references(" ".join((server.url or "", *server.headers, *server.command)), environ)
+    except UnsetVariables as exc:
+        raise EnvironmentUnavailable(
+            f"{server.name}: the environment variable{'s' if len(exc.names) > 1 else ''} {', '.join(exc.names)} named "
+            f"in the spec {'are' if len(exc.names) > 1 else 'is'} not set; set {'them' if len(exc.names) > 1 else 'it'} "
+            "before connecting (toolgym reads the value when it opens a session and never records it)"
+        ) from None
+    secrets: set[str] = set(referenced_values(server.spec, environ))
+    url = None
+    if server.url is not None:
+        url = expand_url(server.url, environ)
+        secrets.update(url_secrets(server.url))
+        secrets.update(url_secrets(url))
+        secrets.update(unquote(s) for s in url_secrets(url))
+    headers: dict[str, str] = {}
+    for header in server.headers:
+        name, _, written = header.partition(":")
+        headers[name.strip()] = expand_references(written.strip(), environ)
+        secrets.update(_header_secrets(written))
+    command = tuple(expand_references(word, environ) for word in server.command)
+    for i, word in enumerate(server.command):  # a credential written in a stdio command's URL or header
+        secrets.update(url_secrets(word))
+        if (i > 0 and server.command[i - 1] == HEADER_OPTION) or word.startswith(HEADER_OPTION + "="):
+            secrets.update(_header_secrets(word.partition(":")[2]))
+    return ConnectionTarget(url=url, headers=headers, command=command,
+                            secrets=tuple(sorted((s for s in secrets if len(s) >= 4), key=len, reverse=True)))
 
 
 PASS_ENV = "--pass-env"
@@ -127,37 +258,61 @@ def server_environment(pass_env: tuple[str, ...] = ()) -> dict[str, str]:
     return env
 
 
+_HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
+"""An HTTP header name (a ``token``, RFC 9110 section 5.1)."""
+
+
 def parse_spec(spec: str) -> MCPServerSpec:
-    """Parse ``mcp:[--pass-env NAME]... COMMAND ARGS...`` or ``mcp+http(s)://HOST:PORT/PATH``.
+    """Parse ``mcp:[--pass-env NAME]... COMMAND ARGS...`` or
+    ``mcp+http(s)://HOST:PORT/PATH [--header "Name: value"]...``. ``${NAME}`` references are
+    kept as written (:func:`connection_target` expands them).
 
     Raises:
         ValueError: for an empty command, unbalanced quotes, a ``--pass-env`` without a
-            variable name (or with ``NAME=VALUE``) or a URL without a host.
+            variable name (or with ``NAME=VALUE``), a URL without a host, a ``--header``
+            without ``Name: value``, or another word after the URL.
     """
     if spec.startswith(HTTP_PREFIXES):
-        url = spec[len("mcp+"):]
+        try:
+            words = shlex.split(spec[len("mcp+"):])
+        except ValueError as exc:
+            raise ValueError(f"{redact_spec(spec)!r}: cannot split the spec: {exc}") from None
+        url, rest, headers = (words[0] if words else ""), words[1:], []
         if not urlsplit(url).hostname:
-            raise ValueError(f"{spec!r}: the URL has no host (expected mcp+http://HOST:PORT/PATH)")
-        return MCPServerSpec(spec=spec, url=url)
+            raise ValueError(f"{redact_spec(spec)!r}: the URL has no host (expected mcp+http://HOST:PORT/PATH)")
+        while rest:
+            if rest[0] == HEADER_OPTION and len(rest) > 1:
+                header, rest = rest[1], rest[2:]
+            elif rest[0].startswith(HEADER_OPTION + "="):
+                header, rest = rest[0][len(HEADER_OPTION) + 1:], rest[1:]
+            else:
+                raise ValueError(f"{redact_spec(spec)!r}: expected {HEADER_OPTION} 'Name: value' after the URL, got "
+                                 f"{redact_spec(rest[0])!r}")
+            name, colon, _ = header.partition(":")
+            if not colon or not _HEADER_NAME.fullmatch(name.strip()):
+                raise ValueError(f"{redact_spec(spec)!r}: {HEADER_OPTION} takes 'Name: value' (an HTTP header), got "
+                                 f"{redact_spec(header) if colon else '***'!r}")
+            headers.append(header)
+        return MCPServerSpec(spec=spec, url=url, headers=tuple(headers))
     if not spec.startswith(STDIO_PREFIX):
-        raise ValueError(f"{spec!r}: expected mcp:COMMAND ARGS... or mcp+http://HOST:PORT/PATH")
+        raise ValueError(f"{redact_spec(spec)!r}: expected mcp:COMMAND ARGS... or mcp+http://HOST:PORT/PATH")
     try:
         argv = tuple(shlex.split(spec[len(STDIO_PREFIX):]))
     except ValueError as exc:
-        raise ValueError(f"{spec!r}: cannot split the command: {exc}") from None
+        raise ValueError(f"{redact_spec(spec)!r}: cannot split the command: {exc}") from None
     pass_env: list[str] = []
     while argv and (argv[0] == PASS_ENV or argv[0].startswith(PASS_ENV + "=")):
         if argv[0] == PASS_ENV:
             if len(argv) < 2:
-                raise ValueError(f"{spec!r}: {PASS_ENV} needs a variable name")
+                raise ValueError(f"{redact_spec(spec)!r}: {PASS_ENV} needs a variable name")
             name, argv = argv[1], argv[2:]
         else:
             name, argv = argv[0][len(PASS_ENV) + 1:], argv[1:]
         if not _VARIABLE.fullmatch(name):
-            raise ValueError(f"{spec!r}: {PASS_ENV} {name!r} is not a variable name (give the name, not NAME=VALUE)")
+            raise ValueError(f"{redact_spec(spec)!r}: {PASS_ENV} {name!r} is not a variable name (give the name, not NAME=VALUE)")
         pass_env.append(name)
     if not argv:
-        raise ValueError(f"{spec!r}: no command after 'mcp:' (expected mcp:COMMAND ARGS...)")
+        raise ValueError(f"{redact_spec(spec)!r}: no command after 'mcp:' (expected mcp:COMMAND ARGS...)")
     return MCPServerSpec(spec=spec, command=argv, pass_env=tuple(pass_env))
 
 
@@ -182,6 +337,7 @@ class _Connection:
 
     def __init__(self, server: MCPServerSpec, timeout_s: float) -> None:
         self.server = server
+        self.target = connection_target(server)  # EnvironmentUnavailable before any thread or process
         self.timeout_s = timeout_s
         self.loop = _LoopThread.get()
         self.session: Any = None
@@ -198,7 +354,7 @@ class _Connection:
             self._closing, self._task = ready.result(CONNECT_TIMEOUT_S)
         except TimeoutError:
             ready.cancel()
-            raise RuntimeError(f"{server.spec}: no MCP session within {CONNECT_TIMEOUT_S:.0f} s") from None
+            raise RuntimeError(f"{server.name}: no MCP session within {CONNECT_TIMEOUT_S:.0f} s") from None
 
     async def _open(self) -> tuple[asyncio.Event, asyncio.Task]:
         started: asyncio.Future = asyncio.get_running_loop().create_future()
@@ -220,12 +376,16 @@ class _Connection:
                     self.not_json_rpc = _bad_line(message)
 
             async with contextlib.AsyncExitStack() as stack:
-                if self.server.url is not None:
-                    read, write, _ = await stack.enter_async_context(streamable_http_client(self.server.url))
+                if self.target.url is not None:
+                    from mcp.shared._httpx_utils import create_mcp_http_client
+
+                    client = await stack.enter_async_context(create_mcp_http_client(headers=self.target.headers or None))
+                    read, write, _ = await stack.enter_async_context(
+                        streamable_http_client(self.target.url, http_client=client))
                 else:
                     # its stderr goes to a file, quoted only when the server fails (not printed per episode)
                     self.errlog = tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace")
-                    command = list(self.server.command)
+                    command = list(self.target.command)
                     if any(EPISODE_DIR in word for word in command):
                         self.episode_dir = tempfile.mkdtemp(prefix="toolgym-mcp-episode-")
                         command = [word.replace(EPISODE_DIR, self.episode_dir) for word in command]
@@ -250,18 +410,19 @@ class _Connection:
                 started.set_result(None)
                 await closing.wait()
         except BaseException as exc:  # noqa: BLE001 -- reported to the caller, never lost
-            reason = f"{type(exc).__name__}: {_exception_text(exc)}{self._stderr_tail()}"
+            reason = self.target.scrub(f"{type(exc).__name__}: {_exception_text(exc)}{self._stderr_tail()}")
             if not started.done():
+                shown = redact_spec(shlex.join(self.server.command))  # as recorded: references, no values
                 if isinstance(exc, ImportError):
-                    message = f"{self.server.spec}: {INSTALL_HINT}"
+                    message = f"{self.server.name}: {INSTALL_HINT}"
                 elif self.not_json_rpc is not None:
-                    message = (f"{self.server.spec}: the command {' '.join(self.server.command)!r} is not an MCP "
-                               f"server: it wrote {self.not_json_rpc!r} on stdout, not a JSON-RPC message")
+                    message = (f"{self.server.name}: the command {shown!r} is not an MCP server: it wrote "
+                               f"{self.target.scrub(self.not_json_rpc)!r} on stdout, not a JSON-RPC message")
                 elif self.server.command and not isinstance(_innermost(exc), OSError):
-                    message = (f"{self.server.spec}: the command {' '.join(self.server.command)!r} ended before the "
+                    message = (f"{self.server.name}: the command {shown!r} ended before the "
                                f"MCP handshake was done ({reason}); is it an MCP server on stdio?")
                 else:
-                    message = f"{self.server.spec}: cannot open an MCP session: {reason}"
+                    message = f"{self.server.name}: cannot open an MCP session: {reason}"
                 started.set_exception(RuntimeError(message))
             else:
                 self.lost = reason
@@ -295,7 +456,7 @@ class _Connection:
                 no answer comes within ``timeout_s``.
         """
         if self.lost is not None:
-            raise RuntimeError(f"MCP server {self.server.spec!r} is gone ({self.lost})")
+            raise RuntimeError(f"MCP server {self.server.name!r} is gone ({self.lost})")
         pending = asyncio.run_coroutine_threadsafe(
             self.session.call_tool(name, arguments, read_timeout_seconds=timedelta(seconds=self.timeout_s)), self.loop
         )
@@ -303,10 +464,11 @@ class _Connection:
             return pending.result(self.timeout_s + 5)
         except TimeoutError:
             pending.cancel()
-            raise RuntimeError(f"MCP server {self.server.spec!r}: no answer to {name!r} within {self.timeout_s:.0f} s") from None
+            raise RuntimeError(f"MCP server {self.server.name!r}: no answer to {name!r} within {self.timeout_s:.0f} s") from None
         except Exception as exc:
             lost = f" ({self.lost})" if self.lost else ""
-            raise RuntimeError(f"MCP server {self.server.spec!r}: {type(exc).__name__}: {_exception_text(exc)}{lost}") from exc
+            text = self.target.scrub(f"{type(exc).__name__}: {_exception_text(exc)}{lost}")
+            raise RuntimeError(f"MCP server {self.server.name!r}: {text}") from exc
 
     def close(self) -> None:
         """End the session (a stdio server is stopped); waits a few seconds at most."""
@@ -406,11 +568,17 @@ class MCPEnvironment(Environment):
 
     def tool_functions(self) -> dict[str, Callable]:
         """One :func:`schema_tool` per tool the server lists. Before :meth:`reset` (the
-        dataset check) a session is opened once to list them."""
+        dataset check) a session is opened once to list them.
+
+        Raises:
+            EnvironmentUnavailable: before :meth:`reset`, when the spec's credentials were
+                withheld by a run or a variable it names is not set (:func:`connection_target`).
+        """
         cls = type(self)
         if self._connection is not None:
             tools = self._connection.tools
         else:
+            connection_target(self.server)  # credentials withheld or unset: refused even when listed before
             if cls._listed is None:
                 probe = _Connection(self.server, self.timeout_s)
                 try:
@@ -453,9 +621,10 @@ def benchmark_for_spec(spec: str) -> Benchmark:
     """
     server = parse_spec(spec)
     require_mcp()
-    cls = type("MCPServer", (MCPEnvironment,), {"server": server, "name": spec, "__module__": __name__})
-    kind = f"streamable HTTP at {server.url}" if server.url else f"stdio: {' '.join(server.command)}"
+    name = server.name  # the spec without its credentials: what run.json and every trajectory record
+    cls = type("MCPServer", (MCPEnvironment,), {"server": server, "name": name, "__module__": __name__})
+    kind = f"streamable HTTP at {redact_spec(server.url or '')}" if server.url else f"stdio: {redact_spec(shlex.join(server.command))}"
     return Benchmark(
-        environment=cls, name=spec, graders=("steps_exact", "step_ratio", "answer_match"),
+        environment=cls, name=name, graders=("steps_exact", "step_ratio", "answer_match"),
         judge_graders=("correctness",), description=f"the tools of an MCP server ({kind})",
     )

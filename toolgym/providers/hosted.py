@@ -268,19 +268,49 @@ def chat_anthropic_class() -> type[BaseChatModel]:
     return ToolgymChatAnthropic
 
 
+def base_url(settings: ModelSettings) -> str | None:
+    """``--base-url`` (``settings.extra["base_url"]``) as the client connects to it: its
+    ``${NAME}`` references expanded from the environment (:func:`toolgym.runio.expand_url`),
+    so a credential can stay out of the command line and of ``run.json``, which records the
+    URL as given (``https://h/v1?key=${KEY}``). ``None`` when none is given.
+
+    Raises:
+        ValueError: naming a variable the URL references that is not set.
+    """
+    from toolgym.runio import UnsetVariables, expand_url
+
+    url = settings.extra.get("base_url")
+    if not isinstance(url, str):
+        return url
+    try:
+        return expand_url(url, os.environ)
+    except UnsetVariables as exc:
+        raise ValueError(f"--base-url: {exc} (the URL names it as ${{{exc.names[0]}}}); set it, or give the "
+                         "address itself") from None
+
+
+def _base_url_secrets(settings: ModelSettings) -> list[str]:
+    """What to scrub of ``--base-url``: its user, password and query values as given and as
+    expanded (:func:`toolgym.runio.url_secrets`), and the values of the variables it names."""
+    from toolgym.runio import referenced_values, url_secrets
+
+    given = settings.extra.get("base_url")
+    if not isinstance(given, str):
+        return []
+    expanded = base_url(settings) or ""
+    return [*url_secrets(given), *url_secrets(expanded), *referenced_values(given, os.environ)]
+
+
 def _retrying(
     factory: Callable[[], BaseChatModel], settings: ModelSettings, secrets: list[str]
 ) -> ResilientChatModel:
     """The model behind retries; ``secrets`` (API keys) and those of ``--base-url`` (its user,
-    password and query values: :func:`toolgym.runio.url_secrets`) are scrubbed from every error
-    message before it is recorded."""
-    from toolgym.runio import url_secrets
-
+    password and query values, the values of the variables it names: :func:`_base_url_secrets`)
+    are scrubbed from every error message before it is recorded."""
     policy = RetryPolicy(
         max_retries=settings.max_retries, initial_s=settings.retry_initial_s, max_s=settings.retry_max_s
     )
-    base_url = settings.extra.get("base_url")
-    in_url = url_secrets(base_url) if isinstance(base_url, str) else []
+    in_url = _base_url_secrets(settings)
     return ResilientChatModel(
         inner=factory(), factory=factory, policy=policy, timeout_s=settings.timeout_s, rps=settings.rps,
         secrets=[*secrets, *in_url],
@@ -364,14 +394,14 @@ def openai_provider(name: str, settings: ModelSettings) -> ResilientChatModel:
     key = os.environ.get(OPENAI_KEY_ENV)
     if not key:
         raise ValueError(f"set {OPENAI_KEY_ENV} to use openai:{name}")
-    base_url = settings.extra.get("base_url")
-    return _retrying(lambda: _openai_client(name, settings, key, base_url), settings, [key])
+    url = base_url(settings)
+    return _retrying(lambda: _openai_client(name, settings, key, url), settings, [key])
 
 
 def _compatible(provider: str, name: str, settings: ModelSettings) -> ResilientChatModel:
     _need_name(provider, name)
-    base_url = settings.extra.get("base_url")
-    if not base_url:
+    url = base_url(settings)
+    if not url:
         raise ValueError(
             f"{provider}:{name} needs the server's address: --base-url http://HOST:PORT/v1"
             + (" (or --serve to start vLLM)" if provider == "vllm" else "")
@@ -379,7 +409,7 @@ def _compatible(provider: str, name: str, settings: ModelSettings) -> ResilientC
     key = next((os.environ[k] for k in COMPATIBLE_KEY_ENVS if os.environ.get(k)), "EMPTY")
     # Chat completions, never the Responses API: that is what compatible servers implement.
     return _retrying(
-        lambda: _openai_client(name, settings, key, base_url, token_ids=True, use_responses_api=False),
+        lambda: _openai_client(name, settings, key, url, token_ids=True, use_responses_api=False),
         settings,
         [key] if key != "EMPTY" else [],
     )
@@ -421,7 +451,7 @@ def anthropic_provider(name: str, settings: ModelSettings) -> ResilientChatModel
     cls = chat_anthropic_class()
     kwargs: dict[str, Any] = {}
     if settings.extra.get("base_url"):
-        kwargs["base_url"] = settings.extra["base_url"]
+        kwargs["base_url"] = base_url(settings)
     return _retrying(
         lambda: cls(
             model=name,

@@ -27,6 +27,7 @@ from toolgym.runio import (
     ExtensionRef,
     RunDirError,
     RunRecord,
+    redact_spec,
 )
 
 _IN_PROCESS: dict[str, Any] = {}
@@ -263,15 +264,26 @@ def load_run_examples(
     return path, examples[:limit] if limit else examples
 
 
-def benchmark_of(record: RunRecord, directory: Path | None = None) -> Benchmark:
+def benchmark_of(record: RunRecord, directory: Path | None = None, spec: str | None = None) -> Benchmark:
     """The benchmark a run was made with, found again from its recorded spec.
+
+    Args:
+        record: The run's ``run.json``.
+        directory: The run directory, for messages.
+        spec: The environment's spec as the user gives it again, with the credentials the run
+            did not record (``mcp+http://user:pw@HOST/mcp``); used instead of the recorded one
+            when both name the same environment (:func:`toolgym.runio.redact_spec`), else
+            refused.
 
     Raises:
         RunDirError: when it can no longer be found (the spec, where it came from and why are
-            named).
+            named), or ``spec`` names another environment than the run's.
     """
     ref = record.extensions.get("env")
-    spec = record.spec_of("env") or record.env
+    if spec is not None and redact_spec(spec) not in {redact_spec(record.env), redact_spec(record.spec_of("env") or "")}:
+        raise RunDirError(f"{directory or 'run'}: the spec {redact_spec(spec)!r} is not the environment of the run "
+                          f"({record.env!r})")
+    spec = spec or record.spec_of("env") or record.env
     kept = in_process(spec)
     if kept is not None:
         return as_benchmark(kept)

@@ -17,6 +17,7 @@ from toolgym.runio import (
     RunDirError,
     RunRecord,
     read_run,
+    redact_spec,
 )
 from toolgym.runner.config import RunConfig
 from toolgym.runner.parts import model_spec_ref, resolve_agent, resolve_benchmark
@@ -45,7 +46,8 @@ def check_resume(config: RunConfig) -> None:
         "model": (model_spec_ref(config.model)[0] if isinstance(config.model, str)
                   else f"object:{type(config.model).__name__}") if agent_cls.needs_model else None,
     }
-    before: dict[str, Any] = {"env": record.env, "agent": record.agent_name, "model": record.model}
+    # a run.json written before credentials were redacted holds them: compare as recorded now
+    before: dict[str, Any] = {"env": redact_spec(record.env), "agent": record.agent_name, "model": record.model}
     if not isinstance(config.dataset, (list, tuple)):
         path = resolve_dataset(benchmark, None if config.dataset is None else str(config.dataset))
         now["dataset sha256"] = sha256_file(path)

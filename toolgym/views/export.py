@@ -44,7 +44,7 @@ from toolgym.api import load_run
 from toolgym.benchmark import Benchmark
 from toolgym.openai_format import prompt_messages, step_messages, tool_schemas, validate_chat
 from toolgym.records import BINARY, Example, Measure, Trajectory
-from toolgym.runio import IMPORTED_AGENT, Run, RunDirError, RunRecord, refuse_run_file
+from toolgym.runio import IMPORTED_AGENT, Run, RunDirError, RunRecord, redact_spec, refuse_run_file
 from toolgym.runner import benchmark_of
 from toolgym.views.rundata import measure_for
 
@@ -285,7 +285,10 @@ def export_runs(
             all but ``error``. Teacher-forced trajectories (``prefix_steps`` set) are always
             skipped: their first steps replay the reference, which no model wrote.
         envs: Keep only these environments; empty: all. Each must be the environment of one
-            of the runs.
+            of the runs. An environment spec given with the credentials its run did not record
+            (``mcp+http://user:pw@HOST/mcp``, recorded as ``mcp+http://***@HOST/mcp``) names
+            that environment and is also the spec its prompt and tools are read from
+            (:func:`toolgym.runio.redact_spec`).
         with_tokens: Add the recorded tokens.
         pass_grader: The grader deciding passing and failing for ``preference``.
         arguments: ``"string"`` or ``"object"`` (see above).
@@ -305,7 +308,9 @@ def export_runs(
         raise ValueError(f"unknown export format {fmt!r}; known: {', '.join(FORMATS)}")
     if arguments not in ARGUMENTS:
         raise ValueError(f"unknown arguments form {arguments!r}; known: {', '.join(ARGUMENTS)}")
-    where, statuses, env_set = list(where), set(status) or {"completed", "step_limit", "repeat_limit"}, set(envs)
+    envs = list(envs)
+    given_specs = {redact_spec(env): env for env in envs if redact_spec(env) != env}  # with credentials
+    where, statuses, env_set = list(where), set(status) or {"completed", "step_limit", "repeat_limit"}, set(map(redact_spec, envs))
     result = ExportResult()
     conversations = _Conversations()
     records: list[tuple[dict[str, Any], Trajectory, tuple[bool, ...]]] = []  # record, its trajectory, open ends
@@ -320,7 +325,7 @@ def export_runs(
     for directory, run in zip(directories, runs, strict=True):
         assert run.examples is not None
         try:
-            benchmark = benchmark_of(run.record, run.directory)
+            benchmark = benchmark_of(run.record, run.directory, spec=given_specs.get(redact_spec(run.record.env)))
         except RunDirError:
             if run.record.described is None:
                 raise

@@ -62,6 +62,7 @@ from toolgym.runio import (
     RunRecord,
     parse_line,
     read_run,
+    redact_spec,
     redact_url,
     redacted_command,
     restore_line,
@@ -192,7 +193,7 @@ def summary_of(view: RunView) -> list[dict[str, Any]]:
 def _settings(record: RunRecord) -> dict[str, Any]:
     r = record
     return {
-        "env": r.env,
+        "env": redact_spec(r.env),  # a run.json written before MCP specs were redacted shows none either
         "agent": r.agent,
         "model": r.model,
         "model_settings": {**r.model_settings, **({"extra": {k: redact_url(v) if isinstance(v, str) else v
