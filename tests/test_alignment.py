@@ -351,3 +351,19 @@ def test_plain_argument_checks_equal_the_matchers(expected, actual, args):
     plain = CallPattern("f", tuple((k, compile_matcher({"$literal": v}, "t")) for k, v in expected.items()), args)
     slow = CallPattern("f", tuple((k, compile_matcher({"$in": [{"$literal": v}]}, "t")) for k, v in expected.items()), args)
     assert plain.wrong_argument(actual) == slow.wrong_argument(actual)
+
+
+def test_step_views_are_whole_step_views():
+    # step_views builds StepView tuples directly (tuple.__new__): every field in its place
+    from toolgym.graders.trajectory import step_views
+    from toolgym.records import ModelStep, ToolCall, ToolStep, Trajectory, UserStep
+
+    traj = Trajectory(example_id="e", env="x", agent="a", status="completed", steps=[
+        UserStep(text="hi", turn=1),
+        ModelStep(tool_calls=[ToolCall(id="c0", name="f", arguments={"a": 1})]),
+        ToolStep(call_id="c0", name="f", arguments={"a": 1}, output='{"v": 2}', state_patch=[
+            {"op": "replace", "path": "/paper", "value": "a"}]),
+    ])
+    (view,) = step_views(traj)
+    assert view == StepView("f", {"a": 1}, {"v": 2}, True, False, False, 0, frozenset({"paper"}), 1)
+    assert len(view) == len(StepView._fields)

@@ -101,14 +101,15 @@ def step_views(trajectory: Trajectory, results: bool = True) -> list[StepView]:
     steps, whose turns are not known)."""
     views: list[StepView] = []
     append = views.append
+    make = tuple.__new__  # StepView(...) without its Python-level __new__ (a view per step of every grading)
     turn = None
     user_turn = 1 if trajectory.user_steps else None
     for s in trajectory.steps:
         if s.kind == "tool":
             patch = s.state_patch
-            executed = not (s.malformed or s.rejected)
-            append(StepView(s.name, s.arguments, _result(s.output) if results else None, executed, s.malformed,
-                            s.rejected, turn, None if patch is None else _changed_keys(patch), user_turn))
+            append(make(StepView, (s.name, s.arguments, _result(s.output) if results else None,
+                                   not (s.malformed or s.rejected), s.malformed, s.rejected, turn,
+                                   None if patch is None else _changed_keys(patch), user_turn)))
         elif s.kind == "model":
             turn = 0 if turn is None else turn + 1
         elif s.kind == "user":
