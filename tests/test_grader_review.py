@@ -319,3 +319,14 @@ def test_a_state_milestone_of_a_user_turn_counts_while_that_turn_lasts():
     # "ab" undone within turn 1: it never held in turn 2
     steps[2] = steps[2]._replace(user_turn=1)
     assert "ab" not in align(plan, steps, states).matched
+
+
+def test_partial_credit_comes_from_the_milestone_s_own_user_turn():
+    example = {**TYPE_ABC, "milestones": [*TYPE_ABC["milestones"][:2],
+                                          {**TYPE_ABC["milestones"][2], "similarity": {"letter": "rouge_l"}}]}
+    scripts = {"Type: ab": [*[turn(("type_letter", {"letter": x})) for x in "abc"], "ok"], "Now also type: c": ["ok"]}
+    result = toolgym.evaluate("typewriter_1", model=ScriptedChatModel(by_input=scripts), dataset=[example],
+                              graders=["milestone_similarity"])
+    (score,) = result.scores
+    # c typed in turn 1 earns turn 2's milestone nothing
+    assert score.value == 2 / 3 and score.details["similarity"]["c"] == 0.0

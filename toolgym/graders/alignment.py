@@ -589,7 +589,7 @@ def _brought_about(
     return out
 
 
-def _turn_spans(steps: Sequence[StepView]) -> list[tuple[float, float]]:
+def turn_spans(steps: Sequence[StepView]) -> list[tuple[float, float]]:
     """For each position ``k`` (0 to ``len(steps)``): the user turns during which what was
     observed after ``k`` tool steps held (the state after ``k`` steps holds from the turn of
     step ``k`` until the turn of step ``k + 1``; the last one in every later turn), as
@@ -749,7 +749,7 @@ def _search(
     own_refs = {j: tuple(ref_slot[r] for r in sorted(ms[j].refs)) for j in members}
     state_milestones = [j for j in members if ms[j].observed]  # states, messages, results
     observed = observed or {}
-    turn_span = _turn_spans(steps) if any(ms[j].turn is not None for j in state_milestones) else None
+    turn_span = turn_spans(steps) if any(ms[j].turn is not None for j in state_milestones) else None
     pure_states = [j for j in state_milestones if not ms[j].calls]
     mixed_states = [j for j in state_milestones if ms[j].calls]
     dynamic: dict[tuple[int, int, tuple[int, ...]], bool] = {}

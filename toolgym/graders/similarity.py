@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from toolgym.graders import make_score, register_grader
-from toolgym.graders.alignment import Observation, seen_counts, seen_results
+from toolgym.graders.alignment import Observation, seen_counts, seen_results, turn_spans
 from toolgym.graders.trajectory import Analysis, _MilestoneGrader, observations, recorded_states
 from toolgym.matchers import MatchContext, Matcher, Similarity
 from toolgym.milestones import MessagePattern, Milestone
@@ -80,7 +80,15 @@ def milestone_similarities(analysis: Analysis, trajectory: Trajectory, judge: An
     tool_context = seen_results(observations(trajectory), seen_counts(steps), judge) if plan.reads_tools else None
     context = MatchContext(results=results, judge=judge)
 
+    spans = turn_spans(steps) if plan.has_turns else None
+
     def ready(m: Milestone, t: float) -> bool:
+        """``m``'s ``after`` matched before time ``t`` (step ``i`` at ``i``, the state after ``k``
+        steps at ``k - 0.5``), in ``m``'s user turn."""
+        if m.turn is not None and spans is not None:
+            first, last = spans[int(t + 0.5)] if t != int(t) else (steps[int(t)].user_turn,) * 2
+            if first is not None and not first <= m.turn <= last:
+                return False
         return all(a in times and times[a] < t for a in m.after)
 
     out: dict[str, dict[str, Any]] = {}
