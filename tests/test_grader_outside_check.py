@@ -224,6 +224,77 @@ def test_defect_the_format_section_does_not_call_turn_a_label_only():
     assert "It is a label, not a constraint" not in text
 
 
+def test_defect_a_failed_call_of_a_result_milestones_tool_counts_against_precision_when_corrected_later():
+    # `em` is a result milestone naming get_user_email (kwame@kmail.com), extra calls allowed.
+    # The agent first asks for user 162's email (Lucia's), then for 158's. Expert verdict: 1.0
+    # (the policy allows the miss, the result was returned), step_precision 1/2 and the first
+    # call labelled wrong_arguments for `em` ("its result does not match result milestone em"):
+    # docs/stepwise-grader.md says a call of the named tool "that ran but returned something
+    # else is wrong_arguments for it", and step_precision leaves out only "a repeated call, a
+    # call of a tool no milestone has". Its twin with a call milestone get_user_email(158)
+    # scores precision 1/2 with that label. The grader said precision 1.0 ("1 harmless allowed
+    # extras left out") and labelled the miss "extra call: matches no milestone": the link to
+    # the result milestone is made only while the milestone stays missing.
+    example = {"id": "r", "input": "What is Kwame's email?", "extra_calls": "allow",
+               "milestones": [{"id": "em", "result": {"name": "get_user_email", "value": "kwame@kmail.com"}}]}
+    scores, _ = play("relational_data", example, {"What is Kwame's email?": [email(162), email(158), "done"]})
+    assert scores["trajectory_match"].value == 1.0
+    row = scores["trajectory_match"].details["alignment"][0]
+    assert (row.get("type"), row.get("milestone")) == ("wrong_arguments", "em"), row
+    assert scores["step_precision"].value == 0.5, scores["step_precision"].explanation
+    # the twin with a call milestone, which holds today
+    twin = {**example, "milestones": [{"id": "em", "call": {"name": "get_user_email", "arguments": {"user_id": 158}}}]}
+    scores, _ = play("relational_data", twin, {"What is Kwame's email?": [email(162), email(158), "done"]})
+    assert scores["step_precision"].value == 0.5
+
+
+def test_defect_strict_mode_blames_the_wrong_call_of_a_model_turn_not_the_right_one():
+    # agentevals strict mode on expected calls find_users_by_name(Kwame), get_user_name(158);
+    # one model turn makes get_user_name(158) and find_users_by_name(Ada). The calls of one
+    # model turn may come in any order (docs/stepwise-grader.md, agentevals' modes), so
+    # get_user_name(158) is right; find_users_by_name(Ada) is the wrong call. Expert verdict:
+    # 0.0 with the first error at step 2, wrong_arguments (call1, argument 'name'). The grader
+    # said "step 1 (get_user_name): out of order (call2)": "fits call2, but call1 not matched
+    # before it", blaming the right call for an order the mode does not ask for.
+    example = {"id": "s", "input": "x", "expected_calls": [
+        {"name": "find_users_by_name", "arguments": {"name": "Kwame"}},
+        {"name": "get_user_name", "arguments": {"user_id": 158}}]}
+    one_turn = turn(("get_user_name", {"user_id": 158}), ("find_users_by_name", {"name": "Ada"}))
+    scores, _ = play("relational_data", example, {"x": [one_turn, "done"]},
+                     graders=[TrajectoryMatch(trajectory_mode="strict")])
+    match = scores["trajectory_match"]
+    assert match.value == 0.0
+    first = match.details["first_error"]
+    assert (first["step"], first["type"], first["milestone"], first["argument"]) == (
+        2, "wrong_arguments", "call1", "name"), first
+
+
+def test_defect_an_expected_call_is_shown_as_written_not_wrapped_in_literal():
+    # In an agentevals mode the expected call find_users_by_name(name="Kwame") is shown to the
+    # user, in the alignment row and by `show`, as {"name": {"$literal": "Kwame"}}: an operator
+    # the user never wrote (the plain value needs no $literal). Expert: {"name": "Kwame"}, as a
+    # milestone's plain value is shown.
+    example = {"id": "s", "input": "x", "expected_calls": [{"name": "find_users_by_name", "arguments": {"name": "Kwame"}}]}
+    scores, _ = play("relational_data", example, {"x": [find("Ada"), "done"]},
+                     graders=[TrajectoryMatch(trajectory_mode="unordered")])
+    row = scores["trajectory_match"].details["alignment"][0]
+    assert row["type"] == "wrong_arguments"
+    assert row["expected"] == {"name": "find_users_by_name", "arguments": {"name": "Kwame"}}, row["expected"]
+
+
+def test_defect_a_call_of_an_unknown_tool_is_labelled_as_the_docs_say():
+    # docs/stepwise-grader.md, the error types: `rejected` "was refused by the environment
+    # (unknown tool, arguments that do not fit)"; `malformed` "could not be parsed". The model
+    # calls delete_user, a well-formed call of a tool relational_data lacks. Expert: `rejected`.
+    # The grader labels it "malformed: malformed call, never executed" (the record marks an
+    # unknown tool as malformed), so a reader looks for a parse error that is not there.
+    example = {"id": "u", "input": "x", "extra_calls": "allow_read_only",
+               "milestones": [{"id": "find", "call": {"name": "find_users_by_name"}}]}
+    scores, _ = play("relational_data", example, {"x": [turn(("delete_user", {"user_id": 1})), find(), "done"]})
+    row = scores["trajectory_match"].details["alignment"][0]
+    assert row["type"] == "rejected", row
+
+
 # ------------------------------------------------------------------------------------------
 # Cases that held (regression tests)
 # ------------------------------------------------------------------------------------------
@@ -420,3 +491,106 @@ def test_summary_cli_counts_first_errors_of_a_multi_turn_run(tmp_path, capsys):
     text = capsys.readouterr().out
     row = next(line for line in text.splitlines() if "out_of_order" in line)
     assert "c2" in row and "rd-mt-01" in row and "1.000" in row
+
+
+KWAME_SAID = {"id": "k", "input": "What is Kwame's email?", "read_only": ["find_*", "get_*"],
+              "extra_calls": "allow_read_only", "milestones": [
+                  {"id": "find", "call": {"name": "find_users_by_name", "arguments": {"name": {"$lenient": "kwame"}}}},
+                  {"id": "email", "after": ["find"], "call": {"name": "get_user_email", "arguments": {
+                      "user_id": {"$from": "find", "path": "/0/id"}}}},
+                  {"id": "said", "after": ["email"], "message": {"$contains": "kwame@kmail.com"}}]}
+Q = "What is Kwame's email?"
+
+
+def test_single_turn_message_and_data_flow_cases():
+    # an unknown tool first (never executed, allowed), then the right path and the email said:
+    # expert 1.0; the unknown call counts against precision (2/3)
+    scores, _ = play("relational_data", KWAME_SAID, {Q: [turn(("delete_user", {"user_id": 1})), find(), email(),
+                                                         "Kwame's email is kwame@kmail.com"]})
+    assert scores["trajectory_match"].value == 1.0
+    assert scores["step_precision"].value == pytest.approx(2 / 3)
+    # the email written in the same model turn as its fetch, then "Done.": expert 0.0, `said`
+    # missing (said before the result came back), progress 2/3
+    early = {"content": "It is kwame@kmail.com",
+             "tool_calls": [{"name": "get_user_email", "args": {"user_id": 158}, "id": "x"}]}
+    scores, _ = play("relational_data", KWAME_SAID, {Q: [find(), early, "Done."]})
+    match = scores["trajectory_match"]
+    assert match.value == 0.0 and match.details["first_error"]["type"] == "missing"
+    assert match.details["missing"] == ["said"] and scores["milestone_progress"].value == pytest.approx(2 / 3)
+    # the right id guessed before the search: expert 0.0, out_of_order at step 1
+    scores, _ = play("relational_data", KWAME_SAID, {Q: [email(), find(), "kwame@kmail.com"]})
+    first = scores["trajectory_match"].details["first_error"]
+    assert (first["step"], first["type"], first["milestone"]) == (1, "out_of_order", "email")
+
+
+def test_a_judge_milestone_without_a_judge_is_unscored_with_the_reason():
+    # expert: no verdict can be given without the judge, and the score says why
+    example = {**KWAME_SAID, "milestones": [*KWAME_SAID["milestones"][:2],
+                                            {"id": "said", "after": ["email"], "message": {"$judge": "gives the email"}}]}
+    with pytest.warns(UserWarning):
+        scores, _ = play("relational_data", example, {Q: [find(), email(), "kwame@kmail.com"]})
+    assert scores["trajectory_match"].value is None
+    assert "needs a judge model" in scores["trajectory_match"].explanation
+
+
+def test_from_tool_in_turn_2_reads_a_near_miss_search_of_turn_1():
+    # the optional `find` (Kwame) is missed by a search for "Kwa", whose result still holds
+    # 158; in turn 2 the email of 158 is fetched: expert 1.0 (route-independent data flow),
+    # the near miss counts against precision
+    example = {"id": "t", "input": "Find Kwa", "turns": ["His email?"], "read_only": ["find_*", "get_*"],
+               "extra_calls": "allow_read_only", "milestones": [
+                   {"id": "find", "turn": 1, "optional": True,
+                    "call": {"name": "find_users_by_name", "arguments": {"name": {"$lenient": "kwame"}}}},
+                   {"id": "em", "turn": 2, "call": {"name": "get_user_email", "arguments": {
+                       "user_id": {"$from": {"tool": "find_users_by_name"}, "path": "/0/id"}}}}]}
+    scores, _ = play("relational_data", example, {"Find Kwa": [find("Kwa"), "found"], "His email?": [email(), "ok"]})
+    match = scores["trajectory_match"]
+    assert match.value == 1.0 and match.details["missing_optional"] == ["find"]
+    assert scores["step_precision"].value == 0.5
+
+
+def test_a_replayed_prefix_counts_as_seen_and_later_calls_follow_their_turns():
+    from toolgym.records import Example, ModelStep, ToolCall, ToolStep, Trajectory
+
+    example = Example(id="k", input="x", milestones=KWAME_SAID["milestones"][:2])
+
+    def graded(steps):
+        return TrajectoryMatch().grade(example, Trajectory(example_id="k", env="relational_data", agent="x",
+                                                           status="completed", steps=steps))
+
+    found = '[{"id": 158, "name": "Kwame"}]'
+    prefix_find = ToolStep(call_id="p1", name="find_users_by_name", arguments={"name": "Kwame"}, output=found)
+    fetch = ToolStep(call_id="c1", name="get_user_email", arguments={"user_id": 158}, output="kwame@kmail.com")
+    one = ModelStep(tool_calls=[ToolCall(id="c1", name="get_user_email", arguments={"user_id": 158})])
+    # expert: the search replayed before any model turn was seen by the model's call -> 1.0
+    assert graded([prefix_find, one, fetch]).value == 1.0
+    # expert: search and fetch made in one model turn after a prefix -> 0.0, the fetch out of order
+    both = ModelStep(tool_calls=[ToolCall(id="c0", name="find_users_by_name", arguments={"name": "Kwame"}),
+                                 ToolCall(id="c1", name="get_user_email", arguments={"user_id": 158})])
+    search = ToolStep(call_id="c0", name="find_users_by_name", arguments={"name": "Kwame"}, output=found)
+    score = graded([ToolStep(call_id="p1", name="get_user_name", arguments={"user_id": 1}, output="x"), both, search,
+                    fetch])
+    assert score.value == 0.0
+    assert score.details["alignment"][2]["type"] == "out_of_order"
+
+
+def test_agentevals_argument_modes_pair_calls_by_a_maximum_matching():
+    from toolgym.graders.alignment import StepView, align, diagnose
+    from toolgym.graders.trajectory import agentevals_plan
+    from toolgym.records import ToolCallSpec
+
+    def passes(reference, calls, mode, args_mode):
+        plan = agentevals_plan([ToolCallSpec(name=n, arguments=a) for n, a in reference], mode, args_mode)
+        steps = [StepView(n, a, turn=k) for k, (n, a) in enumerate(calls)]
+        return diagnose(plan, steps, align(plan, steps)).passed
+
+    reference = [("f", {"x": 1}), ("f", {"x": 1, "y": 2})]
+    trap = [("f", {"x": 1, "y": 2}), ("f", {"x": 1})]  # agentevals' greedy first fit fails it
+    # expert (agentevals' definitions, with the optimal pairing): every mode but strict passes
+    assert [passes(reference, trap, m, "superset") for m in ("strict", "unordered", "superset", "subset")] == [
+        False, True, True, True]
+    assert passes([("f", {"x": 1, "y": 2})], [("f", {"x": 1})], "unordered", "subset")
+    assert not passes([("f", {"x": 1, "y": 2})], [("f", {"x": 1, "z": 3})], "unordered", "subset")
+    assert not passes([("f", {"n": 1})], [("f", {"n": True})], "unordered", "exact")  # a boolean is no number
+    assert passes([("f", {"n": 1})], [("f", {"n": 1.0})], "unordered", "exact")
+    assert passes([("f", {"n": 1})], [("f", {"m": 2})], "strict", "ignore")
