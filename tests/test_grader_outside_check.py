@@ -89,6 +89,14 @@ def test_defect_a_state_milestone_of_an_earlier_user_turn_is_checked_in_that_tur
     match = scores["trajectory_match"]
     assert match.value == 1.0, match.explanation
     assert scores["milestone_progress"].value == 1.0
+    # turn_state, on the same facts written as expected_states, agrees with the expert today:
+    # the two graders must not disagree on what held after each turn
+    with_states = {**example, "expected_states": [{"paper": "ab"}, {"paper": "abc"}]}
+    scores, _ = play("typewriter_1", with_states, {"Type: ab": [letter("a"), letter("b"), "typed ab"],
+                                                   "Now also type: c": [letter("c"), "typed c"]},
+                     graders=[*STEPWISE, "turn_state"])
+    assert scores["turn_state"].value == 1.0
+    assert scores["trajectory_match"].value == 1.0, scores["trajectory_match"].explanation
     # and when the agent does undo turn 1's state within turn 1, that is where it is blamed
     scores, _ = play("typewriter_1", example, {"Type: ab": [letter("a"), letter("b"), letter("x"), "typed"],
                                                "Now also type: c": [letter("c"), "typed c"]})
@@ -293,6 +301,49 @@ def test_defect_a_call_of_an_unknown_tool_is_labelled_as_the_docs_say():
     scores, _ = play("relational_data", example, {"x": [turn(("delete_user", {"user_id": 1})), find(), "done"]})
     row = scores["trajectory_match"].details["alignment"][0]
     assert row["type"] == "rejected", row
+
+
+def test_defect_a_milestone_after_one_of_a_later_turn_is_refused_when_the_dataset_is_read():
+    # `b` belongs to turn 1 and comes after `a`, which belongs to turn 2: no trajectory can
+    # ever match `b` (a must be matched first, in turn 2, and b only in turn 1). The dataset
+    # reader refuses an `after` cycle and a `$from` that is no ancestor, naming the field;
+    # expert: this unsatisfiable order is refused the same way. The grader accepted it and
+    # failed the only sensible trajectory ("turn 1, step 1 (type_letter): out of order (b)").
+    from toolgym.data import DatasetError
+
+    example = {"id": "a", "input": "Type: a", "turns": ["Now b"], "milestones": [
+        {"id": "a", "turn": 2, "call": {"name": "type_letter", "arguments": {"letter": "a"}}},
+        {"id": "b", "turn": 1, "after": ["a"], "call": {"name": "type_letter", "arguments": {"letter": "b"}}}]}
+    with pytest.raises(DatasetError, match=r"milestones\[1\]"):
+        play("typewriter_1", example, {"Type: a": [letter("b"), "ok"], "Now b": [letter("a"), "ok"]})
+
+
+def test_defect_a_turn_past_the_examples_turns_names_the_field_as_the_other_errors_do(tmp_path):
+    # Every other refused milestone names its field as `milestones[1].after` (docs/stepwise-grader.md);
+    # a turn past the example's turns is named `milestones.1.turn` (expected_calls likewise
+    # `expected_calls.1.turn`). Expert: one notation, `milestones[1].turn`.
+    from toolgym.data import DatasetError
+
+    example = {"id": "a", "input": "Type: a", "turns": ["Now b"], "milestones": [
+        {"id": "a", "call": {"name": "type_letter"}}, {"id": "b", "turn": 3, "call": {"name": "type_letter"}}]}
+    with pytest.raises(DatasetError) as raised:
+        play("typewriter_1", example, {"Type: a": ["ok"], "Now b": ["ok"]})
+    assert "field milestones[1].turn: turn 3 of an example with 2 user turn(s)" in str(raised.value)
+
+
+def test_defect_a_bad_milestone_in_a_dataset_given_in_python_is_named_as_from_a_file():
+    # From a file, a bad milestone reads "data.jsonl:1: field milestones[1].after: 'c' names no
+    # milestone (ids: a, b)" (docs/stepwise-grader.md). Given to `toolgym.evaluate` as a list of
+    # dicts, it reads "dataset[0]: field (record): Value error, field milestones[1].after: ...":
+    # pydantic's wrapping ("field (record): Value error,") left in the message. Expert: the same
+    # sentence, with the example's place: "dataset[0]: field milestones[1].after: ...".
+    from toolgym.data import DatasetError
+
+    example = {"id": "a", "input": "Type: a", "milestones": [
+        {"id": "a", "call": {"name": "type_letter"}}, {"id": "b", "after": ["c"], "call": {"name": "type_letter"}}]}
+    with pytest.raises(DatasetError) as raised:
+        play("typewriter_1", example, {"Type: a": ["ok"]})
+    assert str(raised.value) == "dataset[0]: field milestones[1].after: 'c' names no milestone (ids: a, b)"
 
 
 # ------------------------------------------------------------------------------------------
