@@ -346,6 +346,48 @@ def test_defect_a_bad_milestone_in_a_dataset_given_in_python_is_named_as_from_a_
     assert str(raised.value) == "dataset[0]: field milestones[1].after: 'c' names no milestone (ids: a, b)"
 
 
+def test_defect_an_any_of_offering_a_state_is_never_harder_to_meet_than_the_state_alone():
+    # "Type abc": milestone `a` (type a), then `end` after it, any_of [the state paper "abc",
+    # the call type_letter(c)]; extra calls forbidden. The agent types a, b, c: the paper ends
+    # "abc". With `end` written as the state alone the grader passes it (b and c brought the
+    # state about: no extra calls). Expert verdict with the any_of: 1.0 too; offering one more
+    # way to meet a milestone cannot make it harder to meet. The grader said 0.0, "step 2
+    # (type_letter): wrong arguments (a, argument 'letter')": the search gave `end` to the
+    # call c, leaving b an extra call, because which calls bring a state about is worked out
+    # only after the search (docs: "the alignment also tries leaving the observation for the
+    # step, so the step is not left an extra call").
+    state_only = {"id": "s", "input": "Type abc", "milestones": [
+        {"id": "a", "call": {"name": "type_letter", "arguments": {"letter": "a"}}},
+        {"id": "end", "after": ["a"], "state": {"paper": "abc"}}]}
+    scripts = {"Type abc": [letter("a"), letter("b"), letter("c"), "ok"]}
+    scores, _ = play("typewriter_1", state_only, scripts)
+    assert scores["trajectory_match"].value == 1.0  # holds today
+    either = {**state_only, "milestones": [state_only["milestones"][0], {
+        "id": "end", "after": ["a"], "any_of": [{"state": {"paper": "abc"}},
+                                                {"call": {"name": "type_letter", "arguments": {"letter": "c"}}}]}]}
+    scores, _ = play("typewriter_1", either, scripts)
+    assert scores["trajectory_match"].value == 1.0, scores["trajectory_match"].explanation
+    assert scores["step_precision"].value == 1.0
+
+
+def test_defect_a_result_milestone_refused_for_being_empty_says_what_is_wrong():
+    # docs/stepwise-grader.md: in `{"result": {"name": tool, "value": matcher}}`, "`name` may be
+    # left out (any tool) and so may `value` (any result)". `"result": {}` (some tool returned
+    # something) is refused with "expected an object with 'name' and/or 'value', got an object":
+    # it was an object. Expert: accepted as any result of any tool, or refused saying that the
+    # object is empty.
+    from toolgym.data import DatasetError
+
+    example = {"id": "s", "input": "Type ab", "extra_calls": "allow",
+               "milestones": [{"id": "ab", "state": {"paper": "ab"}}, {"id": "any", "result": {}}]}
+    try:
+        scores, _ = play("typewriter_1", example, {"Type ab": [letter("a"), letter("b"), "ok"]})
+    except DatasetError as exc:
+        assert "got an object" not in str(exc) and "empty" in str(exc), str(exc)
+        return
+    assert scores["trajectory_match"].value == 1.0
+
+
 # ------------------------------------------------------------------------------------------
 # Cases that held (regression tests)
 # ------------------------------------------------------------------------------------------
