@@ -277,6 +277,24 @@ def test_defect_strict_mode_blames_the_wrong_call_of_a_model_turn_not_the_right_
         2, "wrong_arguments", "call1", "name"), first
 
 
+def test_defect_strict_mode_with_one_extra_call_still_pairs_the_calls_of_a_model_turn_in_any_order():
+    # The same expected calls; one model turn makes both, get_user_name(158) first, then a
+    # second turn searches for Ada. Expert verdict: 0.0 (strict allows no other call), first
+    # error at step 3, both expected calls matched (2/2). The grader said "step 1
+    # (get_user_name): out of order (call2) ...; 1/2 required milestones matched": with one
+    # step more than the reference, the any-order pairing inside a model turn is not applied.
+    example = {"id": "s", "input": "x", "expected_calls": [
+        {"name": "find_users_by_name", "arguments": {"name": "Kwame"}},
+        {"name": "get_user_name", "arguments": {"user_id": 158}}]}
+    both = turn(("get_user_name", {"user_id": 158}), ("find_users_by_name", {"name": "Kwame"}))
+    scores, _ = play("relational_data", example, {"x": [both, find("Ada"), "done"]},
+                     graders=[TrajectoryMatch(trajectory_mode="strict")])
+    match = scores["trajectory_match"]
+    assert match.value == 0.0
+    assert match.details["first_error"]["step"] == 3, match.explanation
+    assert match.details["missing"] == [], match.details["missing"]
+
+
 def test_defect_an_expected_call_is_shown_as_written_not_wrapped_in_literal():
     # In an agentevals mode the expected call find_users_by_name(name="Kwame") is shown to the
     # user, in the alignment row and by `show`, as {"name": {"$literal": "Kwame"}}: an operator
