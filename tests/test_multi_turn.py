@@ -307,7 +307,7 @@ def test_turns_and_user_together_and_turns_past_the_conversation_are_refused(tmp
         load_examples(data)
     calls = [*ADD_C["expected_calls"][:2], {"name": "type_letter", "arguments": {"letter": "c"}, "turn": 3}]
     data.write_text(json.dumps({**ADD_C, "expected_calls": calls}) + "\n")
-    with pytest.raises(DatasetError, match=r"bad.jsonl:1: field expected_calls.2.turn: turn 3"):
+    with pytest.raises(DatasetError, match=r"bad.jsonl:1: field expected_calls\[2\].turn: turn 3"):
         load_examples(data)
 
 

@@ -195,10 +195,13 @@ def dataset_change(path: str | Path, recorded_sha256: str | None) -> tuple[str |
 
 
 def _describe(exc: ValidationError) -> str:
-    return "; ".join(_describe_one(e) for e in exc.errors())
+    return "; ".join(describe_error(e) for e in exc.errors())
 
 
-def _describe_one(error: Any) -> str:
+def describe_error(error: Any) -> str:
+    """One pydantic validation error of an example as ``field NAME: what is wrong`` (an
+    example-level check's own ``field ...`` text as it is; a close field name suggested for a
+    mistyped one)."""
     if not error["loc"] and error["msg"].startswith("Value error, field "):
         return error["msg"].removeprefix("Value error, ")
     text = f"field {'.'.join(map(str, error['loc'])) or '(record)'}: {error['msg']}"

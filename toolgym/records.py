@@ -231,15 +231,29 @@ class Example(BaseModel):
         last = 1
         for i, call in enumerate(self.expected_calls or []):
             if call.turn is not None and call.turn > most:
-                raise ValueError(f"field expected_calls.{i}.turn: turn {call.turn} of an example with {most} user turn(s)")
+                raise ValueError(f"field expected_calls[{i}].turn: turn {call.turn} of an example with {most} user turn(s)")
             if (call.turn or 1) < last:
-                raise ValueError(f"field expected_calls.{i}.turn: turn {call.turn or 1} after a call of turn {last} "
+                raise ValueError(f"field expected_calls[{i}].turn: turn {call.turn or 1} after a call of turn {last} "
                                  "(the calls are listed in the order played)")
             last = call.turn or 1
+        turns = {m.get("id"): m.get("turn") for m in self.milestones or [] if isinstance(m, dict)}
         for i, milestone in enumerate(self.milestones or []):
-            turn = milestone.get("turn") if isinstance(milestone, dict) else None
-            if isinstance(turn, int) and turn > most:
-                raise ValueError(f"field milestones.{i}.turn: turn {turn} of an example with {most} user turn(s)")
+            if not isinstance(milestone, dict):
+                continue
+            turn = milestone.get("turn")
+            if not isinstance(turn, int) or isinstance(turn, bool):
+                continue
+            if turn > most:
+                raise ValueError(f"field milestones[{i}].turn: turn {turn} of an example with {most} user turn(s)")
+            if "answer" in milestone and self.user is None and turn < most:
+                raise ValueError(f"field milestones[{i}].turn: an answer milestone reads the final answer, which ends "
+                                 f"the last user turn ({most}), not turn {turn}; for what the agent says in turn "
+                                 f"{turn}, use a message milestone")
+            for a in milestone.get("after") or []:
+                later = turns.get(a) if isinstance(a, str) else None
+                if isinstance(later, int) and later > turn:
+                    raise ValueError(f"field milestones[{i}].after: {a!r} belongs to user turn {later}, later than "
+                                     f"this milestone's turn {turn}, so it can never be matched before it")
 
 
 class ToolCall(BaseModel):

@@ -1037,6 +1037,8 @@ def diagnose(
     explain = _Explainer(plan, alignment, context, times, missing, absent, seen if plan.has_refs else None)
     if plan.has_turns:
         explain.user_turns = [s.user_turn for s in steps]
+    if observed:
+        explain.observed = observed
     if plan.reads_tools:  # a call reading {"$from": {"tool": ...}} is explained with what it could have read
         tool_context = seen_results(observed, seen, judge)
         explain.step_context = lambda i: MatchContext(results=results, judge=judge,
@@ -1180,7 +1182,8 @@ class _Explainer:
     """Why an executed tool step matched no milestone (the checks :func:`diagnose` lists)."""
 
     __slots__ = ("ms", "names", "by_id", "matched", "candidates", "context", "times", "missing", "absent", "pools",
-                 "seen", "step_context", "later_context", "user_turns", "result_milestones")
+                 "seen", "step_context", "later_context", "user_turns", "result_milestones",
+                 "observed")
 
     def __init__(
         self,
@@ -1201,6 +1204,7 @@ class _Explainer:
         self.pools: dict[str, tuple[list[Milestone], list[Milestone]]] = {}
         self.seen = seen
         self.user_turns: list[int | None] | None = None
+        self.observed: Mapping[int, Observation] = {}
         self.result_milestones = [m for m in self.ms if any(isinstance(p, ResultPattern) and p.name is not None
                                                             for p in m.observed)] if plan.observes else []
         self.step_context: Callable[[int], MatchContext] | None = None
@@ -1257,11 +1261,15 @@ class _Explainer:
         return out
 
     def result_meant(self, name: str, i: int) -> Milestone | None:
-        """The missing ``result`` milestone of tool ``name`` (``{"result": {"name": name}}``)
-        that a step ``i`` of that tool most likely meant: one ready at that point first."""
+        """The ``result`` milestone of tool ``name`` (``{"result": {"name": name}}``) that a
+        step ``i`` of that tool most likely meant: a missing one first, one ready at that point
+        first; ``None`` when no result milestone names the tool."""
         found = [m for m in self.result_milestones
-                 if m.id in self.absent and any(isinstance(p, ResultPattern) and p.name == name for p in m.observed)]
-        return next((m for m in found if self.ready(m, i)), found[0] if found else None)
+                 if any(isinstance(p, ResultPattern) and p.name == name for p in m.observed)]
+        if not found:
+            return None
+        pool = [m for m in found if m.id in self.absent] or found
+        return next((m for m in pool if self.ready(m, i)), pool[0])
 
     def attempt(self, label: StepLabel, s: StepView, i: int) -> None:
         """Link a call that was never executed (malformed or rejected) to the milestone it
@@ -1315,7 +1323,7 @@ class _Explainer:
         if not fits and s.user_turn is not None:  # fits a milestone of another user turn
             for j in named_ids:
                 m = ms[j]
-                if m.turn is not None and m.turn != s.user_turn and m.id not in matched and _fits_call(m, s, context):
+                if m.turn is not None and m.turn != s.user_turn and _fits_call(m, s, context):
                     label.type, label.milestone = "out_of_order", m.id
                     label.note = f"fits {m.id}, but {m.id} belongs to user turn {m.turn} (this call was made in turn {s.user_turn})"
                     label.expected = {"turn": m.turn}
@@ -1343,9 +1351,15 @@ class _Explainer:
             label.note = _argument_text(call, argument, s.arguments, context) if argument else f"arguments do not match {m.id}"
             return
         m = self.result_meant(s.name, i) if self.result_milestones else None
-        if m is not None:  # the call whose result a result milestone names, and its result did not match
+        if m is not None:  # a call of the tool a result milestone names
+            pattern = next(p for p in m.observed if isinstance(p, ResultPattern) and p.name == s.name)
+            returned = self.observed.get(i + 1)
+            if returned is not None and returned.result is not None and pattern.match(*returned.result, self.context):
+                label.type, label.milestone = "extra_call", m.id
+                label.note = f"repeats the result of result milestone {m.id} (matched at another step)"
+                return
             label.type, label.milestone = "wrong_arguments", m.id
-            label.expected = next(p for p in m.observed if isinstance(p, ResultPattern)).expected()
+            label.expected = pattern.expected()
             label.note = f"its result does not match result milestone {m.id}"
             return
         for mid in self.missing:

@@ -15,6 +15,7 @@ from toolgym.benchmark import Benchmark, as_benchmark
 from toolgym.data import (
     DatasetError,
     check_tools,
+    describe_error,
     load_examples,
     resolve_dataset,
 )
@@ -252,8 +253,7 @@ def load_run_examples(
             try:
                 examples.append(item if isinstance(item, Example) else Example.model_validate(item))
             except ValidationError as exc:
-                err = exc.errors()[0]
-                raise DatasetError(f"dataset[{i}]: field {'.'.join(map(str, err['loc'])) or '(record)'}: {err['msg']}") from None
+                raise DatasetError(f"dataset[{i}]: {describe_error(exc.errors()[0])}") from None
         if not examples:
             raise DatasetError("dataset: no examples")
         path = None
