@@ -330,3 +330,22 @@ def test_partial_credit_comes_from_the_milestone_s_own_user_turn():
     (score,) = result.scores
     # c typed in turn 1 earns turn 2's milestone nothing
     assert score.value == 2 / 3 and score.details["similarity"]["c"] == 0.0
+
+
+def test_a_state_milestone_of_a_user_turn_must_hold_at_the_end_of_that_turn():
+    example = {"id": "ab", "input": "Type: ab", "turns": ["Now also type: c"],
+               "milestones": [{"id": "ab", "turn": 1, "state": {"paper": "ab"}},
+                              {"id": "abc", "turn": 2, "state": {"paper": "abc"}}]}
+
+    def run(first, second):
+        scripts = {"Type: ab": [*[turn(("type_letter", {"letter": x})) for x in first], "ok"],
+                   "Now also type: c": [*[turn(("type_letter", {"letter": x})) for x in second], "ok"]}
+        result = toolgym.evaluate("typewriter_1", model=ScriptedChatModel(by_input=scripts), dataset=[example],
+                                  graders=["trajectory_match"])
+        return result.scores[0]
+
+    assert run("ab", "c").value == 1.0  # each turn's state at its end, though turn 2 changed the paper
+    score = run("abc", "")  # c typed in turn 1: "ab" did not hold at the end of turn 1
+    assert score.value == 0.0
+    first = score.details["first_error"]
+    assert (first["step"], first["type"], first["milestone"], first["turn"]) == (3, "undone", "ab", 1)

@@ -102,11 +102,17 @@ class Observation(NamedTuple):
         answer: The final answer (only after the last tool step), else ``None``.
         result: ``(tool name, result)`` of tool step ``k`` (1-based) when it ran without error
             (the result as :class:`StepView` holds it), else ``None``.
+        text_turns: The user turn each of ``texts`` was said in (empty when not known).
+        answer_turn: The user turn the final answer ended (``None`` when not known).
+        result_turn: The user turn of tool step ``k`` (``None`` when not known).
     """
 
     texts: tuple[str, ...] = ()
     answer: str | None = None
     result: tuple[str, Any] | None = None
+    text_turns: tuple[int | None, ...] = ()
+    answer_turn: int | None = None
+    result_turn: int | None = None
 
 
 def observe(
@@ -114,9 +120,12 @@ def observe(
     state: Mapping[str, Any] | None,
     seen: Observation | None,
     context: MatchContext = EMPTY_CONTEXT,
+    turn: int | None = None,
 ) -> bool:
     """Whether an observed alternative (a state, a message, a result) holds at one point, given
-    the state there (``None``: not known) and what was observed there (``None``: nothing)."""
+    the state there (``None``: not known) and what was observed there (``None``: nothing).
+    With ``turn`` (a milestone's user turn), only a text, an answer or a result of that turn
+    counts where their turns are known (a state's turn is the caller's to check)."""
     kind = pattern.kind
     if kind == "state":
         return state is not None and pattern.wrong_key(state, context) is None  # type: ignore[union-attr]
@@ -124,8 +133,15 @@ def observe(
         return False
     if kind == "message":
         if pattern.final:  # type: ignore[union-attr]
+            if turn is not None and seen.answer_turn not in (None, turn):
+                return False
             return seen.answer is not None and pattern.match((seen.answer,), context)  # type: ignore[union-attr, call-arg]
-        return pattern.match(seen.texts, context)  # type: ignore[union-attr, call-arg]
+        texts = seen.texts
+        if turn is not None and seen.text_turns:
+            texts = tuple(t for t, said_in in zip(texts, seen.text_turns, strict=True) if said_in in (None, turn))
+        return pattern.match(texts, context)  # type: ignore[union-attr, call-arg]
+    if turn is not None and seen.result_turn not in (None, turn):
+        return False
     return seen.result is not None and pattern.match(seen.result[0], seen.result[1], context)  # type: ignore[union-attr, call-arg]
 
 
@@ -750,6 +766,10 @@ def _search(
     state_milestones = [j for j in members if ms[j].observed]  # states, messages, results
     observed = observed or {}
     turn_span = turn_spans(steps) if any(ms[j].turn is not None for j in state_milestones) else None
+
+    def turn_end(turn: int) -> int:
+        """The position at the end of user turn ``turn``: after its last tool step."""
+        return sum(1 for s in steps if s.user_turn is not None and s.user_turn <= turn)
     pure_states = [j for j in state_milestones if not ms[j].calls]
     mixed_states = [j for j in state_milestones if ms[j].calls]
     dynamic: dict[tuple[int, int, tuple[int, ...]], bool] = {}
@@ -785,12 +805,24 @@ def _search(
         context = MatchContext(results=results(ref_steps), judge=judge) if refs else MatchContext(judge=judge)
 
         def fits(j: int, mask: int) -> str | None:
-            if mask & (1 << local[j]) or after_mask[j] & ~mask or (position != last and ms[j].id in final_only):
+            if mask & (1 << local[j]) or after_mask[j] & ~mask:
                 return None
             turn = ms[j].turn
-            if turn is not None and turn_span is not None and not turn_span[position][0] <= turn <= turn_span[position][1]:
-                return None  # observed outside the milestone's user turn
-            return next((observed_kind(p) for p in ms[j].observed if observe(p, state, said, context)), None)
+            if turn is None or turn_span is None:
+                if position != last and ms[j].id in final_only:
+                    return None
+                return next((observed_kind(p) for p in ms[j].observed if observe(p, state, said, context)), None)
+            # a milestone of a user turn: a state while that turn lasted (the one at its end when
+            # it must hold at the end), a text or a result of that turn
+            for p in ms[j].observed:
+                if p.kind == "state":
+                    if not turn_span[position][0] <= turn <= turn_span[position][1]:
+                        continue
+                    if ms[j].id in final_only and position != turn_end(turn):
+                        continue
+                if observe(p, state, said, context, turn):
+                    return observed_kind(p)
+            return None
 
         ways: list[tuple[int, int, tuple[tuple[int, str], ...]]] = []
         seen: set[int] = set()
@@ -1078,7 +1110,7 @@ def diagnose(
             what = f"the call {s.name}" if hit["kind"] == "call" else f"the state after {s.name}"
             label.note = f"{what} matches minefield {hit['minefield']}{also}"
         labels.append(label)
-    undone = _undone(plan, missing, times, states) if states and plan.final_only & absent else {}
+    undone = _undone(plan, missing, times, states, steps) if states and plan.final_only & absent else {}
     if undone:  # the calls that brought an undone state about did what was asked; the undoing step is the error
         by_id = {m.id: m for m in ms}
         for mid, (met, _undid) in undone.items():
@@ -1119,20 +1151,26 @@ def _undone(
     missing: Sequence[str],
     times: Mapping[str, float],
     states: Mapping[int, Mapping[str, Any]],
+    steps: Sequence[StepView] = (),
 ) -> dict[str, tuple[int, int]]:
-    """The missing required state milestones that must hold at the end and held on the way:
-    milestone id → (the tool step after which it first held once its ``after`` milestones were
-    matched, the first later tool step after which it no longer held), both 1-based."""
+    """The missing required state milestones that must hold at the end (of their user turn,
+    for a milestone with ``turn``) and held on the way: milestone id → (the tool step after
+    which it first held once its ``after`` milestones were matched, the first later tool step
+    after which it no longer held), both 1-based."""
     by_id = {m.id: m for m in plan.milestones}
     out: dict[str, tuple[int, int]] = {}
     positions = sorted(states)
+    spans = turn_spans(steps) if plan.has_turns and steps else None
     for mid in missing:
         m = by_id[mid]
         if mid not in plan.final_only or not m.states:
             continue
         ready = max((times.get(a, float("inf")) for a in m.after), default=-1.0)
         met = None
-        for k in positions:
+        at = positions
+        if m.turn is not None and spans is not None:  # the states while its turn lasted
+            at = [k for k in positions if spans[k][0] <= m.turn <= spans[k][1]]
+        for k in at:
             holds = k > ready and any(p.wrong_key(states[k]) is None for p in m.states)
             if met is None and holds:
                 met = k

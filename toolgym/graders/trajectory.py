@@ -122,28 +122,36 @@ def observations(trajectory: Trajectory, results: bool = True) -> dict[int, Obse
     (:class:`~toolgym.graders.alignment.Observation`): the non-empty text of each model step made
     after ``k`` tool steps (before the next), the final answer after the last tool step (also
     among its texts, once), and the result of tool step ``k`` (its output parsed as JSON, else
-    the text) when it ran without error (not malformed, not rejected, no tool error). Results
-    are left out when not ``results``."""
-    texts: dict[int, list[str]] = {}
-    produced: dict[int, tuple[str, Any]] = {}
+    the text) when it ran without error (not malformed, not rejected, no tool error); with the
+    user turn of each (in a trajectory with user steps). Results are left out when not
+    ``results``."""
+    texts: dict[int, list[tuple[str, int | None]]] = {}
+    produced: dict[int, tuple[tuple[str, Any], int | None]] = {}
     k = 0
+    user_turn = 1 if trajectory.user_steps else None
     for step in trajectory.steps:
         if step.kind == "model":
             if step.text:
-                texts.setdefault(k, []).append(step.text)
+                texts.setdefault(k, []).append((step.text, user_turn))
         elif step.kind == "tool":
             k += 1
             if results and not (step.error or step.malformed or step.rejected):
-                produced[k] = (step.name, _result(step.output))
+                produced[k] = ((step.name, _result(step.output)), user_turn)
+        elif step.kind == "user":
+            user_turn = step.turn
     answer = trajectory.final_answer
     if answer:
         said = texts.setdefault(k, [])
-        if answer not in said:
-            said.append(answer)
+        if all(text != answer for text, _ in said):
+            said.append((answer, user_turn))
     out: dict[int, Observation] = {}
     for position in sorted({*texts, *produced}):
-        out[position] = Observation(tuple(texts.get(position, ())), answer if position == k and answer else None,
-                                    produced.get(position))
+        here = texts.get(position, ())
+        result, result_turn = produced.get(position, (None, None))
+        out[position] = Observation(
+            tuple(text for text, _ in here), answer if position == k and answer else None, result,
+            tuple(turn for _, turn in here) if user_turn is not None else (),
+            user_turn if position == k and answer else None, result_turn)
     return out
 
 
