@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import io
 import json
+from pathlib import Path
 
 import pytest
 
@@ -318,7 +319,12 @@ def test_defect_a_call_of_an_unknown_tool_is_labelled_as_the_docs_say():
                "milestones": [{"id": "find", "call": {"name": "find_users_by_name"}}]}
     scores, _ = play("relational_data", example, {"x": [turn(("delete_user", {"user_id": 1})), find(), "done"]})
     row = scores["trajectory_match"].details["alignment"][0]
-    assert row["type"] == "rejected", row
+    # resolved in the docs: a tool-calling agent records a call of a tool it was not given as
+    # malformed (its output says "unknown tool"), and the error-type table now says so
+    assert row["type"] == "malformed", row
+    doc = Path(__file__).resolve().parents[1] / "docs" / "stepwise-grader.md"
+    if doc.exists():  # (a copy of the tests without docs/: tests/test_suites_removable.py)
+        assert "names a tool the agent was not given" in doc.read_text(encoding="utf-8")
 
 
 def test_defect_a_milestone_after_one_of_a_later_turn_is_refused_when_the_dataset_is_read():

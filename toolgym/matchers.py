@@ -224,8 +224,20 @@ class Equal(Matcher):
 
 @dataclass(eq=False)
 class Literal(Equal):
+    """``{"$literal": value}``: plain equality with a value never read as operators."""
+
     def expected(self) -> Any:
-        return {"$literal": self.value}
+        # shown as written: plainly, unless the value holds what would read as an operator
+        return {"$literal": self.value} if _has_operator_key(self.value) else self.value
+
+
+def _has_operator_key(value: Any) -> bool:
+    """Whether ``value`` holds an object with a key starting with ``$`` (at any depth)."""
+    if isinstance(value, dict):
+        return any(isinstance(k, str) and k.startswith("$") or _has_operator_key(v) for k, v in value.items())
+    if isinstance(value, list):
+        return any(_has_operator_key(v) for v in value)
+    return False
 
 
 @dataclass(eq=False)

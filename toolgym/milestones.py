@@ -561,7 +561,7 @@ def _call(spec: Any, where: str) -> CallPattern:
 
 
 def _result(spec: Any, where: str) -> ResultPattern:
-    if not isinstance(spec, dict) or not spec:
+    if not isinstance(spec, dict):  # {} is any result of any tool
         raise SpecError(where, f"expected an object with 'name' and/or 'value', got {_type_name(spec)}")
     extra = sorted(set(spec) - _RESULT_KEYS)
     if extra:
