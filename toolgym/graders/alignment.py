@@ -234,7 +234,8 @@ class _Layout:
     the milestones' positions, the parts they form through ``after`` and ``$from``, and the
     candidate rows of exact plain-valued calls with their alternatives merged."""
 
-    __slots__ = ("index", "optional", "required", "root", "groups", "simple", "exact", "by_name", "assignment")
+    __slots__ = ("index", "optional", "required", "root", "groups", "simple", "exact", "by_name", "assignment",
+                 "mixed")
 
     def __init__(self, plan: Plan) -> None:
         ms = plan.milestones
@@ -267,6 +268,8 @@ class _Layout:
         # a plain assignment problem: only calls, no order, no $from, all required or all
         # optional (the agentevals modes' unordered, subset and superset plans)
         self.assignment = bool(ms) and all(self.simple) and len(set(optional)) == 1
+        # a milestone offering both a call and a state (see _brought_about)
+        self.mixed = any(m.calls and m.states for m in ms)
         exact, self.by_name = plan.call_index
         self.exact = {key: row if len(row) < 2 else _merged(row) for key, row in exact.items()}
 
@@ -492,7 +495,7 @@ def align(
         matched.update(found)
     return _finish(plan, layout, steps, matched, allowed, candidates, exact,
                    "exact search" if exact else f"beam search keeping the best {limit} states per step (not exact)",
-                   explored)
+                   explored, states)
 
 
 def _finish(
@@ -505,6 +508,7 @@ def _finish(
     exact: bool,
     method: str,
     explored: int,
+    states: Mapping[int, Mapping[str, Any]] | None = None,
 ) -> Alignment:
     """The :class:`Alignment` of the matches found: each step's milestone, the counts, the
     steps that brought a milestone about."""
@@ -514,7 +518,8 @@ def _finish(
         if kind == "step":
             step_milestone[pos] = mid
     optional_matched = sum(1 for mid in matched if layout.optional[index[mid]]) if layout.required < len(ms) else 0
-    brought = _brought_about(ms, index, steps, step_milestone, matched, plan.observes) if matched else {}
+    brought = _brought_about(ms, index, steps, step_milestone, matched, plan.observes,
+                             states if layout.mixed else None) if matched else {}
     unmatched = forbidden = 0
     for i in range(len(steps)):
         if step_milestone[i] is None and i not in brought:
@@ -578,12 +583,17 @@ def _brought_about(
     step_milestone: list[str | None],
     matched: Mapping[str, tuple[str, int]],
     results: bool = False,
+    states: Mapping[int, Mapping[str, Any]] | None = None,
 ) -> dict[int, str]:
     """The unmatched executed steps that brought a matched state milestone about: step ``i``
     changed a key that the milestone names, and the milestone was met after it (by the state
     after ``k > i`` steps). Each is given the first such milestone. A step whose changes were
     not recorded brings nothing about. The step whose result matched a ``result`` milestone
-    brought that one about (looked for when ``results``: the plan has one)."""
+    brought that one about (looked for when ``results``: the plan has one). A milestone
+    offering a state and a call (``any_of``) that its call matched counts as met by its state
+    too when the state after that call holds it: the calls before it that changed the state's
+    keys brought it about as well, so offering the call never makes the milestone harder to
+    meet than the state alone."""
     out: dict[int, str] = {}
     for mid, (kind, pos) in matched.items() if results else ():
         if kind == "result" and 0 < pos <= len(steps) and step_milestone[pos - 1] is None and steps[pos - 1].executed:
@@ -592,6 +602,13 @@ def _brought_about(
     met = sorted(
         (pos, index[mid], mid) for mid, (kind, pos) in matched.items() if kind == "state"
     )
+    if states:
+        for mid, (kind, pos) in matched.items():
+            m = ms[index[mid]]
+            if kind == "step" and m.states and (after := states.get(pos + 1)) is not None \
+                    and any(p.wrong_key(after) is None for p in m.states):
+                met.append((pos + 1, index[mid], mid))
+        met.sort()
     if not met:
         return out
     keys = {mid: {k for p in ms[j].states for k, _ in p.items} for _, j, mid in met}
