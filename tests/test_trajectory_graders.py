@@ -259,7 +259,7 @@ def test_plans_of_expected_calls_are_kept_for_the_latest_examples_least_recently
     assert grader.plan_for(examples[2]) is first[2] and grader.plan_for(examples[-2]) is first[-1]
     rebuilt = grader.plan_for(examples[1])
     assert rebuilt is not first[1] and [m.calls[0].expected() for m in rebuilt.milestones] == [
-        {"name": "f", "arguments": {"x": {"$literal": 1}}}]
+        {"name": "f", "arguments": {"x": 1}}]
     trajectory = traj(("f", {"x": 1}))
     assert grader.grade(examples[1], trajectory).value == 1.0 and grader.grade(examples[0], trajectory).value == 0.0
 

@@ -36,10 +36,11 @@ search cannot.
 
 from __future__ import annotations
 
+import copy
 import json
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal, NamedTuple
 
 from toolgym.matchers import EMPTY_CONTEXT, NO_VALUE, Equal, From, MatchContext
@@ -363,9 +364,13 @@ def align(
         JudgeRequired: a ``$judge`` matcher had to be decided and ``judge`` is ``None``.
     """
     if plan.unordered_within_turn and steps:
-        found = _within_turns(plan, steps)
+        found = within_turns(plan, steps)
         if found is not None:
             return found
+        order = turn_order(plan, steps)
+        if order is not None:  # each model turn's calls in the chain's order, then back in the steps' order
+            inner = align(in_chain_order(plan), [steps[k] for k in order], states, judge, limit, observed, seen)
+            return unpermuted(inner, order)
     states = states or {}
     layout = _layout(plan)
     ms = plan.milestones
@@ -542,7 +547,74 @@ def _finish(
     )
 
 
-def _within_turns(plan: Plan, steps: list[StepView]) -> Alignment | None:
+def in_chain_order(plan: Plan) -> Plan:
+    """``plan`` without :attr:`Plan.unordered_within_turn` (kept with the plan)."""
+    found = plan.__dict__.get("_ordered_copy")
+    if found is None:
+        found = copy.copy(plan)
+        found.unordered_within_turn = False
+        plan.__dict__["_ordered_copy"] = found
+    return found
+
+
+def turn_order(plan: Plan, steps: list[StepView]) -> list[int] | None:
+    """For a chain whose calls one model turn may make in any order: the steps with each
+    model turn's calls sorted by the chain position they fit (arguments and name, else name
+    alone; the rest last, each group in its own order), as indices into ``steps``; ``None``
+    when that is the order they have."""
+    ms = plan.milestones
+    turns = seen_counts(steps)
+
+    def key(k: int) -> tuple[int, int]:
+        s = steps[k]
+        named = [j for j, m in enumerate(ms) if any(c.name == s.name for c in m.calls)]
+        fits = [j for j in named if any(c.name == s.name and c.wrong_argument(s.arguments) is None for c in ms[j].calls)]
+        return ((fits or named or [len(ms)])[0], k)
+
+    order: list[int] = []
+    start = 0
+    while start < len(steps):
+        end = start
+        while end < len(steps) and turns[end] == turns[start]:
+            end += 1
+        order += sorted(range(start, end), key=key) if end - start > 1 else [start]
+        start = end
+    return None if order == list(range(len(steps))) else order
+
+
+def unpermuted(al: Alignment, order: list[int]) -> Alignment:
+    """An alignment of the steps ``[steps[k] for k in order]`` told in the steps' own order."""
+    n = len(order)
+    step_milestone: list[str | None] = [None] * n
+    rows: list[list[tuple[int, tuple[CallPattern, ...]]]] = [[] for _ in range(n)] if al.rows else []
+    allowed = [False] * n if al.allowed else []
+    for k, original in enumerate(order):
+        step_milestone[original] = al.step_milestone[k]
+        if al.rows:
+            rows[original] = al.rows[k]
+        if al.allowed:
+            allowed[original] = al.allowed[k]
+    matched = {mid: (kind, order[pos]) if kind == "step" else (kind, pos) for mid, (kind, pos) in al.matched.items()}
+    return replace(al, step_milestone=step_milestone, matched=matched, rows=rows, allowed=allowed,
+                   brought_about={order[k]: mid for k, mid in al.brought_about.items()},
+                   method=al.method + " (the calls of one model turn in any order)")
+
+
+def unpermuted_diagnosis(d: Diagnosis, order: list[int]) -> Diagnosis:
+    """A diagnosis of the steps ``[steps[k] for k in order]`` told in the steps' own order: its
+    labels renumbered and put back in place; the first error stays the one found in the
+    chain's order (within a model turn the calls have no order), named by its own step."""
+    labels: list[StepLabel] = [d.labels[0]] * len(order)
+    for k, label in enumerate(d.labels):
+        label.step = order[k] + 1
+        labels[order[k]] = label
+    first = d.first_error
+    if first is not None and first.get("step") is not None:
+        first = {**first, "step": order[first["step"] - 1] + 1}
+    return replace(d, labels=labels, first_error=first)
+
+
+def within_turns(plan: Plan, steps: list[StepView]) -> Alignment | None:
     """For a chain whose calls one model turn may make in any order: the alignment that
     matches every milestone and every step, each turn's ``k`` calls paired with the chain's
     next ``k`` milestones by a perfect bipartite matching; ``None`` when there is none (the

@@ -29,7 +29,12 @@ from toolgym.graders.alignment import (
     align,
     diagnose,
     first_error_text,
+    in_chain_order,
     seen_counts,
+    turn_order,
+    unpermuted,
+    unpermuted_diagnosis,
+    within_turns,
 )
 from toolgym.milestones import ARGS_MODES, Plan, calls_plan
 from toolgym.records import (
@@ -286,7 +291,15 @@ def analyse(
     # environment held at the end, whatever was recorded
     recorded = recorded_states(trajectory) if plan_reads_states(plan) else {}
     known = {**recorded, len(steps): trajectory.final_state}
-    if plan.observes or plan.reads_tools:  # what was said and returned, and what each call had seen
+    order = None
+    if plan.unordered_within_turn and steps and within_turns(plan, steps) is None:
+        order = turn_order(plan, steps)
+    if order is not None:  # each model turn's calls in the chain's order, explained in that order
+        inner, view = in_chain_order(plan), [steps[k] for k in order]
+        alignment = align(inner, view, known, judge=judge)
+        diagnosis = diagnose(inner, view, alignment, trajectory.final_state, judge=judge, states=recorded)
+        alignment, diagnosis = unpermuted(alignment, order), unpermuted_diagnosis(diagnosis, order)
+    elif plan.observes or plan.reads_tools:  # what was said and returned, and what each call had seen
         observed = observations(trajectory)
         alignment = align(plan, steps, known, judge=judge, observed=observed)
         diagnosis = diagnose(plan, steps, alignment, trajectory.final_state, judge=judge, states=recorded,
