@@ -4,8 +4,9 @@ relational_data, each played through `toolgym.evaluate` with a scripted model an
 user turn (`ScriptedChatModel(by_input=...)`), with the verdict an expert gives written down
 before the grader was run.
 
-The tests named `test_defect_*` fail on the grader as it was checked (each comment says what the
-grader said, what it should say and why); the others held and stay as regression tests."""
+The tests named `test_defect_*` failed on the grader as it was checked (each comment says what
+the grader said, what it should say and why) and pass since it was fixed; the others held and
+stay as regression tests."""
 
 from __future__ import annotations
 
@@ -227,8 +228,6 @@ def test_defect_the_format_section_does_not_call_turn_a_label_only():
     # constraint", while "A milestone of a user turn is matched in that turn only" (same page)
     # and docs/multi-turn.md say it is a constraint. A user reading the format reference is
     # told the opposite of what the grader does.
-    from pathlib import Path
-
     text = (Path(__file__).resolve().parents[1] / "docs" / "stepwise-grader.md").read_text(encoding="utf-8")
     assert "It is a label, not a constraint" not in text
 
