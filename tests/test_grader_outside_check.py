@@ -710,3 +710,13 @@ def test_agentevals_argument_modes_pair_calls_by_a_maximum_matching():
     assert not passes([("f", {"n": 1})], [("f", {"n": True})], "unordered", "exact")  # a boolean is no number
     assert passes([("f", {"n": 1})], [("f", {"n": 1.0})], "unordered", "exact")
     assert passes([("f", {"n": 1})], [("f", {"m": 2})], "strict", "ignore")
+
+
+def test_a_trajectory_mode_that_applies_to_no_example_is_warned_about(tmp_path):
+    # every example has milestones: --trajectory-mode would grade none of them
+    from toolgym.cli import main
+
+    with pytest.warns(UserWarning, match="all 4 examples here have milestones"):
+        assert main(["run", "--env", "relational_data", "--agent", "oracle", "--dataset", "multi_turn",
+                     "--trajectory-mode", "strict", "--out", str(tmp_path / "r"),
+                     "--no-progress"]) == 0

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import sys
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -203,6 +204,12 @@ def make_graders(
             names.append("turn_state")
         if (settings.get("trajectory_mode") or settings.get("args_mode")) and "trajectory_match" not in names:
             names.append("trajectory_match")  # the modes are its settings: asking for one asks for it
+    if settings.get("trajectory_mode") and examples:
+        given = sum(1 for ex in examples if ex.milestones is not None)
+        if given == len(examples):
+            warnings.warn(f"--trajectory-mode {settings['trajectory_mode']} grades examples with expected_calls and no "
+                          f"milestones; all {given} examples here have milestones, which trajectory_match grades "
+                          "instead", stacklevel=2)
     graders = []
     for item in names:
         if isinstance(item, str) and in_process(item) is not None:  # a run of this process, read back
