@@ -588,7 +588,7 @@ def test_show_and_summary_of_a_multi_turn_run_name_the_early_call(tmp_path):
     assert "user · turn 1" in text and "user · turn 2" in text
     assert "✗ out of order (c2): fits c2, but c2 belongs to user turn 2 (this call was made in turn 1)" in text
     assert "milestones never reached: c2" in text
-    assert "first error: tool step 2 (row 5): out of order (c2)" in text
+    assert "first error: turn 1, tool step 2 (row 5): out of order (c2)" in text
     assert "turn 1, step 2 (get_user_email): out of order" in text
 
 

@@ -199,7 +199,8 @@ def test_the_view_marks_where_each_state_milestone_was_met(tmp_path):
     doc = trajectory_detail("run", index, "abc", 0)
     tools = [s for s in doc["trajectory"]["steps"] if s["kind"] == "tool"]
     assert [s["state_milestones_met"] for s in tools] == [[], ["ab"], ["abc"]]
-    assert doc["state_milestones_met_at_start"] == []
+    assert [s["milestones_met"] for s in tools] == [[], [{"kind": "state", "id": "ab"}], [{"kind": "state", "id": "abc"}]]
+    assert doc["state_milestones_met_at_start"] == [] and doc["milestones_met_at_start"] == []
 
 
 def test_an_undone_last_state_is_blamed_on_the_step_that_undid_it_under_every_policy():
@@ -349,3 +350,22 @@ def test_a_state_milestone_of_a_user_turn_must_hold_at_the_end_of_that_turn():
     assert score.value == 0.0
     first = score.details["first_error"]
     assert (first["step"], first["type"], first["milestone"], first["turn"]) == (3, "undone", "ab", 1)
+
+
+def test_show_marks_where_result_and_message_milestones_were_met(tmp_path, capsys):
+    from toolgym.cli import main
+
+    example = {"id": "r", "input": "What is Kwame's email?", "extra_calls": "allow", "milestones": [
+        {"id": "got", "result": {"name": "get_user_email", "value": {"$contains": "@"}}},
+        {"id": "told", "after": ["got"], "message": {"$contains": "kwame@"}}]}
+    data = tmp_path / "d.jsonl"
+    data.write_text(json.dumps(example) + "\n")
+    script = tmp_path / "s.json"
+    script.write_text(json.dumps([turn(("get_user_email", {"user_id": 158})), "It is kwame@kmail.com"]))
+    out = tmp_path / "run"
+    assert main(["run", "--env", "relational_data", "--model", f"scripted:{script}", "--dataset", str(data),
+                 "--out", str(out), "--no-progress"]) == 0
+    capsys.readouterr()
+    assert main(["show", str(out), "--example", "r"]) == 0
+    text = capsys.readouterr().out
+    assert "✓ result milestone got met" in text and "✓ message milestone told met" in text

@@ -298,7 +298,7 @@ def test_show_draws_the_alignment(tmp_path):
     assert first is not None and f"\n{int(first.group(1)):>3} tool  get_user_email" in wrong  # the row named is that step
     assert wrong.index("✓ milestone find") < wrong.index("✗ wrong arguments") < wrong.index("milestones never reached")
     extra = text["extra_read"]
-    assert "· extra call (email): repeats email (matched at another step) [allowed extra: read-only]" in extra
+    assert "· extra call (email): repeats email (matched at another step) [allowed by extra_calls: read-only]" in extra
     assert "first error" not in extra
     assert "never reached" not in extra
     assert "✗ forbidden: the call delete_user matches minefield 0" in text["mine"] and re.search(r"first error: tool step 3 \(row \d+\): forbidden", text["mine"])

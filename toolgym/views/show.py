@@ -374,25 +374,31 @@ def alignment_line(label: dict[str, Any], first_error_step: int | None = None) -
         text.append(f" ({_safe(str(milestone))}" + (f", argument {_safe(str(label['argument']))}" if label.get("argument") else "") + ")")
     if label.get("note"):
         text.append(f": {_safe(str(label['note']))}", style="dim")
-    if label.get("allowed"):
-        text.append(f" [allowed extra: {label['allowed']}]", style="dim")
+    if label.get("allowed"):  # the extra-call policy lets the call stand unmatched (its milestone may still be missing)
+        text.append(f" [allowed by extra_calls: {label['allowed']}]", style="dim")
     if label.get("expected") is not None and kind in ("wrong_arguments", "wrong_tool", "forbidden", "out_of_order"):
         text.append(f"; expected {_json(label['expected'], 400)}", style="dim")
     return text
 
 
-def state_milestones_met(details: dict[str, Any]) -> dict[int, list[Text]]:
-    """Where each state milestone of ``trajectory_match``'s ``details.matched`` was met: the
-    number of tool steps after which it held (``met``, else ``at``; 0 before any step) → the
-    lines ``✓ state milestone ID met``."""
-    out: dict[int, list[Text]] = {}
+def observed_milestones_met(details: dict[str, Any]) -> dict[int, list[tuple[str, str]]]:
+    """Where each milestone of ``trajectory_match``'s ``details.matched`` that no step matched
+    was met (a state, a message, an answer, a result): the number of tool steps after which it
+    held or was said or returned (``met``, else ``at``; 0 before any step) → ``(kind, id)``."""
+    out: dict[int, list[tuple[str, str]]] = {}
     for mid, where in (details.get("matched") or {}).items():
-        if isinstance(where, dict) and where.get("kind") == "state":
+        if isinstance(where, dict) and where.get("kind") in ("state", "message", "answer", "result"):
             k = where.get("met", where.get("at"))
             if isinstance(k, int):
-                out.setdefault(k, []).append(
-                    Text.assemble(("      ✓ ", "green"), (f"state milestone {_safe(str(mid))} met", "green")))
+                out.setdefault(k, []).append((str(where["kind"]), str(mid)))
     return out
+
+
+def state_milestones_met(details: dict[str, Any]) -> dict[int, list[Text]]:
+    """The lines ``✓ state milestone ID met`` (``✓ result milestone ID met``, ...) of
+    :func:`observed_milestones_met`, by the number of tool steps after which each was met."""
+    return {k: [Text.assemble(("      ✓ ", "green"), (f"{kind} milestone {_safe(mid)} met", "green")) for kind, mid in met]
+            for k, met in observed_milestones_met(details).items()}
 
 
 def alignment_summary(details: dict[str, Any], rows: list[int] | None = None) -> list[Text]:
@@ -418,6 +424,8 @@ def alignment_summary(details: dict[str, Any], rows: list[int] | None = None) ->
         if isinstance(step, int):  # the grader counts tool steps; the rows above count every step
             row = rows[step - 1] if rows is not None and 0 < step <= len(rows) else None
             where = f"tool step {step}" + (f" (row {row})" if row is not None else "")
+        if first.get("turn") is not None:  # a multi-turn episode: the user turn first, as the score says
+            where = f"turn {first['turn']}, {where}"
         lines.append(Text.assemble(("first error: ", "bold red"), _safe(f"{where}: {first_error_what(first)}")))
     return lines
 

@@ -221,7 +221,7 @@
     var text = (bad ? "✗ " : "· ") + String(a.ty || "unmatched").replace(/_/g, " ");
     if (a.m) { text += " (" + a.m + (a.arg ? ", argument " + a.arg : "") + ")"; }
     if (a.n) { text += ": " + a.n; }
-    if (a.ok) { text += " [allowed extra: " + a.ok + "]"; }
+    if (a.ok) { text += " [allowed by extra_calls: " + a.ok + "]"; }
     if (a.x !== undefined && ["wrong_arguments", "wrong_tool", "forbidden", "out_of_order"].indexOf(a.ty) >= 0) {
       text += "; expected " + json(a.x);
     }

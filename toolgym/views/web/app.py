@@ -32,6 +32,7 @@ import orjson
 from toolgym.records import Status
 from toolgym.runio import LOCK_FILE, RUN_FILE, RunDirError
 from toolgym.views.rundata import FIRST_ERROR_TYPES
+from toolgym.views.show import observed_milestones_met
 from toolgym.views.web.diff import align_steps, milestone_keys
 from toolgym.views.web.index import REQUESTS, Query, QueryError, RunIndex, default_cache_dir
 
@@ -354,10 +355,9 @@ def trajectory_detail(
     labels = match.details.get("alignment") if match is not None else None
     milestones = milestone_keys(traj, scores)
     states = _states_after(traj)
-    met: dict[int, list[str]] = {}  # tool steps after which a state milestone was met → its ids
-    for mid, where in ((match.details.get("matched") or {}) if match is not None else {}).items():
-        if isinstance(where, dict) and where.get("kind") == "state" and isinstance(where.get("met", where.get("at")), int):
-            met.setdefault(where.get("met", where.get("at")), []).append(mid)
+    # tool steps after which a milestone no step matched was met (a state, a text, a result) → (kind, id)
+    observed = observed_milestones_met(match.details if match is not None else {})
+    met = {k: [mid for kind, mid in found if kind == "state"] for k, found in observed.items()}
     tool_i = 0
     for i, step in enumerate(doc["steps"]):
         step["index"] = i
@@ -365,6 +365,7 @@ def trajectory_detail(
             step["tool_index"] = tool_i
             step["milestone"] = milestones[tool_i]
             step["state_milestones_met"] = met.get(tool_i + 1, [])
+            step["milestones_met"] = [{"kind": kind, "id": mid} for kind, mid in observed.get(tool_i + 1, [])]
             if isinstance(labels, list) and tool_i < len(labels):
                 step["label"] = labels[tool_i]
             if states is not None and tool_i < len(states):
@@ -379,6 +380,7 @@ def trajectory_detail(
         "example": example.model_dump(mode="json", exclude_defaults=True) if example is not None else None,
         "first_error": row.get("first_error"),
         "state_milestones_met_at_start": met.get(0, []),
+        "milestones_met_at_start": [{"kind": kind, "id": mid} for kind, mid in observed.get(0, [])],
         "row": row,
         "parent_ref": _parent_ref(doc.get("parent"), catalog),
     }

@@ -330,7 +330,7 @@ function toolStep(step, firstErrorStep) {
     el("div", { class: "meta", text: "arguments" }), fold(step.arguments, "arguments"),
     el("div", { class: "meta", text: "result" }), fold(step.output, "output"),
     patchView(step.state_patch),
-    (step.state_milestones_met || []).map((m) => el("div", { class: "milestone state-met", text: `✓ state milestone ${m} met` })),
+    (step.milestones_met || []).map((m) => el("div", { class: "milestone state-met", text: `✓ ${m.kind} milestone ${m.id} met` })),
     step.state_after !== undefined ? el("details", {}, el("summary", { text: "state after" }), fold(step.state_after)) : null);
 }
 
