@@ -720,3 +720,11 @@ def test_a_trajectory_mode_that_applies_to_no_example_is_warned_about(tmp_path):
         assert main(["run", "--env", "relational_data", "--agent", "oracle", "--dataset", "multi_turn",
                      "--trajectory-mode", "strict", "--out", str(tmp_path / "r"),
                      "--no-progress"]) == 0
+
+
+def test_trajectory_match_on_examples_it_cannot_grade_is_warned_about(tmp_path):
+    from toolgym.cli import main
+
+    with pytest.warns(UserWarning, match="none of the 2 examples here has milestones"):
+        assert main(["run", "--env", "typewriter_1", "--agent", "oracle", "--limit", "2", "--grader", "trajectory_match",
+                     "--out", str(tmp_path / "r"), "--no-progress"]) == 0

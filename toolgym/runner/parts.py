@@ -238,6 +238,11 @@ def make_graders(
                 f"two graders named {name!r}: {taken[name].spec} and {ref.spec}; their scores would mix (rename one)"
             )
         graders.append((grader, ref))
+    if examples and not any(ex.milestones is not None for ex in examples) and any(
+            grader_name(g) == "trajectory_match" and getattr(g, "trajectory_mode", None) is None for g, _ in graders):
+        warnings.warn(f"trajectory_match grades examples with milestones, or their expected_calls with "
+                      f"--trajectory-mode (strict, unordered, subset, superset); none of the {len(examples)} "
+                      "examples here has milestones, so it scores none", stacklevel=2)
     return graders
 
 
