@@ -563,6 +563,9 @@ def turn_order(plan: Plan, steps: list[StepView]) -> list[int] | None:
     alone; the rest last, each group in its own order), as indices into ``steps``; ``None``
     when that is the order they have."""
     ms = plan.milestones
+    known = [s.turn for s in steps if s.turn is not None]
+    if len(set(known)) == len(known):  # one call per model turn (a step of no known turn stands alone)
+        return None
     turns = seen_counts(steps)
 
     def key(k: int) -> tuple[int, int]:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 from collections import OrderedDict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Literal
@@ -107,8 +108,7 @@ def step_views(trajectory: Trajectory, results: bool = True) -> list[StepView]:
     views: list[StepView] = []
     append = views.append
     make = tuple.__new__  # StepView(...) without its Python-level __new__ (a view per step of every grading)
-    turn = None
-    user_turn = 1 if trajectory.user_steps else None
+    turn = user_turn = None
     for s in trajectory.steps:
         if s.kind == "tool":
             patch = s.state_patch
@@ -118,6 +118,8 @@ def step_views(trajectory: Trajectory, results: bool = True) -> list[StepView]:
         elif s.kind == "model":
             turn = 0 if turn is None else turn + 1
         elif s.kind == "user":
+            if user_turn is None and views:  # tool steps before the first user step: turn 1
+                views[:] = [v._replace(user_turn=1) for v in views]
             user_turn = s.turn
     return views
 
@@ -291,14 +293,18 @@ def analyse(
     # environment held at the end, whatever was recorded
     recorded = recorded_states(trajectory) if plan_reads_states(plan) else {}
     known = {**recorded, len(steps): trajectory.final_state}
-    order = None
-    if plan.unordered_within_turn and steps and within_turns(plan, steps) is None:
-        order = turn_order(plan, steps)
-    if order is not None:  # each model turn's calls in the chain's order, explained in that order
-        inner, view = in_chain_order(plan), [steps[k] for k in order]
-        alignment = align(inner, view, known, judge=judge)
-        diagnosis = diagnose(inner, view, alignment, trajectory.final_state, judge=judge, states=recorded)
-        alignment, diagnosis = unpermuted(alignment, order), unpermuted_diagnosis(diagnosis, order)
+    if plan.unordered_within_turn and steps:  # agentevals' strict mode: one model turn's calls in any order
+        paired = within_turns(plan, steps)
+        order = turn_order(plan, steps) if paired is None else None
+        inner = in_chain_order(plan)
+        if order is not None:  # each model turn's calls in the chain's order, explained in that order
+            view = [steps[k] for k in order]
+            alignment = align(inner, view, known, judge=judge)
+            diagnosis = diagnose(inner, view, alignment, trajectory.final_state, judge=judge, states=recorded)
+            alignment, diagnosis = unpermuted(alignment, order), unpermuted_diagnosis(diagnosis, order)
+        else:
+            alignment = paired if paired is not None else align(inner, steps, known, judge=judge)
+            diagnosis = diagnose(inner, steps, alignment, trajectory.final_state, judge=judge, states=recorded)
     elif plan.observes or plan.reads_tools:  # what was said and returned, and what each call had seen
         observed = observations(trajectory)
         alignment = align(plan, steps, known, judge=judge, observed=observed)
@@ -414,14 +420,20 @@ class _MilestoneGrader:
         return analyse(example, trajectory, plan, self.value_judge() if plan.needs_judge else None)
 
 
-def error_turn(first: dict[str, Any] | None, trajectory: Trajectory, plan: Plan) -> int | None:
+def error_turn(
+    first: dict[str, Any] | None, trajectory: Trajectory, plan: Plan, steps: Sequence[StepView] | None = None
+) -> int | None:
     """The user turn a first error belongs to: the turn of its tool step in a multi-turn
-    trajectory (:func:`toolgym.records.turn_of_steps`), else the ``turn`` its milestone names
-    (a missing milestone), else ``None``."""
+    trajectory (:func:`toolgym.records.turn_of_steps`; read from ``steps``, the trajectory's
+    :func:`step_views`, when given), else the ``turn`` its milestone names (a missing
+    milestone), else ``None``."""
     if first is None:
         return None
     step = first.get("step")
-    if isinstance(step, int) and trajectory.user_steps:
+    if steps is not None:
+        if isinstance(step, int) and 1 <= step <= len(steps) and steps[step - 1].user_turn is not None:
+            return steps[step - 1].user_turn
+    elif isinstance(step, int) and trajectory.user_steps:
         tools = [turn for s, turn in zip(trajectory.steps, turn_of_steps(trajectory), strict=True) if s.kind == "tool"]
         if 1 <= step <= len(tools):
             return tools[step - 1]
@@ -513,7 +525,7 @@ class TrajectoryMatch(_MilestoneGrader):
         d, al = a.diagnosis, a.alignment
         required = sum(1 for m in plan.milestones if not m.optional)
         first_error = d.first_error
-        turn = error_turn(first_error, trajectory, plan)
+        turn = error_turn(first_error, trajectory, plan, a.steps)
         if first_error is not None and turn is not None:
             first_error = {**first_error, "turn": turn}
         if d.passed:
