@@ -133,6 +133,8 @@ def view_server(dirs: list[Path], cache: Path, *args: str, timeout: float = 60.0
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+        proc.stdout.close()  # the pipes are the caller's to close (else ResourceWarning: unclosed file)
+        proc.stderr.close()
 
 
 def write_big_run(out: Path, dataset: Path, n: int) -> Path:
