@@ -192,7 +192,26 @@ def test_wrong_credentials_end_episodes_in_error_without_quoting_them(tmp_path, 
     [trajectory] = read_trajectories(out)
     assert trajectory.status == "error" and "401" in trajectory.error, trajectory.error
     assert f"{QUERY}=***" in trajectory.error
+    # it says plainly that the credentials were refused, and which parts of the spec hold them
+    assert "the server refused the credentials (HTTP 401" in trajectory.error, trajectory.error
+    assert f"check the value of query parameter {QUERY!r} and the header 'Authorization'" in trajectory.error
+    assert "developer.mozilla.org" not in trajectory.error
     assert bearer_server.requests()["refused"] >= 1
+    assert leaks_in(tmp_path) == []
+
+
+def test_a_wrong_token_from_a_variable_names_the_variable_to_check(tmp_path, bearer_server, monkeypatch):
+    monkeypatch.setenv("TG_TEST_MCP_TOKEN", USER)  # set, but not the token the server wants
+    monkeypatch.setenv("TG_TEST_MCP_KEY", KEY)
+    data = counter_dataset(tmp_path / "counter.jsonl")
+    spec = (f"mcp+http://127.0.0.1:{bearer_server.port}/mcp?{QUERY}=${{TG_TEST_MCP_KEY}} "
+            '--header "Authorization: Bearer ${TG_TEST_MCP_TOKEN}"')
+    out = tmp_path / "run"
+    assert cli("run", "--env", spec, "--agent", "oracle", "--dataset", str(data), "--limit", "1", "--out", str(out)) == 1
+    [trajectory] = read_trajectories(out)
+    assert "the server refused the credentials (HTTP 401" in trajectory.error, trajectory.error
+    assert "the values of ${TG_TEST_MCP_KEY} and ${TG_TEST_MCP_TOKEN} in your environment" in trajectory.error
+    assert USER not in trajectory.error and KEY not in trajectory.error
     assert leaks_in(tmp_path) == []
 
 
