@@ -10,6 +10,7 @@ every run directory for them as well."""
 from __future__ import annotations
 
 import base64
+import io
 import json
 import os
 import socket
@@ -19,10 +20,12 @@ import time
 from pathlib import Path
 
 import pytest
+from rich.console import Console
 from secret_values import SECRETS, leaks_in
 
 pytest.importorskip("mcp")
 
+import toolgym.cli  # noqa: E402
 from toolgym.cli import main  # noqa: E402
 from toolgym.environments import EnvironmentUnavailable  # noqa: E402
 from toolgym.mcp.environment import connection_target, parse_spec  # noqa: E402
@@ -158,8 +161,17 @@ def test_credentials_from_variables_are_recorded_as_references_and_read_when_con
     spec = (f"mcp+http://127.0.0.1:{bearer_server.port}/mcp?{QUERY}=${{TG_TEST_MCP_KEY}} "
             '--header "Authorization: Bearer ${TG_TEST_MCP_TOKEN}"')
     out = tmp_path / "run"
+    shown = io.StringIO()
+    monkeypatch.setattr(toolgym.cli, "console", Console(width=80, file=shown))  # a pipe's width
     assert cli("run", "--env", spec, "--agent", "oracle", "--dataset", str(data), "--limit", "1", "--out", str(out)) == 0
     assert [t.status for t in read_trajectories(out)] == ["completed"]
+    # the end-of-run table: the spec (wider than 80 columns) is named above it, and each grader's row fits
+    table = shown.getvalue()
+    assert f"env: {spec}" in " ".join(table.split()) and "(continued)" not in table, table
+    graders = read_run(out).graders
+    assert graders and all(any(g in line and "1.000" in line for line in table.splitlines()) for g in graders), table
+    assert max(len(line) for line in table.splitlines() if not line.startswith("env: ")) <= 80
+    assert f"env: {spec}" in table.splitlines()  # on one line, to copy
     record = read_run(out)
     assert record.env == spec and record.extensions["env"].spec == spec  # as written: no secret in it
     assert leaks_in(tmp_path) == []
