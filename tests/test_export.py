@@ -194,6 +194,31 @@ def test_preference_pairs_from_gymnasium_rollouts(tmp_path):
     assert load_dataset("json", data_files=str(out), split="train").num_rows == 4
 
 
+def test_preference_export_counts_each_trajectory_once_as_used_or_skipped(tmp_path, capsys):
+    """The summary line counts the trajectories in the written pairs, and the skipped lines the
+    rest: an example with only a passing trajectory, and a passing trajectory no pair needed
+    (two passing, one failing), are skipped, not counted as used."""
+    run = tmp_path / "rollouts"
+    gym_env = make("typewriter_26", dataset="ladder", out=str(run))
+    for example, plays in zip(gym_env.examples, [(False, True), (False, False, True), (False,)], strict=False):
+        for wrong in plays:
+            gym_env.reset(options={"example_id": example.id})
+            for i, c in enumerate(example.expected_calls):
+                name = ("z" if c.name != "z" else "y") if (wrong and i == 0) else c.name
+                gym_env.step({"content": None, "tool_calls": [
+                    {"id": f"c{i}", "type": "function", "function": {"name": name, "arguments": "{}"}}]})
+            gym_env.step({"content": "done"})
+    out = tmp_path / "pairs.jsonl"
+    assert main(["export", str(run), "--format", "preference", "--out", str(out)]) == 0
+    stdout, stderr = capsys.readouterr()
+    assert len(read_jsonl(out)) == 2
+    assert stdout.strip() == f"{out}: 2 preference records from 4 of 6 trajectories (2 skipped)", stdout
+    skipped = sorted(line for line in stderr.splitlines() if line.startswith("skipped:"))
+    assert [line.split(" (")[0] for line in skipped] == ["skipped: 1", "skipped: 1"], stderr
+    assert "example without both a passing and a failing trajectory" in stderr
+    assert "passing trajectory in no pair" in stderr
+
+
 def test_filters_and_tokens(tmp_path, capsys):
     run = tmp_path / "rollouts"
     gym_rollouts(run, n=3)

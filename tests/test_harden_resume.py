@@ -26,6 +26,12 @@ def test_every_episode_erroring_exits_non_zero_and_stops_early(tmp_path, capsys)
     assert len(read_trajectories(out)) < 30  # stopped, the rest never played
 
 
+def test_a_run_of_one_erroring_episode_says_so_in_the_singular(tmp_path, capsys):
+    assert main(run_args(tmp_path / "one", DEAD, limit=1)) == 1
+    err = capsys.readouterr().err
+    assert "(the first episode ended in error)" in err and "first 1 episodes" not in err, err
+
+
 @pytest.mark.parametrize(("limit", "expected"), [("3", 0), ("2", 1), ("75%", 0), ("50%", 1)])
 def test_max_errors_count_or_share(tmp_path, limit, expected, capsys):
     flaky = {"aa", "aaa", "aaaa"}  # 3 of 4 targets fail

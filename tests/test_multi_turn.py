@@ -169,6 +169,49 @@ def test_a_bare_stop_token_is_recorded_and_starts_no_turn(tmp_path):
     assert json.loads((out / "run.json").read_text())["agent"]["user_model"] == f"scripted:{user}"
 
 
+def test_a_scripted_user_list_plays_one_entry_per_user_turn(tmp_path):
+    """``--user-model scripted:FILE`` with a list: its first entry is the user's message at user
+    turn 2 (turn 1 is the input), the next at turn 3, and so on (not the first at every turn)."""
+    user = tmp_path / "user.json"
+    user.write_text(json.dumps(["now add c", f"Thanks, that is all. {STOP}"]))
+    agent = tmp_path / "agent.json"
+    agent.write_text(json.dumps(AGENT))
+    data = tmp_path / "sim.jsonl"
+    data.write_text(json.dumps(SIMULATED) + "\n")
+    out = tmp_path / "run"
+    assert main(["run", "--env", "typewriter_1", "--model", f"scripted:{agent}", "--user-model", f"scripted:{user}",
+                 "--dataset", str(data), "--out", str(out), "--no-progress"]) == 0
+    (traj,) = read_jsonl(out / "trajectories.jsonl", Trajectory)
+    assert traj.status == "completed", traj.error
+    assert [(s.turn, s.text, s.stop) for s in traj.user_steps] == [
+        (1, "type ab", False), (2, "now add c", False), (3, "Thanks, that is all.", True)]
+    assert traj.final_state == {"paper": "abc"}
+
+
+def test_a_scripted_user_whose_by_input_keys_miss_names_the_answer_it_looked_up(tmp_path):
+    user = tmp_path / "user-su.json"
+    user.write_text(json.dumps({"by_input": {"typed ab.": ["now add c"], "typed abc": [STOP]}}))  # "typed ab." != "typed ab"
+    agent = tmp_path / "agent.json"
+    agent.write_text(json.dumps(AGENT))
+    data = tmp_path / "sim.jsonl"
+    data.write_text(json.dumps(SIMULATED) + "\n")
+    out = tmp_path / "run"
+    assert main(["run", "--env", "typewriter_1", "--model", f"scripted:{agent}", "--user-model", f"scripted:{user}",
+                 "--dataset", str(data), "--out", str(out), "--no-progress"]) == 1
+    (traj,) = read_jsonl(out / "trajectories.jsonl", Trajectory)
+    assert traj.status == "error" and traj.error.startswith("UserModelError: the user model scripted:"), traj.error
+    assert ("no by_input key matches the agent's last answer 'typed ab' (the keys: 'typed ab.', 'typed abc'; "
+            "a key is the whole text)") in traj.error, traj.error
+
+
+def test_a_scripted_agent_whose_by_input_keys_miss_names_the_request():
+    model = ScriptedChatModel(by_input={"type ab": [typed("a", "b"), "typed ab"]})
+    (traj,) = run(RunConfig(env="typewriter_1", model=model, dataset=[{"id": "x", "input": "type abc"}],
+                            max_errors="100%"), progress=False).trajectories
+    assert traj.status == "error"
+    assert "no by_input key matches the request (the last user message) 'type abc'" in traj.error, traj.error
+
+
 def test_the_simulated_user_stops_at_max_turns_and_sees_only_the_conversation():
     Listening.heard = []
     user = Listening(repeat_last=True, turns=["and again"])

@@ -14,6 +14,8 @@ from view_runs import view_server
 from toolgym.cli import main
 
 pytest.importorskip("starlette", reason="toolgym view needs starlette (pip install -e '.[view]')")
+# the view_server's pipes are closed: an unclosed file is a failure here, not a warning
+pytestmark = pytest.mark.filterwarnings("error::ResourceWarning", "error::pytest.PytestUnraisableExceptionWarning")
 
 HUGE = str(10**19)
 

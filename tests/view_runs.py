@@ -13,6 +13,7 @@ process on 127.0.0.1 and yields the URL it prints.
 from __future__ import annotations
 
 import contextlib
+import io
 import json
 import subprocess
 import sys
@@ -133,6 +134,10 @@ def view_server(dirs: list[Path], cache: Path, *args: str, timeout: float = 60.0
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+        for name in ("stdout", "stderr"):  # closed (else ResourceWarning: unclosed file), what was left kept readable
+            pipe = getattr(proc, name)
+            with pipe:
+                setattr(proc, name, io.StringIO(pipe.read()))
 
 
 def write_big_run(out: Path, dataset: Path, n: int) -> Path:

@@ -30,6 +30,19 @@ def is_observation(message: BaseMessage) -> bool:
     """True for messages made by :func:`observation_message`."""
     return message.additional_kwargs.get("toolgym") == "observation"
 
+
+USER_SIMULATOR_MARK = {"toolgym": "user_simulator"}
+"""Set in ``additional_kwargs`` of the system message :class:`toolgym.users.ModelUser` sends,
+so that a scripted model (``scripted:FILE``) knows it plays the user (chat providers do not send
+that field)."""
+
+
+def plays_the_user(messages: list[BaseMessage]) -> bool:
+    """True when ``messages`` are a simulated user's call (their first message carries
+    :data:`USER_SIMULATOR_MARK`): the roles are flipped, the agent's answers are the human
+    messages and the user's own messages the AI ones."""
+    return bool(messages) and messages[0].additional_kwargs.get("toolgym") == USER_SIMULATOR_MARK["toolgym"]
+
 _FENCED = re.compile(r"```(?:json|tool_call|python)?\s*(\{.*?\})\s*```", re.DOTALL)
 _TAGGED = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|$)", re.DOTALL)
 

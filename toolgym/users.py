@@ -161,9 +161,9 @@ class ModelUser:
             return None
         from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
 
-        from toolgym.parsing import reply_parts
+        from toolgym.parsing import USER_SIMULATOR_MARK, reply_parts
 
-        messages: list[Any] = [SystemMessage(user_prompt(self.instructions))]
+        messages: list[Any] = [SystemMessage(user_prompt(self.instructions), additional_kwargs=dict(USER_SIMULATOR_MARK))]
         for message in conversation:  # the roles flipped: the model plays the user
             kind = AIMessage if message["role"] == "user" else HumanMessage
             messages.append(kind(message["content"] or "(no answer)"))

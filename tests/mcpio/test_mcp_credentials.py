@@ -10,6 +10,7 @@ every run directory for them as well."""
 from __future__ import annotations
 
 import base64
+import io
 import json
 import os
 import socket
@@ -19,10 +20,12 @@ import time
 from pathlib import Path
 
 import pytest
+from rich.console import Console
 from secret_values import SECRETS, leaks_in
 
 pytest.importorskip("mcp")
 
+import toolgym.cli  # noqa: E402
 from toolgym.cli import main  # noqa: E402
 from toolgym.environments import EnvironmentUnavailable  # noqa: E402
 from toolgym.mcp.environment import connection_target, parse_spec  # noqa: E402
@@ -158,8 +161,17 @@ def test_credentials_from_variables_are_recorded_as_references_and_read_when_con
     spec = (f"mcp+http://127.0.0.1:{bearer_server.port}/mcp?{QUERY}=${{TG_TEST_MCP_KEY}} "
             '--header "Authorization: Bearer ${TG_TEST_MCP_TOKEN}"')
     out = tmp_path / "run"
+    shown = io.StringIO()
+    monkeypatch.setattr(toolgym.cli, "console", Console(width=80, file=shown))  # a pipe's width
     assert cli("run", "--env", spec, "--agent", "oracle", "--dataset", str(data), "--limit", "1", "--out", str(out)) == 0
     assert [t.status for t in read_trajectories(out)] == ["completed"]
+    # the end-of-run table: the spec (wider than 80 columns) is named above it, and each grader's row fits
+    table = shown.getvalue()
+    assert f"env: {spec}" in " ".join(table.split()) and "(continued)" not in table, table
+    graders = read_run(out).graders
+    assert graders and all(any(g in line and "1.000" in line for line in table.splitlines()) for g in graders), table
+    assert max(len(line) for line in table.splitlines() if not line.startswith("env: ")) <= 80
+    assert f"env: {spec}" in table.splitlines()  # on one line, to copy
     record = read_run(out)
     assert record.env == spec and record.extensions["env"].spec == spec  # as written: no secret in it
     assert leaks_in(tmp_path) == []
@@ -192,7 +204,26 @@ def test_wrong_credentials_end_episodes_in_error_without_quoting_them(tmp_path, 
     [trajectory] = read_trajectories(out)
     assert trajectory.status == "error" and "401" in trajectory.error, trajectory.error
     assert f"{QUERY}=***" in trajectory.error
+    # it says plainly that the credentials were refused, and which parts of the spec hold them
+    assert "the server refused the credentials (HTTP 401" in trajectory.error, trajectory.error
+    assert f"check the value of query parameter {QUERY!r} and the header 'Authorization'" in trajectory.error
+    assert "developer.mozilla.org" not in trajectory.error
     assert bearer_server.requests()["refused"] >= 1
+    assert leaks_in(tmp_path) == []
+
+
+def test_a_wrong_token_from_a_variable_names_the_variable_to_check(tmp_path, bearer_server, monkeypatch):
+    monkeypatch.setenv("TG_TEST_MCP_TOKEN", USER)  # set, but not the token the server wants
+    monkeypatch.setenv("TG_TEST_MCP_KEY", KEY)
+    data = counter_dataset(tmp_path / "counter.jsonl")
+    spec = (f"mcp+http://127.0.0.1:{bearer_server.port}/mcp?{QUERY}=${{TG_TEST_MCP_KEY}} "
+            '--header "Authorization: Bearer ${TG_TEST_MCP_TOKEN}"')
+    out = tmp_path / "run"
+    assert cli("run", "--env", spec, "--agent", "oracle", "--dataset", str(data), "--limit", "1", "--out", str(out)) == 1
+    [trajectory] = read_trajectories(out)
+    assert "the server refused the credentials (HTTP 401" in trajectory.error, trajectory.error
+    assert "the values of ${TG_TEST_MCP_KEY} and ${TG_TEST_MCP_TOKEN} in your environment" in trajectory.error
+    assert USER not in trajectory.error and KEY not in trajectory.error
     assert leaks_in(tmp_path) == []
 
 

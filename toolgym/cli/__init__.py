@@ -27,16 +27,32 @@ console = Console()
 def print_summary(rows: list[SummaryRow], title: str = "summary", measures: dict | None = None) -> None:
     """Print the grader table: mean ± stderr, n, errors, unscored (fitted to the terminal:
     :func:`toolgym.views.fit.print_fitted`), then what a grader compares when its measure says
-    (``measures``: grader name → :class:`~toolgym.records.Measure`)."""
+    (``measures``: grader name → :class:`~toolgym.records.Measure`). When the table with its
+    env column is wider than the terminal (an MCP spec as the environment), the environment is
+    named on a line above it (``env: SPEC``; several are numbered ``env 1: ...``, and the
+    column holds the numbers), as ``summary`` names its runs."""
     from rich.text import Text
 
-    from toolgym.views.fit import Col, print_fitted
+    from toolgym.views.fit import Col, fitted_tables, print_fitted
     from toolgym.views.rundata import compares_notes
 
     cols = [Col("env", "left"), Col("grader", "left"), Col("mean ± stderr"), Col("n"), Col("errors"), Col("unscored")]
-    cells = [[row.env, row.grader, row.estimate.format(), str(row.estimate.n), str(row.estimate.n_errors),
+    stats = [[row.grader, row.estimate.format(), str(row.estimate.n), str(row.estimate.n_errors),
               str(row.estimate.n_unscored)] for row in rows]
-    print_fitted(console, cols, cells, keys=2, title=Text(title))
+    cells = [[row.env, *stat] for row, stat in zip(rows, stats, strict=True)]
+    if len(fitted_tables(console, cols, cells, keys=2, title=Text(title))) == 1:
+        print_fitted(console, cols, cells, keys=2, title=Text(title))
+    else:  # a long environment name (an MCP spec): named above the table, as `summary` does with runs
+        envs = list(dict.fromkeys(row.env for row in rows))
+        console.print(Text(title, style="bold"))
+        if len(envs) == 1:
+            console.print(Text(f"env: {envs[0]}"), soft_wrap=True)  # one line, to copy
+            print_fitted(console, cols[1:], stats, keys=1)
+        else:
+            for n, env in enumerate(envs, 1):
+                console.print(Text(f"env {n}: {env}"), soft_wrap=True)
+            numbered = [[str(envs.index(row.env) + 1), *stat] for row, stat in zip(rows, stats, strict=True)]
+            print_fitted(console, [Col("env", "right"), *cols[1:]], numbered, keys=2)
     for note in compares_notes(measures or {}, [row.grader for row in rows]):
         console.print(Text(f"note: {note}"))
 

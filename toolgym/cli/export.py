@@ -42,7 +42,8 @@ def cmd_export(args: argparse.Namespace) -> int:
         status=args.status, envs=args.env, with_tokens=args.with_tokens, pass_grader=args.pass_grader,
         arguments=args.arguments,
     )
-    print(f"{args.out}: {result.records} {args.format} records from {result.kept} of {result.trajectories} trajectories")
+    print(f"{args.out}: {result.records} {args.format} records from {result.used} of {result.trajectories} trajectories"
+          + (f" ({result.trajectories - result.used} skipped)" if result.used < result.trajectories else ""))
     for warning in result.warnings:
         print(f"warning: {warning}", file=sys.stderr)
     for why, n in sorted(result.skipped.items()):

@@ -418,6 +418,8 @@ class _Connection:
                 elif self.not_json_rpc is not None:
                     message = (f"{self.server.name}: the command {shown!r} is not an MCP server: it wrote "
                                f"{self.target.scrub(self.not_json_rpc)!r} on stdout, not a JSON-RPC message")
+                elif self.target.url is not None and _refused_status(exc) is not None:
+                    message = _refused_message(self.server, _refused_status(exc))
                 elif self.server.command and not isinstance(_innermost(exc), OSError):
                     message = (f"{self.server.name}: the command {shown!r} ended before the "
                                f"MCP handshake was done ({reason}); is it an MCP server on stdio?")
@@ -501,6 +503,56 @@ def _innermost(exc: BaseException) -> BaseException:
     while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
         exc = exc.exceptions[0]
     return exc
+
+
+def _refused_status(exc: BaseException) -> int | None:
+    """401 or 403 when an HTTP response with that status is among ``exc``, the exceptions of
+    its (nested) groups and their causes (``httpx.HTTPStatusError``), else ``None``."""
+    seen: set[int] = set()
+    pending = [exc]
+    while pending:
+        current = pending.pop()
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
+        status = getattr(getattr(current, "response", None), "status_code", None)
+        if status in (401, 403):
+            return status
+        if isinstance(current, BaseExceptionGroup):
+            pending.extend(current.exceptions)
+        pending.extend(e for e in (current.__cause__, current.__context__) if e is not None)
+    return None
+
+
+def _refused_message(server: MCPServerSpec, status: int) -> str:
+    """Why a session could not open when the server answered 401 or 403: the credentials were
+    refused, and which parts of the spec carry them (names only, never values).
+
+    Args:
+        server: The spec as given (``${NAME}`` references not expanded).
+        status: 401 or 403.
+    """
+    from urllib.parse import parse_qsl, urlsplit
+
+    parts = urlsplit(server.url or "")
+    given = []
+    if parts.username is not None or parts.password is not None:
+        given.append("the URL's user and password (sent as HTTP Basic authentication)")
+    names = [name for name, _ in parse_qsl(parts.query, keep_blank_values=True)]
+    if names:
+        given.append(f"the value{'s' if len(names) > 1 else ''} of query parameter{'s' if len(names) > 1 else ''} "
+                     f"{_listed([repr(n) for n in names])}")
+    headers = [h.partition(":")[0].strip() for h in server.headers]
+    if headers:
+        given.append(f"the header{'s' if len(headers) > 1 else ''} {_listed([repr(h) for h in headers])}")
+    variables = list(dict.fromkeys(_REFERENCE.findall(" ".join((server.url or "", *server.headers)))))
+    if variables:
+        given.append(f"the value{'s' if len(variables) > 1 else ''} of {_listed(variables)} in your environment")
+    what = ("unauthorized: the credentials are missing or wrong" if status == 401
+            else "forbidden: the credentials are not accepted for this server")
+    check = (f"check {_listed(given)}" if given else
+             "the spec gives none: add them, e.g. --header 'Authorization: Bearer ${MCP_TOKEN}' after the URL")
+    return f"{server.name}: cannot open an MCP session: the server refused the credentials (HTTP {status} {what}); {check}"
 
 
 def _exception_text(exc: BaseException) -> str:

@@ -13,7 +13,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 from pydantic import Field
 
-from toolgym.parsing import is_observation
+from toolgym.parsing import is_observation, plays_the_user
 from toolgym.providers import ModelSettings, register_provider
 
 Turn = dict[str, Any]
@@ -41,6 +41,12 @@ def to_message(turn: Turn | AIMessage | str) -> AIMessage:
 
 
 
+def _short(text: Any, limit: int = 80) -> str:
+    """``repr`` of ``text``, cut to about ``limit`` characters."""
+    shown = repr(text)
+    return shown if len(shown) <= limit else shown[: limit - 4] + "...'"
+
+
 class ScriptedChatModel(BaseChatModel):
     """Answers from a script, statelessly, so it is safe under concurrency.
 
@@ -48,6 +54,15 @@ class ScriptedChatModel(BaseChatModel):
     input; with ``by_input``, the script is looked up by that human message's text first.
     Human messages marked as tool observations (``additional_kwargs["toolgym"] ==
     "observation"``, sent by the prompted agents) are not requests and do not reset the count.
+
+    Playing a simulated user (``--user-model scripted:FILE``; the conversation starts with the
+    system message of :class:`toolgym.users.ModelUser`, :func:`toolgym.parsing.plays_the_user`),
+    the roles are flipped: ``by_input`` is keyed on the agent's last answer (its script's entry
+    k is the reply to the (k+1)-th time the agent gave that answer), and ``turns`` has one entry
+    per user turn, the first for user turn 2 (turn 1 is the example's ``input``).
+
+    Raises ``IndexError`` when no turn is left (the episode ends in ``error``), saying which
+    script ran out, or which text no ``by_input`` key matched.
 
     Attributes:
         turns: The default script (list of turns, see :func:`to_message`).
@@ -80,13 +95,36 @@ class ScriptedChatModel(BaseChatModel):
             default=-1,
         )
         request = messages[last_human].content if last_human >= 0 else ""
-        turn_index = sum(isinstance(m, AIMessage) for m in messages[last_human + 1 :])
-        script = self.by_input.get(request, self.turns) if isinstance(request, str) else self.turns
+        keyed = isinstance(request, str) and request in self.by_input
+        script = self.by_input[request] if keyed else self.turns
+        user = plays_the_user(messages)
+        if not user:
+            turn_index = sum(isinstance(m, AIMessage) for m in messages[last_human + 1 :])
+        elif keyed:  # the reply to the k-th time the agent gave this answer
+            turn_index = sum(isinstance(m, HumanMessage) and m.content == request for m in messages[:last_human])
+        else:  # one entry per user turn; the user's first message (turn 1) is the example's input, not scripted
+            turn_index = max(sum(isinstance(m, AIMessage) for m in messages) - 1, 0)
         if turn_index >= len(script):
             if not (self.repeat_last and script):
-                raise IndexError(f"scripted model has no turn {turn_index + 1} (script has {len(script)})")
+                raise IndexError(self._exhausted(turn_index, request, keyed, user))
             turn_index = len(script) - 1
         return ChatResult(generations=[ChatGeneration(message=to_message(script[turn_index]))])
+
+    def _exhausted(self, turn_index: int, request: Any, keyed: bool, user: bool) -> str:
+        """Why no turn can be played: which script ran out, or which text no ``by_input`` key
+        matched (a simulated user's script is keyed on the agent's last answer)."""
+        what = "the agent's last answer" if user else "the request (the last user message)"
+        wanted = f"user turn {turn_index + 2}" if user and not keyed else f"turn {turn_index + 1}"
+        if keyed:
+            return f"scripted model has no {wanted} (the by_input script of {_short(request)} has {len(self.by_input[request])})"
+        if self.by_input:
+            keys = ", ".join(_short(k) for k in list(self.by_input)[:5]) + (", ..." if len(self.by_input) > 5 else "")
+            return (f"scripted model has no {wanted}: no by_input key matches {what} {_short(request)} "
+                    f"(the keys: {keys}; a key is the whole text), and 'turns' has {len(self.turns)}")
+        if user:
+            return (f"scripted model has no {wanted} ('turns' has {len(self.turns)}: its first entry is the user's "
+                    "message at user turn 2, the input being turn 1)")
+        return f"scripted model has no {wanted} (script has {len(self.turns)})"
 
     async def _agenerate(
         self,

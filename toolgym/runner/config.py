@@ -175,7 +175,9 @@ class ErrorLimit:
         default rule never stops it: the setup worked)."""
         parsed = parse_max_errors(value)
         if parsed is None:
-            return cls(None, jobs, f"the first {min(FIRST_ERRORS, jobs)} episodes all ended in error", completed_before)
+            first = min(FIRST_ERRORS, jobs)
+            rule = "the first episode ended in error" if first == 1 else f"the first {first} episodes all ended in error"
+            return cls(None, jobs, rule, completed_before)
         if isinstance(parsed, float):
             return cls(int(parsed * jobs), jobs, f"--max-errors {value}: more than {parsed:.0%} of {jobs} episodes")
         return cls(parsed, jobs, f"--max-errors {parsed}")

@@ -118,6 +118,10 @@ class ExportResult:
         records: Lines written.
         trajectories: Trajectories read from the runs.
         kept: Trajectories that passed the filters.
+        used: Trajectories in at least one written record (for ``preference``, a passing
+            trajectory may be the chosen side of several pairs). Every trajectory read is
+            either used or counted once in ``skipped``: ``used + sum(skipped.values()) ==
+            trajectories``.
         skipped: Why trajectories or records were left out, with counts.
         first_skipped: For each reason of ``skipped``, the first trajectory left out for it,
             as ``"EXAMPLE_ID trial N"``.
@@ -128,6 +132,7 @@ class ExportResult:
     records: int = 0
     trajectories: int = 0
     kept: int = 0
+    used: int = 0
     skipped: dict[str, int] = field(default_factory=lambda: defaultdict(int))
     first_skipped: dict[str, str] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
@@ -313,7 +318,8 @@ def export_runs(
     where, statuses, env_set = list(where), set(status) or {"completed", "step_limit", "repeat_limit"}, set(map(redact_spec, envs))
     result = ExportResult()
     conversations = _Conversations()
-    records: list[tuple[dict[str, Any], Trajectory, tuple[bool, ...]]] = []  # record, its trajectory, open ends
+    # record, its trajectory (a pair's rejected side), open ends, a pair's chosen side
+    records: list[tuple[dict[str, Any], Trajectory, tuple[bool, ...], Trajectory | None]] = []
     groups: dict[tuple[str, str], list[tuple[Trajectory, Example, Benchmark, bool | None]]] = defaultdict(list)
     runs = [load_run(directory) for directory in directories]
     for directory, run in zip(directories, runs, strict=True):
@@ -366,7 +372,7 @@ def export_runs(
                 record: dict[str, Any] = {"messages": prompt + _messages(traj), "tools": tools}
                 if with_tokens:
                     record["tokens"] = _tokens(traj)
-                records.append((record, traj, (_imported(traj),)))
+                records.append((record, traj, (_imported(traj),), None))
             else:
                 passed = measure.passed(values.get((traj.example_id, traj.trial, judge))) if judge else None
                 groups[(traj.env, traj.example_id)].append((traj, example, benchmark, passed))
@@ -398,20 +404,36 @@ def export_runs(
             }
             if with_tokens:
                 pair["chosen_tokens"], pair["rejected_tokens"] = _tokens(good), _tokens(bad)
-            records.append((pair, bad, (_imported(good), _imported(bad))))
+            records.append((pair, bad, (_imported(good), _imported(bad)), good))
     path = Path(out)
     path.parent.mkdir(parents=True, exist_ok=True)
+    used: set[int] = set()  # id() of each trajectory in a written record
+    failed: set[int] = set()  # id() of each trajectory skipped for its record's problem
     with open(path, "w", encoding="utf-8") as fh:
-        for record, traj, open_end in records:
+        for record, traj, open_end, chosen in records:
             problems = _problems(record, open_end)
             if problems:
                 first = _MESSAGE_INDEX.sub("", problems[0])
                 result.skip(f"record failed validation: {_problem_kind(first)}", traj, first)
+                failed.add(id(traj))
                 continue
             if arguments == "object":
                 record = _object_arguments(record)
             fh.write(json.dumps(record, ensure_ascii=False) + "\n")
             result.records += 1
+            used.update({id(traj)} if chosen is None else {id(traj), id(chosen)})
+    result.used = len(used)
+    for members in groups.values():  # the rest of an example that made pairs: no pair used them
+        if not any(m[3] is True for m in members) or not any(m[3] is False for m in members):
+            continue  # skipped above
+        for traj, _, _, passed in members:
+            if id(traj) in used or id(traj) in failed:
+                continue
+            if passed is None:
+                result.skip("no score by the pass grader", traj)
+            else:
+                result.skip("passing trajectory in no pair (its example has fewer failing trajectories, "
+                            "or their pairs failed validation)", traj)
     result.skipped = dict(result.skipped)
     return result
 
