@@ -859,9 +859,14 @@ def _search(
     observed = observed or {}
     turn_span = turn_spans(steps) if any(ms[j].turn is not None for j in state_milestones) else None
 
+    turn_ends: dict[int, int] = {}
+
     def turn_end(turn: int) -> int:
         """The position at the end of user turn ``turn``: after its last tool step."""
-        return sum(1 for s in steps if s.user_turn is not None and s.user_turn <= turn)
+        found = turn_ends.get(turn)
+        if found is None:
+            found = turn_ends[turn] = sum(1 for s in steps if s.user_turn is not None and s.user_turn <= turn)
+        return found
     pure_states = [j for j in state_milestones if not ms[j].calls]
     mixed_states = [j for j in state_milestones if ms[j].calls]
     dynamic: dict[tuple[int, int, tuple[int, ...]], bool] = {}
@@ -1450,7 +1455,7 @@ class _Explainer:
                 label.type, label.milestone = "extra_call", m.id
                 label.note = f"repeats {m.id} (matched at another step)"
                 return
-        if not fits and s.user_turn is not None:  # fits a milestone of another user turn
+        if not fits and self.user_turns is not None and s.user_turn is not None:  # fits a milestone of another user turn
             for j in named_ids:
                 m = ms[j]
                 if m.turn is not None and m.turn != s.user_turn and _fits_call(m, s, context):
